@@ -1,0 +1,18 @@
+/*
+ * evrdma: RDMA (rdma_cm + verbs) driven by a libevent event_base.
+ * Umbrella header: include this one.
+ */
+#ifndef EVRDMA_H_INCLUDED_
+#define EVRDMA_H_INCLUDED_
+
+/** @file evrdma.h
+ * Includes every public evrdma header.
+ */
+#include <evrdma/util.h>
+#include <evrdma/config.h>
+#include <evrdma/base.h>
+#include <evrdma/mr.h>
+#include <evrdma/conn.h>
+#include <evrdma/listener.h>
+
+#endif /* EVRDMA_H_INCLUDED_ */

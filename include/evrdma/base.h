@@ -1,0 +1,79 @@
+/*
+ * evrdma: the per-event_base context.
+ */
+#ifndef EVRDMA_BASE_H_INCLUDED_
+#define EVRDMA_BASE_H_INCLUDED_
+
+/** @file evrdma/base.h
+ * An evrdma_base binds evrdma to one libevent event_base. It owns the
+ * rdma_cm event channel and, per RDMA device, one protection domain, one
+ * completion channel and the completion queues shared by every connection
+ * on that device. All of them are libevent read events on the event_base;
+ * evrdma creates no thread and never blocks the loop.
+ */
+
+#include <evrdma/util.h>
+#include <evrdma/config.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+/** An opaque evrdma context bound to one event_base. */
+struct evrdma_base;
+
+/**
+ * Create an evrdma context on @p eb. Loads rdma-core on first use.
+ * @param eb the libevent base; must outlive the evrdma_base. All evrdma
+ *   callbacks run on the thread that runs @p eb.
+ * @param cfg tunables, copied; NULL means the defaults of evrdma_config_new()
+ * @return the context, or NULL with errno: ENOSYS (rdma-core missing),
+ *   EINVAL (bad configuration), ENOMEM, or the error of
+ *   rdma_create_event_channel(). evrdma_errmsg() tells the cause.
+ */
+EVRDMA_EXPORT struct evrdma_base *evrdma_base_new(struct event_base *eb,
+    const struct evrdma_config *cfg);
+
+/**
+ * Free the context. Connections and listeners still open are torn down at
+ * once without waiting for the peer: their outstanding requests complete
+ * with status ECANCELED, no event callback runs. Memory regions still
+ * registered are deregistered (their evrdma_mr handles become invalid).
+ * Must not be called from inside an evrdma callback.
+ * @param base the context; NULL is allowed
+ */
+EVRDMA_EXPORT void evrdma_base_free(struct evrdma_base *base);
+
+/** @return the event_base given to evrdma_base_new() */
+EVRDMA_EXPORT struct event_base *evrdma_base_get_event_base(
+    struct evrdma_base *base);
+
+/**
+ * Counts of the live rdma-core objects owned by a base, for leak checks
+ * and monitoring.
+ */
+struct evrdma_stats {
+	unsigned conns;		/**< connections not yet fully destroyed */
+	unsigned listeners;	/**< listeners */
+	unsigned cm_ids;	/**< rdma_cm ids */
+	unsigned qps;		/**< queue pairs */
+	unsigned cqs;		/**< completion queues */
+	unsigned mrs;		/**< registered memory regions */
+	unsigned devices;	/**< opened devices (PD + completion channel) */
+	unsigned reqs;		/**< work requests posted and not yet completed */
+};
+
+/**
+ * Read the object counts of @p base.
+ * @param base the context
+ * @param out filled in
+ */
+EVRDMA_EXPORT void evrdma_base_get_stats(struct evrdma_base *base,
+    struct evrdma_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EVRDMA_BASE_H_INCLUDED_ */

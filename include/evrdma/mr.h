@@ -1,0 +1,106 @@
+/*
+ * evrdma: registered memory regions and their remote descriptors.
+ */
+#ifndef EVRDMA_MR_H_INCLUDED_
+#define EVRDMA_MR_H_INCLUDED_
+
+/** @file evrdma/mr.h
+ * Memory must be registered before RDMA can touch it. Registration is slow
+ * (tens of microseconds): register buffers once, up front, and reuse them.
+ * Register with the least access needed; only regions a user exposes on
+ * purpose should carry remote access.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <evrdma/util.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct evrdma_conn;
+
+/** An opaque registered memory region. */
+struct evrdma_mr;
+
+/** Access flags for evrdma_mr_reg(). 0 allows only local reads (SEND source). */
+#define EVRDMA_ACCESS_LOCAL_WRITE	0x01	/**< RECV, READ and atomic targets */
+#define EVRDMA_ACCESS_REMOTE_READ	0x02	/**< the peer may RDMA READ it */
+#define EVRDMA_ACCESS_REMOTE_WRITE	0x04	/**< the peer may RDMA WRITE it (implies LOCAL_WRITE) */
+#define EVRDMA_ACCESS_REMOTE_ATOMIC	0x08	/**< the peer may do atomics on it (implies LOCAL_WRITE) */
+
+/**
+ * Register @p len bytes at @p addr on the device (protection domain) of
+ * @p conn. The region can be used by every connection of the same
+ * evrdma_base on the same device. The connection must have a device, i.e.
+ * be past address resolution (any time from the accept/prepare callback or
+ * EVRDMA_EV_CONNECTED on).
+ * @param conn the connection whose device is used
+ * @param addr start of the memory; owned by the caller, must stay valid
+ *   until the region is freed and no request using it is outstanding
+ * @param len bytes, > 0
+ * @param access EVRDMA_ACCESS_* flags
+ * @return the region, or NULL with errno EINVAL (bad argument or flags),
+ *   ENOTCONN (no device yet), or ibv_reg_mr()'s error (ENOMEM: check
+ *   RLIMIT_MEMLOCK)
+ */
+EVRDMA_EXPORT struct evrdma_mr *evrdma_mr_reg(struct evrdma_conn *conn,
+    void *addr, size_t len, int access);
+
+/**
+ * Deregister and free a region. If requests using it are still outstanding,
+ * the deregistration happens when the last of them completes.
+ * @param mr the region; NULL is allowed
+ */
+EVRDMA_EXPORT void evrdma_mr_free(struct evrdma_mr *mr);
+
+/** @return the start address given to evrdma_mr_reg() */
+EVRDMA_EXPORT void *evrdma_mr_addr(const struct evrdma_mr *mr);
+/** @return the length given to evrdma_mr_reg() */
+EVRDMA_EXPORT size_t evrdma_mr_len(const struct evrdma_mr *mr);
+
+/**
+ * What a peer needs to access a region remotely: address, length and rkey.
+ * Hand it to the peer (e.g. in a SEND) as bytes from evrdma_remote_encode().
+ */
+struct evrdma_remote {
+	uint64_t addr;		/**< remote virtual address of the first byte */
+	uint64_t len;		/**< bytes accessible from @c addr */
+	uint32_t rkey;		/**< remote key */
+};
+
+/**
+ * Describe bytes [off, off+len) of @p mr for a peer.
+ * @return 0, or -1 with errno EINVAL (range outside the region) or EACCES
+ *   (the region has no remote access flag)
+ */
+EVRDMA_EXPORT int evrdma_mr_export(const struct evrdma_mr *mr, size_t off,
+    size_t len, struct evrdma_remote *out);
+
+/** Size of an encoded evrdma_remote. */
+#define EVRDMA_REMOTE_ENCODED_LEN 24
+
+/**
+ * Encode a descriptor into a portable byte string (versioned, big-endian).
+ * @param buf receives EVRDMA_REMOTE_ENCODED_LEN bytes
+ * @param buflen size of @p buf
+ * @return EVRDMA_REMOTE_ENCODED_LEN, or -1 with errno EINVAL (NULL) or
+ *   ENOSPC (@p buflen too small)
+ */
+EVRDMA_EXPORT int evrdma_remote_encode(const struct evrdma_remote *rem,
+    void *buf, size_t buflen);
+
+/**
+ * Decode and validate a byte string made by evrdma_remote_encode(), e.g.
+ * received from an untrusted peer.
+ * @return 0, or -1 with errno EINVAL (NULL, wrong length) or EPROTO (bad
+ *   magic or version, zero length, or address + length overflowing)
+ */
+EVRDMA_EXPORT int evrdma_remote_decode(struct evrdma_remote *out,
+    const void *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EVRDMA_MR_H_INCLUDED_ */

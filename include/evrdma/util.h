@@ -1,0 +1,102 @@
+/*
+ * evrdma: RDMA (rdma_cm + verbs) driven by a libevent event_base.
+ * Common definitions: export macro, error reasons, logging, versions.
+ */
+#ifndef EVRDMA_UTIL_H_INCLUDED_
+#define EVRDMA_UTIL_H_INCLUDED_
+
+/** @file evrdma/util.h
+ * Definitions shared by every evrdma object: the symbol export macro,
+ * connection error reasons, the log callback and version queries.
+ */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EVRDMA_BUILDING_LIBRARY)
+#define EVRDMA_EXPORT __attribute__((visibility("default")))
+#else
+#define EVRDMA_EXPORT
+#endif
+
+/**
+ * Why a connection failed or ended. Delivered as the @c reason argument of
+ * the connection event callback (see evrdma_conn_event_cb) together with
+ * EVRDMA_EV_ERROR or EVRDMA_EV_EOF. Each failure is reported exactly once.
+ */
+enum evrdma_reason {
+	EVRDMA_REASON_NONE = 0,		/**< no error (EVRDMA_EV_CONNECTED) */
+	EVRDMA_REASON_ADDR_ERROR,	/**< rdma_cm could not resolve the address */
+	EVRDMA_REASON_ROUTE_ERROR,	/**< rdma_cm could not resolve a route */
+	EVRDMA_REASON_CONNECT_ERROR,	/**< the connection handshake failed */
+	EVRDMA_REASON_UNREACHABLE,	/**< peer unreachable (also after ESTABLISHED) */
+	EVRDMA_REASON_REJECTED,		/**< the peer rejected us; see evrdma_conn_get_reject() */
+	EVRDMA_REASON_TIMEOUT,		/**< a connection step exceeded its configured timeout */
+	EVRDMA_REASON_DISCONNECTED,	/**< the peer disconnected (with EVRDMA_EV_EOF) */
+	EVRDMA_REASON_DEVICE_REMOVAL,	/**< the RDMA device went away */
+	EVRDMA_REASON_QP_FATAL,		/**< asynchronous QP error (IBV_EVENT_QP_FATAL and kin) */
+	EVRDMA_REASON_PORT_ERROR,	/**< the device port went down (IBV_EVENT_PORT_ERR) */
+	EVRDMA_REASON_DEVICE_FATAL,	/**< the device reported a fatal error */
+	EVRDMA_REASON_RESOURCE,		/**< a local resource could not be created; errno says which */
+	EVRDMA_REASON_DNS,		/**< host name resolution failed */
+	EVRDMA_REASON_PROTOCOL		/**< the peer broke the evrdma handshake protocol */
+};
+
+/**
+ * Describe a reason code.
+ * @param reason an evrdma_reason value
+ * @return a static, human-readable string; never NULL
+ */
+EVRDMA_EXPORT const char *evrdma_reason_str(int reason);
+
+/** Log severities passed to an evrdma_log_cb. */
+enum evrdma_log_level {
+	EVRDMA_LOG_DEBUG = 0,
+	EVRDMA_LOG_INFO,
+	EVRDMA_LOG_WARN,
+	EVRDMA_LOG_ERROR
+};
+
+/**
+ * A log sink. The library never prints; it hands every message here.
+ * @param level an evrdma_log_level
+ * @param msg NUL-terminated message, valid only during the call
+ * @param arg the pointer given to evrdma_set_log_callback()
+ */
+typedef void (*evrdma_log_cb)(int level, const char *msg, void *arg);
+
+/**
+ * Install the process-wide log callback. NULL (the default) discards
+ * messages. Messages below @p min_level are not formatted at all.
+ * @param cb the callback, or NULL
+ * @param min_level the lowest evrdma_log_level passed to @p cb
+ * @param arg passed to every call of @p cb
+ */
+EVRDMA_EXPORT void evrdma_set_log_callback(evrdma_log_cb cb, int min_level,
+    void *arg);
+
+/**
+ * Detail of the most recent failure of an evrdma call on this thread, such
+ * as which rdma-core library could not be loaded or which verb failed.
+ * errno holds the error code; this string names the cause.
+ * @return a thread-local string, overwritten by the next failure; "" if none
+ */
+EVRDMA_EXPORT const char *evrdma_errmsg(void);
+
+/**
+ * Load rdma-core (libibverbs.so.1 and librdmacm.so.1) if not yet loaded.
+ * Every evrdma call that needs rdma-core does this itself; a program may
+ * call it up front to report a missing installation early.
+ * @return 0 if loaded; -1 with errno ENOSYS (library or symbol missing) and
+ *   evrdma_errmsg() naming the library and the Debian package to install
+ */
+EVRDMA_EXPORT int evrdma_rdma_load(void);
+
+/** @return the library version as a string, e.g. "0.1.0" */
+EVRDMA_EXPORT const char *evrdma_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EVRDMA_UTIL_H_INCLUDED_ */

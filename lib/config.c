@@ -1,0 +1,136 @@
+/*
+ * evrdma: configuration object.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "evrdma-internal.h"
+
+#define QUEUE_DEPTH_MAX		16384
+#define CQ_SIZE_MIN		64
+#define CQ_SIZE_MAX		1048576
+#define INLINE_MAX		1024
+#define TIMEOUT_MAX_MS		600000
+#define POLL_BUDGET_MAX		65536
+#define RNR_RETRY_MAX		7
+
+void
+evrdma__config_defaults(struct evrdma_config *cfg)
+{
+	cfg->sq_depth = 128;
+	cfg->rq_depth = 128;
+	cfg->cq_size = 4096;
+	cfg->inline_threshold = 64;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR] = 2000;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE] = 2000;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT] = 5000;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] = 2000;
+	cfg->poll_budget = 64;
+	cfg->rnr_retry = 7;
+}
+
+struct evrdma_config *
+evrdma_config_new(void)
+{
+	struct evrdma_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (cfg == NULL) {
+		evrdma__fail(ENOMEM, "evrdma_config_new: out of memory");
+		return NULL;
+	}
+	evrdma__config_defaults(cfg);
+	return cfg;
+}
+
+void
+evrdma_config_free(struct evrdma_config *cfg)
+{
+	free(cfg);
+}
+
+int
+evrdma_config_set_queue_depth(struct evrdma_config *cfg, unsigned send,
+    unsigned recv)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_queue_depth: "
+		    "NULL configuration");
+	if (send < 1 || send > QUEUE_DEPTH_MAX || recv < 1 ||
+	    recv > QUEUE_DEPTH_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_queue_depth: "
+		    "send %u / recv %u outside 1..%u", send, recv,
+		    QUEUE_DEPTH_MAX);
+	cfg->sq_depth = send;
+	cfg->rq_depth = recv;
+	return 0;
+}
+
+int
+evrdma_config_set_cq_size(struct evrdma_config *cfg, unsigned entries)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_cq_size: "
+		    "NULL configuration");
+	if (entries < CQ_SIZE_MIN || entries > CQ_SIZE_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_cq_size: "
+		    "%u outside %u..%u", entries, CQ_SIZE_MIN, CQ_SIZE_MAX);
+	cfg->cq_size = entries;
+	return 0;
+}
+
+int
+evrdma_config_set_inline_threshold(struct evrdma_config *cfg, unsigned bytes)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_inline_threshold: "
+		    "NULL configuration");
+	if (bytes > INLINE_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_inline_threshold: "
+		    "%u outside 0..%u", bytes, INLINE_MAX);
+	cfg->inline_threshold = bytes;
+	return 0;
+}
+
+int
+evrdma_config_set_timeout(struct evrdma_config *cfg, int which, unsigned ms)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
+		    "NULL configuration");
+	if (which < EVRDMA_TIMEOUT_ADDR || which > EVRDMA_TIMEOUT_TEARDOWN)
+		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
+		    "unknown timeout %d", which);
+	if (ms < 1 || ms > TIMEOUT_MAX_MS)
+		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
+		    "%u ms outside 1..%u", ms, TIMEOUT_MAX_MS);
+	cfg->timeout_ms[which] = ms;
+	return 0;
+}
+
+int
+evrdma_config_set_poll_budget(struct evrdma_config *cfg, unsigned completions)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_poll_budget: "
+		    "NULL configuration");
+	if (completions < 1 || completions > POLL_BUDGET_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_poll_budget: "
+		    "%u outside 1..%u", completions, POLL_BUDGET_MAX);
+	cfg->poll_budget = completions;
+	return 0;
+}
+
+int
+evrdma_config_set_rnr_retry(struct evrdma_config *cfg, unsigned count)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_rnr_retry: "
+		    "NULL configuration");
+	if (count > RNR_RETRY_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_rnr_retry: "
+		    "%u outside 0..%u", count, RNR_RETRY_MAX);
+	cfg->rnr_retry = count;
+	return 0;
+}

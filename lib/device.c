@@ -1,0 +1,371 @@
+/*
+ * evrdma: per (base, device) resources: protection domain, one completion
+ * channel on the loop, the completion queues shared by every connection on
+ * the device, and the device's asynchronous event fd.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evrdma-internal.h"
+
+/* ibv_ack_cq_events takes a mutex: ack in batches, and always everything
+ * before ibv_destroy_cq (which waits for all events to be acked). */
+#define CQ_ACK_BATCH 64
+
+static void dev_poll(struct evrdma_dev *dev);
+
+static void
+cq_ack_all(struct evrdma_cq *cq)
+{
+	if (cq->unacked) {
+		EVRDMA_SYM(ibv_ack_cq_events)(cq->cq, cq->unacked);
+		cq->unacked = 0;
+	}
+}
+
+/*
+ * The completion channel is readable: take every pending CQ event, ack it
+ * (batched), re-arm the CQ *before* polling so that a completion that lands
+ * between the last poll and the re-arm still raises an event, then poll.
+ * A CQ event may come with no completion behind it; that is harmless.
+ */
+static void
+cc_readable(int fd, void *arg)
+{
+	struct evrdma_dev *dev = arg;
+	struct ibv_cq *ibcq;
+	void *ctx;
+
+	while (EVRDMA_SYM(ibv_get_cq_event)(dev->cc, &ibcq, &ctx) == 0) {
+		struct evrdma_cq *cq = ctx;
+
+		if (++cq->unacked >= CQ_ACK_BATCH)
+			cq_ack_all(cq);
+		if (ibv_req_notify_cq(ibcq, 0))
+			evrdma__log(EVRDMA_LOG_ERROR, "ibv_req_notify_cq failed");
+		cq->armed_pending = 1;
+	}
+	dev_poll(dev);
+}
+
+static void
+poll_resume(void *arg)
+{
+	dev_poll(arg);
+}
+
+/*
+ * Poll the CQs that were signalled, at most cfg.poll_budget completions per
+ * call. When the budget runs out, polling resumes from a 0 ms timer, i.e.
+ * after the loop has served its other events: one busy connection cannot
+ * starve the loop, and no completion is left behind (the CQs stay marked
+ * until a poll finds them empty).
+ */
+static void
+dev_poll(struct evrdma_dev *dev)
+{
+	struct evrdma_base *base = dev->base;
+	unsigned budget = base->cfg.poll_budget;
+	struct ibv_wc wc[16];
+	struct evrdma_cq *cq;
+	int again;
+
+	/* Completions may free connections and with them CQs: hold the
+	 * device so the list walk stays valid. */
+	dev->refcnt++;
+	do {
+		again = 0;
+		LIST_FOREACH(cq, &dev->cqs, link) {
+			int n, i;
+
+			if (!cq->armed_pending || !budget)
+				continue;
+			n = ibv_poll_cq(cq->cq,
+			    budget < 16 ? (int)budget : 16, wc);
+			if (n < 0) {
+				evrdma__log(EVRDMA_LOG_ERROR,
+				    "ibv_poll_cq failed");
+				cq->armed_pending = 0;
+				continue;
+			}
+			if (n == 0) {
+				cq->armed_pending = 0;
+				continue;
+			}
+			budget -= (unsigned)n;
+			for (i = 0; i < n; i++) {
+				struct evrdma_req *req = evrdma__req_lookup(
+				    base, wc[i].wr_id);
+				if (req)
+					evrdma__conn_complete(req, &wc[i]);
+				/* else: a late completion of a request that
+				 * teardown already cancelled. */
+			}
+			again = 1;
+			/* the CQ list may have changed under us */
+			break;
+		}
+	} while (again && budget);
+	if (!budget) {
+		LIST_FOREACH(cq, &dev->cqs, link)
+			if (cq->armed_pending)
+				break;
+		if (cq)
+			evrdma__ev_timer_start(dev->poll_ev, 0);
+	}
+	evrdma__dev_put(dev);
+}
+
+void
+evrdma__dev_poll_now(struct evrdma_dev *dev)
+{
+	struct evrdma_cq *cq;
+
+	LIST_FOREACH(cq, &dev->cqs, link)
+		cq->armed_pending = 1;
+	dev_poll(dev);
+}
+
+static int
+async_reason(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_DEVICE_FATAL:
+		return EVRDMA_REASON_DEVICE_FATAL;
+	case IBV_EVENT_PORT_ERR:
+		return EVRDMA_REASON_PORT_ERROR;
+	default:
+		return EVRDMA_REASON_QP_FATAL;
+	}
+}
+
+/* Report an asynchronous error to every connection it concerns. */
+static void
+async_readable(int fd, void *arg)
+{
+	struct evrdma_dev *dev = arg;
+	struct evrdma_base *base = dev->base;
+	struct ibv_async_event ae;
+
+	dev->refcnt++;
+	while (EVRDMA_SYM(ibv_get_async_event)(dev->verbs, &ae) == 0) {
+		enum ibv_event_type t = ae.event_type;
+		struct ibv_qp *qp = NULL;
+		uint8_t port = 0;
+		struct evrdma_conn *conn, *next;
+
+		evrdma__log(EVRDMA_LOG_WARN, "async event on %s: %s",
+		    EVRDMA_SYM(ibv_get_device_name)(dev->verbs->device),
+		    EVRDMA_SYM(ibv_event_type_str)(t));
+		switch (t) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_PATH_MIG_ERR:
+			qp = ae.element.qp;
+			break;
+		case IBV_EVENT_PORT_ERR:
+			port = (uint8_t)ae.element.port_num;
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			dev->dead = 1;
+			break;
+		default:
+			EVRDMA_SYM(ibv_ack_async_event)(&ae);
+			continue;
+		}
+		/* ack before calling out: users may free things */
+		EVRDMA_SYM(ibv_ack_async_event)(&ae);
+		for (conn = TAILQ_FIRST(&base->conns); conn; conn = next) {
+			next = TAILQ_NEXT(conn, link);
+			if (conn->dev != dev)
+				continue;
+			if (qp && conn->qp != qp)
+				continue;
+			if (port && conn->id && conn->id->port_num != port)
+				continue;
+			evrdma__conn_ref(conn);
+			evrdma__conn_fail(conn, async_reason(t), EIO);
+			next = TAILQ_NEXT(conn, link);
+			evrdma__conn_unref(conn);
+		}
+	}
+	evrdma__dev_put(dev);
+}
+
+static void
+dev_destroy(struct evrdma_dev *dev)
+{
+	struct evrdma_cq *cq;
+
+	evrdma__ev_free(dev->cc_ev);
+	evrdma__ev_free(dev->async_ev);
+	evrdma__ev_free(dev->poll_ev);
+	while ((cq = LIST_FIRST(&dev->cqs))) {
+		LIST_REMOVE(cq, link);
+		cq_ack_all(cq);
+		EVRDMA_SYM(ibv_destroy_cq)(cq->cq);
+		dev->base->stats.cqs--;
+		free(cq);
+	}
+	if (dev->cc)
+		EVRDMA_SYM(ibv_destroy_comp_channel)(dev->cc);
+	if (dev->pd)
+		EVRDMA_SYM(ibv_dealloc_pd)(dev->pd);
+	free(dev);
+}
+
+/* Find or open the device resources for a verbs context (from an id). */
+struct evrdma_dev *
+evrdma__dev_get(struct evrdma_base *base, struct ibv_context *verbs)
+{
+	struct evrdma_dev *dev;
+	const char *name;
+
+	LIST_FOREACH(dev, &base->devs, link) {
+		if (dev->verbs == verbs && !dev->dead) {
+			dev->refcnt++;
+			return dev;
+		}
+	}
+	name = EVRDMA_SYM(ibv_get_device_name)(verbs->device);
+	dev = calloc(1, sizeof(*dev));
+	if (!dev) {
+		evrdma__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	dev->base = base;
+	dev->verbs = verbs;
+	LIST_INIT(&dev->cqs);
+	if (EVRDMA_SYM(ibv_query_device)(verbs, &dev->attr)) {
+		evrdma__fail(errno ? errno : EIO, "ibv_query_device(%s) "
+		    "failed", name);
+		goto fail;
+	}
+	dev->pd = EVRDMA_SYM(ibv_alloc_pd)(verbs);
+	if (!dev->pd) {
+		evrdma__fail(errno ? errno : ENOMEM, "ibv_alloc_pd(%s) "
+		    "failed", name);
+		goto fail;
+	}
+	dev->cc = EVRDMA_SYM(ibv_create_comp_channel)(verbs);
+	if (!dev->cc) {
+		evrdma__fail(errno ? errno : ENOMEM,
+		    "ibv_create_comp_channel(%s) failed", name);
+		goto fail;
+	}
+	/* All fds non-blocking: a blocking read on the loop stalls every
+	 * connection. verbs->async_fd is shared by librdmacm's cached
+	 * context; nobody else reads it in this process. */
+	if (evrdma__set_nonblock(dev->cc->fd) < 0 ||
+	    evrdma__set_nonblock(verbs->async_fd) < 0) {
+		evrdma__fail(errno, "fcntl(O_NONBLOCK) failed");
+		goto fail;
+	}
+	dev->cc_ev = evrdma__ev_fd_new(base, dev->cc->fd, cc_readable, dev);
+	dev->async_ev = evrdma__ev_fd_new(base, verbs->async_fd,
+	    async_readable, dev);
+	dev->poll_ev = evrdma__ev_timer_new(base, poll_resume, dev);
+	if (!dev->cc_ev || !dev->async_ev || !dev->poll_ev) {
+		evrdma__fail(ENOMEM, "cannot add device events to the loop");
+		goto fail;
+	}
+	dev->refcnt = 1;
+	LIST_INSERT_HEAD(&base->devs, dev, link);
+	base->stats.devices++;
+	evrdma__log(EVRDMA_LOG_DEBUG, "opened device %s", name);
+	return dev;
+fail:
+	{
+		int err = errno;
+		dev_destroy(dev);
+		errno = err;
+	}
+	return NULL;
+}
+
+void
+evrdma__dev_put(struct evrdma_dev *dev)
+{
+	if (--dev->refcnt)
+		return;
+	LIST_REMOVE(dev, link);
+	dev->base->stats.devices--;
+	dev_destroy(dev);
+}
+
+/* Reserve n entries in a CQ with room, making a new one if none has. */
+struct evrdma_cq *
+evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n)
+{
+	struct evrdma_cq *cq;
+	unsigned cap = dev->dev_cq_cap;
+
+	LIST_FOREACH(cq, &dev->cqs, link) {
+		if (cq->cap - cq->reserved >= n) {
+			cq->reserved += n;
+			return cq;
+		}
+	}
+	if (!cap) {
+		cap = dev->base->cfg.cq_size;
+		if (dev->attr.max_cqe > 0 && cap > (unsigned)dev->attr.max_cqe)
+			cap = (unsigned)dev->attr.max_cqe;
+		dev->dev_cq_cap = cap;
+	}
+	if (n > cap) {
+		evrdma__fail(EINVAL, "queue depth %u exceeds the CQ size %u",
+		    n, cap);
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		evrdma__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	cq->cq = EVRDMA_SYM(ibv_create_cq)(dev->verbs, (int)cap, cq, dev->cc,
+	    0);
+	if (!cq->cq) {
+		int err = errno ? errno : ENOMEM;
+		free(cq);
+		evrdma__fail(err, "ibv_create_cq(%u) failed", cap);
+		return NULL;
+	}
+	if (ibv_req_notify_cq(cq->cq, 0)) {
+		EVRDMA_SYM(ibv_destroy_cq)(cq->cq);
+		free(cq);
+		evrdma__fail(EIO, "ibv_req_notify_cq failed");
+		return NULL;
+	}
+	cq->dev = dev;
+	cq->cap = cap;
+	cq->reserved = n;
+	LIST_INSERT_HEAD(&dev->cqs, cq, link);
+	dev->base->stats.cqs++;
+	return cq;
+}
+
+/*
+ * Give back a connection's share. Empty CQs are kept for the next
+ * connection; they go with the device.
+ */
+void
+evrdma__cq_release(struct evrdma_cq *cq, unsigned n)
+{
+	cq->reserved -= n;
+}
+
+void
+evrdma__dev_free_all(struct evrdma_base *base)
+{
+	struct evrdma_dev *dev;
+
+	while ((dev = LIST_FIRST(&base->devs))) {
+		LIST_REMOVE(dev, link);
+		base->stats.devices--;
+		dev_destroy(dev);
+	}
+}

@@ -1,0 +1,279 @@
+/*
+ * evrdma: private declarations shared by the library's files.
+ * Never installed.
+ */
+#ifndef EVRDMA_INTERNAL_H_INCLUDED_
+#define EVRDMA_INTERNAL_H_INCLUDED_
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <evrdma.h>
+#include "rdma-sym.h"
+
+struct event;
+struct evdns_base;
+struct evrdma__resolve_req;
+
+#define EVRDMA_UNUSED __attribute__((unused))
+
+/* ---- errors and logging (util.c) ---- */
+void evrdma__set_errmsg(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void evrdma__log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* errno = err; return -1, recording a message (rdma-core's ERR()). */
+int evrdma__fail(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- configuration (config.c) ---- */
+struct evrdma_config {
+	unsigned sq_depth;
+	unsigned rq_depth;
+	unsigned cq_size;
+	unsigned inline_threshold;
+	unsigned timeout_ms[4];		/* indexed by enum evrdma_timeout */
+	unsigned poll_budget;
+	unsigned rnr_retry;
+};
+void evrdma__config_defaults(struct evrdma_config *cfg);
+
+/* ---- the evrdma handshake carried in rdma_cm private data ---- */
+#define EVRDMA_HS_MAGIC0	'E'
+#define EVRDMA_HS_MAGIC1	'V'
+#define EVRDMA_HS_MAGIC2	'R'
+#define EVRDMA_HS_VERSION	1
+#define EVRDMA_HS_LEN		8	/* magic[3] version type flags[2] code */
+#define EVRDMA_HS_TYPE_CONNECT	1
+#define EVRDMA_HS_TYPE_ACCEPT	2
+#define EVRDMA_HS_TYPE_REJECT	3
+#define EVRDMA_PDATA_CONNECT_MAX 56	/* rdma_connect(3), RDMA_PS_TCP */
+#define EVRDMA_PDATA_ACCEPT_MAX	196	/* rdma_accept(3), RDMA_PS_TCP */
+
+struct evrdma_hs {
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;		/* feature bits, for later protocols */
+	uint8_t code;		/* reject code */
+};
+void evrdma__hs_encode(uint8_t *buf, const struct evrdma_hs *hs);
+/* 0 if buf holds a handshake (version may be unsupported), -1 if not ours */
+int evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma_hs *hs);
+
+/* ---- base and devices (base.c, device.c) ---- */
+
+/* What an rdma_cm_id's context points to starts with one of these. */
+enum evrdma_cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER };
+
+struct evrdma_cq {
+	struct ibv_cq *cq;
+	struct evrdma_dev *dev;
+	unsigned cap;		/* entries */
+	unsigned reserved;	/* sum of sq+rq of its QPs */
+	unsigned unacked;	/* CQ events got but not yet acked */
+	int armed_pending;	/* needs polling */
+	LIST_ENTRY(evrdma_cq) link;
+};
+
+struct evrdma_dev {
+	struct evrdma_base *base;
+	struct ibv_context *verbs;	/* owned by librdmacm */
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct event *cc_ev;		/* completion channel readable */
+	struct event *async_ev;		/* async event fd readable */
+	struct event *poll_ev;		/* resumes polling after the budget */
+	struct ibv_device_attr attr;
+	LIST_HEAD(, evrdma_cq) cqs;
+	unsigned refcnt;		/* conns + mrs */
+	unsigned dev_cq_cap;		/* entries per CQ, clamped to max_cqe */
+	int dead;			/* removed or fatal: not reused */
+	LIST_ENTRY(evrdma_dev) link;
+};
+
+struct evrdma_req;
+
+struct evrdma_base {
+	struct event_base *eb;
+	struct evrdma_config cfg;
+	struct rdma_event_channel *cm_ch;
+	struct event *cm_ev;
+	LIST_HEAD(, evrdma_dev) devs;
+	TAILQ_HEAD(, evrdma_conn) conns;
+	LIST_HEAD(, evrdma_listener) listeners;
+	LIST_HEAD(, evrdma_mr) mrs;
+	struct evdns_base *own_dns;
+	struct evrdma_stats stats;
+	/* wr_id -> request: slot index in the low 32 bits, generation in the
+	 * high 32, so a late completion for a recycled slot is recognised. */
+	struct evrdma_req **slots;
+	uint32_t nslots;
+	uint32_t *free_slots;
+	uint32_t nfree;
+	uint32_t next_gen;
+	struct evrdma_req *req_cache;	/* recycled request structs */
+	int freeing;
+};
+
+struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
+    struct ibv_context *verbs);
+void evrdma__dev_put(struct evrdma_dev *dev);
+struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
+void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
+void evrdma__dev_poll_now(struct evrdma_dev *dev);
+void evrdma__dev_free_all(struct evrdma_base *base);
+
+/* ---- requests (conn.c) ---- */
+struct evrdma_req {
+	struct evrdma_conn *conn;
+	evrdma_req_cb cb;
+	void *arg;
+	struct evrdma_mr *mr;
+	uint32_t slot;
+	uint32_t gen;
+	uint8_t opcode;		/* enum evrdma_opcode posted */
+	uint8_t is_recv;
+	TAILQ_ENTRY(evrdma_req) link;
+};
+struct evrdma_req *evrdma__req_new(struct evrdma_base *base);
+void evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req);
+uint64_t evrdma__req_wr_id(const struct evrdma_req *req);
+/* Look up a request by wr_id; NULL for a stale one. */
+struct evrdma_req *evrdma__req_lookup(struct evrdma_base *base,
+    uint64_t wr_id);
+/* Deliver a work completion (called by the CQ poller). */
+void evrdma__conn_complete(struct evrdma_req *req, const struct ibv_wc *wc);
+
+/* ---- memory regions (mr.c) ---- */
+struct evrdma_mr {
+	struct evrdma_base *base;
+	struct evrdma_dev *dev;
+	struct ibv_mr *mr;
+	void *addr;
+	size_t len;
+	int access;
+	unsigned inflight;	/* outstanding requests that use it */
+	int freed;		/* evrdma_mr_free() called, waiting for inflight */
+	LIST_ENTRY(evrdma_mr) link;
+};
+void evrdma__mr_hold(struct evrdma_mr *mr);
+void evrdma__mr_release(struct evrdma_mr *mr);
+int evrdma__access_to_ibv(int access);
+void evrdma__mr_free_all(struct evrdma_base *base);
+
+/* ---- connections (conn.c) ---- */
+enum evrdma_conn_state {
+	EVRDMA_CONN_IDLE = 0,
+	EVRDMA_CONN_RESOLVING_NAME,
+	EVRDMA_CONN_RESOLVING_ADDR,
+	EVRDMA_CONN_RESOLVING_ROUTE,
+	EVRDMA_CONN_CONNECTING,		/* rdma_connect sent */
+	EVRDMA_CONN_ACCEPTING,		/* passive: rdma_accept sent */
+	EVRDMA_CONN_ESTABLISHED,
+	EVRDMA_CONN_FAILED,		/* error/EOF reported, waiting for free */
+	EVRDMA_CONN_CLOSING,		/* freed: flushing */
+};
+
+struct evrdma_conn {
+	enum evrdma_cm_kind kind;	/* first: rdma_cm_id context tag */
+	struct evrdma_base *base;
+	struct rdma_cm_id *id;
+	struct evrdma_dev *dev;
+	struct evrdma_cq *cq;
+	struct ibv_qp *qp;
+	enum evrdma_conn_state state;
+	int flags;
+	int passive;
+	int user_freed;
+	int finalizing;
+	int disconnect_sent;
+	int disconnect_seen;
+	int qp_in_error;
+	int await_disconnect;		/* rdma_disconnect sent, DISCONNECTED due */
+	uint8_t peer_rd, peer_init;	/* passive: requester's depths */
+	unsigned refcnt;		/* held while a callback runs */
+	evrdma_conn_event_cb cb;
+	void *cb_arg;
+	struct evrdma_listener *listener;	/* passive, until accepted */
+	LIST_ENTRY(evrdma_conn) lst_link;
+	unsigned sq_depth, rq_depth, max_inline;
+	unsigned sq_out, rq_out;
+	TAILQ_HEAD(, evrdma_req) reqs;
+	struct event *timer;		/* step timeout / teardown timeout */
+	struct event *fin_ev;		/* deferred finalisation */
+	struct evrdma__resolve_req *dns_req;
+	uint16_t port;			/* for connect_hostname */
+	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
+	uint8_t pdata_len;
+	uint8_t peer_pdata[EVRDMA_PDATA_ACCEPT_MAX];
+	uint8_t peer_pdata_len;
+	int rejected;
+	int reject_status;
+	int reject_code;
+	struct sockaddr_storage peer_addr;
+	TAILQ_ENTRY(evrdma_conn) link;
+};
+
+struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
+void evrdma__conn_cm_event(struct evrdma_conn *conn,
+    struct rdma_cm_event *ev);
+/* Passive side: QP + accept for a new request's id. 0, or -1 (reject code
+ * in *code). */
+int evrdma__conn_setup_passive(struct evrdma_conn *conn,
+    struct rdma_cm_id *id, struct rdma_cm_event *ev, int *code);
+int evrdma__conn_accept(struct evrdma_conn *conn);
+void evrdma__conn_abort_passive(struct evrdma_conn *conn);
+/* Report a failure (async event, device removal) to the user once. */
+void evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err);
+/* Tear down without waiting (base free, device death). */
+void evrdma__conn_destroy_now(struct evrdma_conn *conn);
+void evrdma__conn_ref(struct evrdma_conn *conn);
+void evrdma__conn_unref(struct evrdma_conn *conn);
+
+/* ---- listeners (listener.c) ---- */
+struct evrdma_listener {
+	enum evrdma_cm_kind kind;	/* first: rdma_cm_id context tag */
+	struct evrdma_base *base;
+	struct rdma_cm_id *id;
+	int flags;
+	unsigned refcnt;
+	int user_freed;
+	evrdma_accept_cb accept_cb;
+	void *accept_arg;
+	evrdma_prepare_cb prepare_cb;
+	void *prepare_arg;
+	LIST_HEAD(, evrdma_conn) pending;	/* accepted, not established */
+	LIST_ENTRY(evrdma_listener) link;
+};
+/* Returns nonzero when the event's id must be destroyed after the ack. */
+int evrdma__listener_cm_event(struct evrdma_listener *lst,
+    struct rdma_cm_event *ev);
+void evrdma__listener_established(struct evrdma_listener *lst,
+    struct evrdma_conn *conn);
+void evrdma__listener_forget(struct evrdma_listener *lst,
+    struct evrdma_conn *conn);
+void evrdma__listener_destroy_now(struct evrdma_listener *lst);
+
+/* ---- libevent glue (loop.c): the only file that includes libevent ---- */
+typedef void (*evrdma__fd_cb)(int fd, void *arg);
+typedef void (*evrdma__timer_cb)(void *arg);
+struct event *evrdma__ev_fd_new(struct evrdma_base *base, int fd,
+    evrdma__fd_cb cb, void *arg);
+struct event *evrdma__ev_timer_new(struct evrdma_base *base,
+    evrdma__timer_cb cb, void *arg);
+int evrdma__ev_timer_start(struct event *ev, unsigned ms);
+void evrdma__ev_stop(struct event *ev);
+void evrdma__ev_free(struct event *ev);
+int evrdma__set_nonblock(int fd);
+/* Resolve host:port without blocking; cb gets 0 and the first address, or
+ * an error with sa == NULL. */
+typedef void (*evrdma__resolve_cb)(int err, const struct sockaddr *sa,
+    int socklen, void *arg);
+struct evrdma__resolve_req *evrdma__resolve(struct evrdma_base *base,
+    struct evdns_base *dns, int family, const char *host, int port,
+    evrdma__resolve_cb cb, void *arg);
+void evrdma__resolve_cancel(struct evrdma__resolve_req *req);
+void evrdma__dns_free(struct evdns_base *dns);
+
+#endif /* EVRDMA_INTERNAL_H_INCLUDED_ */

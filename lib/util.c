@@ -1,0 +1,166 @@
+/*
+ * evrdma: error messages, logging, reason strings, version, and the
+ * handshake header carried in rdma_cm private data.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "evrdma-internal.h"
+
+/* One buffer per thread, so that evrdma_errmsg() of one thread is never
+ * overwritten by a failure on another event loop thread. */
+static __thread char errmsg_buf[512];
+
+/* The log sink. Installed before the loops start in every sane program;
+ * plain variables are enough for that pattern. */
+static evrdma_log_cb log_cb;
+static int log_min_level;
+static void *log_arg;
+
+static void
+set_errmsg_v(const char *fmt, va_list ap)
+{
+	vsnprintf(errmsg_buf, sizeof(errmsg_buf), fmt, ap);
+}
+
+void
+evrdma__set_errmsg(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_errmsg_v(fmt, ap);
+	va_end(ap);
+	/* Callers format strerror(errno) and then return the same errno. */
+	errno = saved;
+}
+
+const char *
+evrdma_errmsg(void)
+{
+	return errmsg_buf;
+}
+
+void
+evrdma_set_log_callback(evrdma_log_cb cb, int min_level, void *arg)
+{
+	log_cb = cb;
+	log_min_level = min_level;
+	log_arg = arg;
+}
+
+static void
+log_v(int level, const char *fmt, va_list ap)
+{
+	evrdma_log_cb cb = log_cb;
+	char msg[512];
+
+	/* Discarded messages cost no formatting. */
+	if (cb == NULL || level < log_min_level)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	cb(level, msg, log_arg);
+}
+
+void
+evrdma__log(int level, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_v(level, fmt, ap);
+	va_end(ap);
+	/* The user's callback may do I/O; keep the caller's errno. */
+	errno = saved;
+}
+
+int
+evrdma__fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_errmsg_v(fmt, ap);
+	va_end(ap);
+	evrdma__log(EVRDMA_LOG_DEBUG, "%s", errmsg_buf);
+	errno = err;
+	return -1;
+}
+
+const char *
+evrdma_reason_str(int reason)
+{
+	switch (reason) {
+	case EVRDMA_REASON_NONE:
+		return "no error";
+	case EVRDMA_REASON_ADDR_ERROR:
+		return "address resolution failed";
+	case EVRDMA_REASON_ROUTE_ERROR:
+		return "route resolution failed";
+	case EVRDMA_REASON_CONNECT_ERROR:
+		return "connection handshake failed";
+	case EVRDMA_REASON_UNREACHABLE:
+		return "peer unreachable";
+	case EVRDMA_REASON_REJECTED:
+		return "rejected by the peer";
+	case EVRDMA_REASON_TIMEOUT:
+		return "timed out";
+	case EVRDMA_REASON_DISCONNECTED:
+		return "disconnected by the peer";
+	case EVRDMA_REASON_DEVICE_REMOVAL:
+		return "RDMA device removed";
+	case EVRDMA_REASON_QP_FATAL:
+		return "queue pair error";
+	case EVRDMA_REASON_PORT_ERROR:
+		return "device port down";
+	case EVRDMA_REASON_DEVICE_FATAL:
+		return "fatal device error";
+	case EVRDMA_REASON_RESOURCE:
+		return "local resource creation failed";
+	case EVRDMA_REASON_DNS:
+		return "host name resolution failed";
+	case EVRDMA_REASON_PROTOCOL:
+		return "evrdma handshake protocol violated";
+	}
+	return "unknown reason";
+}
+
+const char *
+evrdma_version(void)
+{
+	return PACKAGE_VERSION;
+}
+
+void
+evrdma__hs_encode(uint8_t *buf, const struct evrdma_hs *hs)
+{
+	buf[0] = EVRDMA_HS_MAGIC0;
+	buf[1] = EVRDMA_HS_MAGIC1;
+	buf[2] = EVRDMA_HS_MAGIC2;
+	buf[3] = hs->version;
+	buf[4] = hs->type;
+	buf[5] = (uint8_t)(hs->flags >> 8);
+	buf[6] = (uint8_t)hs->flags;
+	buf[7] = hs->code;
+}
+
+int
+evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma_hs *hs)
+{
+	if (buf == NULL || len < EVRDMA_HS_LEN || buf[0] != EVRDMA_HS_MAGIC0 ||
+	    buf[1] != EVRDMA_HS_MAGIC1 || buf[2] != EVRDMA_HS_MAGIC2)
+		return -1;
+	/* Any version is returned: the caller rejects unsupported ones with
+	 * EVRDMA_REJECT_VERSION rather than as a protocol error. */
+	hs->version = buf[3];
+	hs->type = buf[4];
+	hs->flags = (uint16_t)((buf[5] << 8) | buf[6]);
+	hs->code = buf[7];
+	return 0;
+}
