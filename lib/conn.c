@@ -132,19 +132,22 @@ conn_qp_error(struct evrdma_conn *conn)
 		conn->qp_in_error = 1;
 	else
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_modify_qp(ERR) failed");
-	/* A flush produces completions without a CQ event on some
-	 * providers' paths; poll once now so nothing waits for traffic. */
 	if (conn->dev)
-		evrdma__dev_poll_now(conn->dev);
+		evrdma__dev_poll_soon(conn->dev);
 }
 
+/*
+ * Disconnect the id. Only an established connection is owed a
+ * DISCONNECTED event afterwards; an attempt that never got there (rejected,
+ * timed out) gets none, so teardown must not wait for it.
+ */
 static void
-conn_disconnect(struct evrdma_conn *conn)
+conn_disconnect(struct evrdma_conn *conn, int was_established)
 {
 	if (!conn->id || conn->disconnect_sent)
 		return;
 	conn->disconnect_sent = 1;
-	if (EVRDMA_SYM(rdma_disconnect)(conn->id) == 0 &&
+	if (EVRDMA_SYM(rdma_disconnect)(conn->id) == 0 && was_established &&
 	    !conn->disconnect_seen)
 		conn->await_disconnect = 1;
 }
@@ -176,7 +179,7 @@ evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err)
 	}
 	conn->state = EVRDMA_CONN_FAILED;
 	if (est || old == EVRDMA_CONN_CONNECTING)
-		conn_disconnect(conn);
+		conn_disconnect(conn, est);
 	conn_qp_error(conn);
 	evrdma__log(EVRDMA_LOG_INFO, "connection %p: %s", (void *)conn,
 	    evrdma_reason_str(reason));
@@ -512,7 +515,7 @@ evrdma__conn_cm_event(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 		if (conn->state == EVRDMA_CONN_CLOSING) {
 			conn_check_done(conn);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
-			conn_disconnect(conn);
+			conn_disconnect(conn, 0);
 			evrdma__conn_fail(conn, EVRDMA_REASON_DISCONNECTED,
 			    ECONNRESET);
 		}
@@ -1001,7 +1004,7 @@ conn_start_close(struct evrdma_conn *conn)
 	}
 	if (old == EVRDMA_CONN_ESTABLISHED || old == EVRDMA_CONN_CONNECTING ||
 	    old == EVRDMA_CONN_ACCEPTING || old == EVRDMA_CONN_FAILED)
-		conn_disconnect(conn);
+		conn_disconnect(conn, old == EVRDMA_CONN_ESTABLISHED);
 	evrdma__ev_timer_start(conn->timer,
 	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
 	conn_qp_error(conn);

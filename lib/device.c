@@ -119,14 +119,20 @@ dev_poll(struct evrdma_dev *dev)
 	evrdma__dev_put(dev);
 }
 
+/*
+ * Poll every CQ of the device soon, from the loop rather than from inside
+ * the caller: a flush (QP moved to the error state) may produce completions
+ * without a CQ event, and completion callbacks must never run inside an
+ * evrdma call such as evrdma_conn_free().
+ */
 void
-evrdma__dev_poll_now(struct evrdma_dev *dev)
+evrdma__dev_poll_soon(struct evrdma_dev *dev)
 {
 	struct evrdma_cq *cq;
 
 	LIST_FOREACH(cq, &dev->cqs, link)
 		cq->armed_pending = 1;
-	dev_poll(dev);
+	evrdma__ev_timer_start(dev->poll_ev, 0);
 }
 
 static int

@@ -121,7 +121,7 @@ struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
 void evrdma__dev_put(struct evrdma_dev *dev);
 struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
 void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
-void evrdma__dev_poll_now(struct evrdma_dev *dev);
+void evrdma__dev_poll_soon(struct evrdma_dev *dev);
 void evrdma__dev_free_all(struct evrdma_base *base);
 
 /* ---- requests (conn.c) ---- */

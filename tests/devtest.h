@@ -68,7 +68,8 @@ static inline void
 dt_log_cb(int level, const char *msg, void *arg)
 {
 	(void)arg;
-	fprintf(stderr, "evrdma[%d]: %s\n", level, msg);
+	fprintf(stderr, "%llu evrdma[%d]: %s\n",
+	    (unsigned long long)tu_now_ms() % 100000, level, msg);
 }
 
 static inline void
@@ -116,6 +117,20 @@ dt_env_fini(struct dt_env *env)
 #define DT_WAIT(env, flag, timeout_ms)					\
 	ck_assert_msg(tu_loop_until((env)->eb, &(flag), (timeout_ms)) == 0, \
 	    "timed out waiting for " #flag)
+
+/* Run the loop until *counter >= target; fail the test after timeout_ms. */
+static inline void
+dt_wait_ge(struct dt_env *env, int *counter, int target, int timeout_ms)
+{
+	uint64_t deadline = tu_now_ms() + (uint64_t)timeout_ms;
+	int never = 0;
+
+	while (*counter < target) {
+		ck_assert_msg(tu_now_ms() < deadline, "timed out: %d of %d",
+		    *counter, target);
+		tu_loop_until(env->eb, &never, 20);
+	}
+}
 
 /* Run the loop until all connections and listeners are destroyed. */
 static inline void
