@@ -151,10 +151,12 @@ evrdma__set_nonblock(int fd)
  * timer, so the caller always sees its callback from the loop, after
  * evrdma__resolve() returned the handle.
  *
- * Cancellation never calls evdns_getaddrinfo_cancel(): its EAI_CANCEL
+ * User cancellation never calls evdns_getaddrinfo_cancel(): its EAI_CANCEL
  * callback is deferred and reads the evdns_base, which base teardown may
  * have freed by then. A cancelled request is detached instead (the
  * caller's callback is dropped) and freed when evdns finishes with it.
+ * The one exception is a query that no nameserver will ever answer, which
+ * is cancelled right away (see evrdma__resolve()).
  */
 struct evrdma__resolve_req {
 	evrdma__resolve_cb cb;
@@ -327,9 +329,13 @@ evrdma__resolve(struct evrdma_base *base, struct evdns_base *dns, int family,
 		req->dns_pending = 0;
 		req->err = EVUTIL_EAI_FAIL;
 	} else if (greq != NULL && evdns_base_count_nameservers(dns) == 0) {
-		/* The query would wait forever for a nameserver: fail now
-		 * and leave the detached query to evdns. */
+		/* The query would wait forever for a nameserver: fail now.
+		 * Cancel it too, or evdns keeps it (and us) until its base is
+		 * freed, leaking both unless fail_requests is set; the
+		 * cancellation's callback arrives from the loop and frees req. */
 		req->err = EVUTIL_EAI_FAIL;
+		req->user_done = 0;
+		evdns_getaddrinfo_cancel(greq);
 	} else if (greq != NULL) {
 		return req;
 	}

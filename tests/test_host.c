@@ -1,0 +1,717 @@
+/*
+ * evrdma tests that need no RDMA device: configuration, remote
+ * descriptors, reason strings, error messages, logging, behaviour without
+ * rdma-core or without RDMA support, and NULL arguments.
+ *
+ * Each test runs in its own process (Check's CK_FORK default), which the
+ * rdma-core loading tests rely on: the load happens once per process.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <event2/event.h>
+
+#include <evrdma.h>
+/* White box for the configuration only: the defaults and the effect of a
+ * rejected setter are not observable through the public API. */
+#include "../lib/evrdma-internal.h"
+
+#include "testutil.h"
+
+#define TEST_TIMEOUT_S 10
+
+/* ---- configuration ---- */
+
+START_TEST(test_config_defaults)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	/* The values documented for evrdma_config_new(). */
+	ck_assert_uint_eq(cfg->sq_depth, 128);
+	ck_assert_uint_eq(cfg->rq_depth, 128);
+	ck_assert_uint_eq(cfg->cq_size, 4096);
+	ck_assert_uint_eq(cfg->inline_threshold, 64);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR], 2000);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE], 2000);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT], 5000);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN], 2000);
+	ck_assert_uint_eq(cfg->poll_budget, 64);
+	ck_assert_uint_eq(cfg->rnr_retry, 7);
+	/* The defaults pass their own setters and the CQ check of
+	 * evrdma_base_new(). */
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, cfg->sq_depth,
+	    cfg->rq_depth), 0);
+	ck_assert_int_eq(evrdma_config_set_cq_size(cfg, cfg->cq_size), 0);
+	ck_assert_uint_ge(cfg->cq_size, cfg->sq_depth + cfg->rq_depth);
+	ck_assert_int_eq(evrdma_config_set_inline_threshold(cfg,
+	    cfg->inline_threshold), 0);
+	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, cfg->poll_budget),
+	    0);
+	ck_assert_int_eq(evrdma_config_set_rnr_retry(cfg, cfg->rnr_retry), 0);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+#define ck_assert_einval(expr)						\
+	do {								\
+		errno = 0;						\
+		ck_assert_int_eq((expr), -1);				\
+		ck_assert_int_eq(errno, EINVAL);			\
+	} while (0)
+
+START_TEST(test_config_queue_depth)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_queue_depth(NULL, 1, 1));
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, 0, 1));
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, 1, 0));
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, 16385, 1));
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, 1, 16385));
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, UINT32_MAX, 1));
+	/* A rejected call changes nothing, not even the valid half. */
+	ck_assert_einval(evrdma_config_set_queue_depth(cfg, 5, 0));
+	ck_assert_uint_eq(cfg->sq_depth, 128);
+	ck_assert_uint_eq(cfg->rq_depth, 128);
+
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 1, 1), 0);
+	ck_assert_uint_eq(cfg->sq_depth, 1);
+	ck_assert_uint_eq(cfg->rq_depth, 1);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 16384, 16384), 0);
+	ck_assert_uint_eq(cfg->sq_depth, 16384);
+	ck_assert_uint_eq(cfg->rq_depth, 16384);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 7, 9), 0);
+	ck_assert_uint_eq(cfg->sq_depth, 7);
+	ck_assert_uint_eq(cfg->rq_depth, 9);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_cq_size)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_cq_size(NULL, 4096));
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 0));
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 63));
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 1048577));
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, UINT32_MAX));
+	ck_assert_uint_eq(cfg->cq_size, 4096);
+	ck_assert_int_eq(evrdma_config_set_cq_size(cfg, 64), 0);
+	ck_assert_uint_eq(cfg->cq_size, 64);
+	ck_assert_int_eq(evrdma_config_set_cq_size(cfg, 1048576), 0);
+	ck_assert_uint_eq(cfg->cq_size, 1048576);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_inline)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_inline_threshold(NULL, 0));
+	ck_assert_einval(evrdma_config_set_inline_threshold(cfg, 1025));
+	ck_assert_einval(evrdma_config_set_inline_threshold(cfg, UINT32_MAX));
+	ck_assert_uint_eq(cfg->inline_threshold, 64);
+	/* 0 is valid: it disables inline sends. */
+	ck_assert_int_eq(evrdma_config_set_inline_threshold(cfg, 0), 0);
+	ck_assert_uint_eq(cfg->inline_threshold, 0);
+	ck_assert_int_eq(evrdma_config_set_inline_threshold(cfg, 1024), 0);
+	ck_assert_uint_eq(cfg->inline_threshold, 1024);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_timeout)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	int w;
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_timeout(NULL,
+	    EVRDMA_TIMEOUT_ADDR, 1000));
+	ck_assert_einval(evrdma_config_set_timeout(cfg, -1, 1000));
+	ck_assert_einval(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN + 1, 1000));
+	ck_assert_einval(evrdma_config_set_timeout(cfg, 1000, 1000));
+	for (w = EVRDMA_TIMEOUT_ADDR; w <= EVRDMA_TIMEOUT_TEARDOWN; w++) {
+		unsigned before = cfg->timeout_ms[w];
+
+		ck_assert_einval(evrdma_config_set_timeout(cfg, w, 0));
+		ck_assert_einval(evrdma_config_set_timeout(cfg, w, 600001));
+		ck_assert_einval(evrdma_config_set_timeout(cfg, w,
+		    UINT32_MAX));
+		ck_assert_uint_eq(cfg->timeout_ms[w], before);
+		ck_assert_int_eq(evrdma_config_set_timeout(cfg, w, 1), 0);
+		ck_assert_uint_eq(cfg->timeout_ms[w], 1);
+		ck_assert_int_eq(evrdma_config_set_timeout(cfg, w, 600000), 0);
+		ck_assert_uint_eq(cfg->timeout_ms[w], 600000);
+	}
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_poll_budget)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_poll_budget(NULL, 64));
+	ck_assert_einval(evrdma_config_set_poll_budget(cfg, 0));
+	ck_assert_einval(evrdma_config_set_poll_budget(cfg, 65537));
+	ck_assert_einval(evrdma_config_set_poll_budget(cfg, UINT32_MAX));
+	ck_assert_uint_eq(cfg->poll_budget, 64);
+	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, 1), 0);
+	ck_assert_uint_eq(cfg->poll_budget, 1);
+	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, 65536), 0);
+	ck_assert_uint_eq(cfg->poll_budget, 65536);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_rnr_retry)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_rnr_retry(NULL, 7));
+	ck_assert_einval(evrdma_config_set_rnr_retry(cfg, 8));
+	ck_assert_einval(evrdma_config_set_rnr_retry(cfg, UINT32_MAX));
+	ck_assert_uint_eq(cfg->rnr_retry, 7);
+	ck_assert_int_eq(evrdma_config_set_rnr_retry(cfg, 0), 0);
+	ck_assert_uint_eq(cfg->rnr_retry, 0);
+	ck_assert_int_eq(evrdma_config_set_rnr_retry(cfg, 7), 0);
+	ck_assert_uint_eq(cfg->rnr_retry, 7);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_errmsg)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 1));
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "cq_size"));
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+/* ---- remote descriptors ---- */
+
+static const uint8_t remote_wire[EVRDMA_REMOTE_ENCODED_LEN] = {
+	'E', 'M', 1, 0,
+	0x12, 0x34, 0x56, 0x78,				/* rkey */
+	0x00, 0x00, 0x7f, 0xaa, 0xbb, 0xcc, 0xdd, 0x00,	/* addr */
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00	/* len */
+};
+
+static const struct evrdma_remote remote_val = {
+	.addr = 0x00007faabbccdd00ULL,
+	.len = 0x100000,
+	.rkey = 0x12345678
+};
+
+START_TEST(test_remote_roundtrip)
+{
+	uint8_t buf[64];
+	struct evrdma_remote out;
+
+	memset(buf, 0xee, sizeof(buf));
+	ck_assert_int_eq(evrdma_remote_encode(&remote_val, buf, sizeof(buf)),
+	    EVRDMA_REMOTE_ENCODED_LEN);
+	/* The wire format is fixed: big-endian, versioned. */
+	ck_assert_mem_eq(buf, remote_wire, sizeof(remote_wire));
+	ck_assert_uint_eq(buf[EVRDMA_REMOTE_ENCODED_LEN], 0xee);
+
+	memset(&out, 0, sizeof(out));
+	ck_assert_int_eq(evrdma_remote_decode(&out, buf,
+	    EVRDMA_REMOTE_ENCODED_LEN), 0);
+	ck_assert_uint_eq(out.addr, remote_val.addr);
+	ck_assert_uint_eq(out.len, remote_val.len);
+	ck_assert_uint_eq(out.rkey, remote_val.rkey);
+
+	/* Exact-fit buffer. */
+	ck_assert_int_eq(evrdma_remote_encode(&remote_val, buf,
+	    EVRDMA_REMOTE_ENCODED_LEN), EVRDMA_REMOTE_ENCODED_LEN);
+}
+END_TEST
+
+START_TEST(test_remote_roundtrip_edges)
+{
+	static const struct evrdma_remote cases[] = {
+		{ .addr = 0, .len = UINT64_MAX, .rkey = 0 },
+		{ .addr = UINT64_MAX - 1, .len = 1, .rkey = UINT32_MAX },
+		{ .addr = 1, .len = UINT64_MAX - 1, .rkey = 1 },
+		{ .addr = 0x1000, .len = 1, .rkey = 0x80000000u },
+	};
+	uint8_t buf[EVRDMA_REMOTE_ENCODED_LEN];
+	struct evrdma_remote out;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(evrdma_remote_encode(&cases[i], buf,
+		    sizeof(buf)), EVRDMA_REMOTE_ENCODED_LEN);
+		ck_assert_int_eq(evrdma_remote_decode(&out, buf, sizeof(buf)),
+		    0);
+		ck_assert_uint_eq(out.addr, cases[i].addr);
+		ck_assert_uint_eq(out.len, cases[i].len);
+		ck_assert_uint_eq(out.rkey, cases[i].rkey);
+	}
+}
+END_TEST
+
+START_TEST(test_remote_encode_errors)
+{
+	uint8_t buf[EVRDMA_REMOTE_ENCODED_LEN];
+
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_encode(NULL, buf, sizeof(buf)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_encode(&remote_val, NULL, sizeof(buf)),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_encode(&remote_val, buf,
+	    EVRDMA_REMOTE_ENCODED_LEN - 1), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_encode(&remote_val, buf, 0), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+}
+END_TEST
+
+/* Decode @p wire (24 bytes) and expect failure with @p err, leaving the
+ * output untouched. */
+static void
+expect_decode_fails(const uint8_t *wire, size_t len, int err)
+{
+	struct evrdma_remote out, before;
+
+	memset(&out, 0xa5, sizeof(out));
+	memcpy(&before, &out, sizeof(out));
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_decode(&out, wire, len), -1);
+	ck_assert_int_eq(errno, err);
+	ck_assert_mem_eq(&out, &before, sizeof(out));
+}
+
+START_TEST(test_remote_decode_errors)
+{
+	uint8_t w[EVRDMA_REMOTE_ENCODED_LEN + 1];
+	struct evrdma_remote out;
+
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	w[EVRDMA_REMOTE_ENCODED_LEN] = 0;
+
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_decode(NULL, w,
+	    EVRDMA_REMOTE_ENCODED_LEN), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_remote_decode(&out, NULL,
+	    EVRDMA_REMOTE_ENCODED_LEN), -1);
+	ck_assert_int_eq(errno, EINVAL);
+
+	/* Wrong lengths. */
+	expect_decode_fails(w, 0, EINVAL);
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN - 1, EINVAL);
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN + 1, EINVAL);
+
+	/* Bad magic, either byte. */
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	w[0] = 'X';
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	w[1] = 'm';
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+
+	/* Unknown versions. */
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	w[2] = 0;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+	w[2] = 2;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+	w[2] = 0xff;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+
+	/* Reserved byte must be zero. */
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	w[3] = 1;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+
+	/* Zero length. */
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	memset(w + 16, 0, 8);
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+
+	/* addr + len past 2^64: UINT64_MAX + 1, and 1 + UINT64_MAX. */
+	memcpy(w, remote_wire, sizeof(remote_wire));
+	memset(w + 8, 0xff, 8);
+	memset(w + 16, 0, 8);
+	w[23] = 1;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+	memset(w + 8, 0, 8);
+	w[15] = 1;
+	memset(w + 16, 0xff, 8);
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+	/* Both halves large. */
+	memset(w + 8, 0, 8);
+	w[8] = 0x80;
+	memset(w + 16, 0, 8);
+	w[16] = 0x80;
+	expect_decode_fails(w, EVRDMA_REMOTE_ENCODED_LEN, EPROTO);
+}
+END_TEST
+
+START_TEST(test_mr_null_args)
+{
+	struct evrdma_remote out;
+	char buf[16];
+
+	errno = 0;
+	ck_assert_ptr_null(evrdma_mr_reg(NULL, buf, sizeof(buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_mr_export(NULL, 0, 1, &out), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	evrdma_mr_free(NULL);
+}
+END_TEST
+
+/* ---- reasons ---- */
+
+START_TEST(test_reason_strings)
+{
+	const char *s[EVRDMA_REASON_PROTOCOL + 1];
+	const char *unknown = evrdma_reason_str(-1);
+	int i, j;
+
+	ck_assert_ptr_nonnull(unknown);
+	ck_assert_str_eq(unknown, "unknown reason");
+	ck_assert_str_eq(evrdma_reason_str(EVRDMA_REASON_PROTOCOL + 1),
+	    "unknown reason");
+	ck_assert_str_eq(evrdma_reason_str(1000000), "unknown reason");
+	for (i = EVRDMA_REASON_NONE; i <= EVRDMA_REASON_PROTOCOL; i++) {
+		s[i] = evrdma_reason_str(i);
+		ck_assert_ptr_nonnull(s[i]);
+		ck_assert_uint_gt(strlen(s[i]), 0);
+		ck_assert_str_ne(s[i], unknown);
+		for (j = 0; j < i; j++)
+			ck_assert_str_ne(s[i], s[j]);
+	}
+}
+END_TEST
+
+/* ---- version, error messages ---- */
+
+START_TEST(test_version)
+{
+	ck_assert_ptr_nonnull(evrdma_version());
+	ck_assert_str_eq(evrdma_version(), PACKAGE_VERSION);
+}
+END_TEST
+
+static void *
+errmsg_thread(void *arg)
+{
+	/* strdup: the string is this thread's own buffer. */
+	return strdup(evrdma_errmsg());
+}
+
+START_TEST(test_errmsg_thread_local)
+{
+	pthread_t t;
+	void *other;
+
+	ck_assert_ptr_nonnull(evrdma_errmsg());
+	ck_assert_einval(evrdma_config_set_poll_budget(NULL, 1));
+	ck_assert_str_ne(evrdma_errmsg(), "");
+	/* Another thread has had no failure: its message is empty. */
+	ck_assert_int_eq(pthread_create(&t, NULL, errmsg_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, &other), 0);
+	ck_assert_ptr_nonnull(other);
+	ck_assert_str_eq(other, "");
+	free(other);
+	ck_assert_str_ne(evrdma_errmsg(), "");
+}
+END_TEST
+
+/* ---- logging ---- */
+
+struct log_capture {
+	int n;
+	int min_seen;
+	int last_level;
+	char last[512];
+};
+
+static void
+log_cb(int level, const char *msg, void *arg)
+{
+	struct log_capture *lc = arg;
+
+	ck_assert_ptr_nonnull(msg);
+	if (lc->n == 0 || level < lc->min_seen)
+		lc->min_seen = level;
+	lc->n++;
+	lc->last_level = level;
+	snprintf(lc->last, sizeof(lc->last), "%s", msg);
+}
+
+START_TEST(test_log_callback)
+{
+	struct log_capture lc;
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	memset(&lc, 0, sizeof(lc));
+
+	/* Failures are logged at DEBUG, with the error message's text. */
+	evrdma_set_log_callback(log_cb, EVRDMA_LOG_DEBUG, &lc);
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 1));
+	ck_assert_int_ge(lc.n, 1);
+	ck_assert_int_ge(lc.min_seen, EVRDMA_LOG_DEBUG);
+	ck_assert_str_eq(lc.last, evrdma_errmsg());
+
+	/* Below min_level: nothing arrives. */
+	memset(&lc, 0, sizeof(lc));
+	evrdma_set_log_callback(log_cb, EVRDMA_LOG_INFO, &lc);
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 1));
+	ck_assert_einval(evrdma_config_set_rnr_retry(cfg, 99));
+	ck_assert_int_eq(lc.n, 0);
+
+	/* NULL discards, and errno still reports the failure. */
+	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, &lc);
+	ck_assert_einval(evrdma_config_set_cq_size(cfg, 1));
+	ck_assert_int_eq(lc.n, 0);
+
+	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, NULL);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+/* Whatever evrdma_base_new() logs on a host without RDMA arrives at or
+ * above the chosen level. */
+START_TEST(test_log_min_level_base_new)
+{
+	struct log_capture lc;
+	struct event_base *eb;
+	struct evrdma_base *base;
+
+	if (tu_have_rdma_cm())
+		return;	/* an RDMA host: base creation succeeds */
+	memset(&lc, 0, sizeof(lc));
+	evrdma_set_log_callback(log_cb, EVRDMA_LOG_INFO, &lc);
+	eb = event_base_new();
+	ck_assert_ptr_nonnull(eb);
+	base = evrdma_base_new(eb, NULL);
+	ck_assert_ptr_null(base);
+	if (lc.n > 0)
+		ck_assert_int_ge(lc.min_seen, EVRDMA_LOG_INFO);
+	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, NULL);
+	event_base_free(eb);
+}
+END_TEST
+
+/* ---- rdma-core missing or unusable ---- */
+
+static void
+expect_missing_lib(const char *env, const char *pkg)
+{
+	struct event_base *eb;
+
+	/* The library is loaded once per process: only a fresh (forked)
+	 * test process sees the variable. */
+	if (tu_nofork())
+		return;
+	ck_assert_int_eq(setenv(env, "libdoesnotexist.so.1", 1), 0);
+	eb = event_base_new();
+	ck_assert_ptr_nonnull(eb);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_base_new(eb, NULL));
+	ck_assert_int_eq(errno, ENOSYS);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "libdoesnotexist"));
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), pkg));
+
+	/* The explicit load reports the same, every time. */
+	errno = 0;
+	ck_assert_int_eq(evrdma_rdma_load(), -1);
+	ck_assert_int_eq(errno, ENOSYS);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), pkg));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_base_new(eb, NULL));
+	ck_assert_int_eq(errno, ENOSYS);
+	event_base_free(eb);
+}
+
+START_TEST(test_missing_libibverbs)
+{
+	expect_missing_lib("EVRDMA_LIBIBVERBS", "libibverbs1");
+}
+END_TEST
+
+START_TEST(test_missing_librdmacm)
+{
+	expect_missing_lib("EVRDMA_LIBRDMACM", "librdmacm1");
+}
+END_TEST
+
+/* rdma-core installed but no RDMA in the kernel: rdma_create_event_channel
+ * fails with ENODEV when /dev/infiniband/rdma_cm is absent, and
+ * evrdma_base_new() passes that on. */
+START_TEST(test_no_rdma_device)
+{
+	struct event_base *eb;
+	struct evrdma_config *cfg;
+	int i;
+
+	if (tu_have_rdma_cm())
+		return;	/* the device tests cover RDMA hosts */
+	if (evrdma_rdma_load() < 0)
+		return;	/* rdma-core not installed: the ENOSYS tests apply */
+	eb = event_base_new();
+	ck_assert_ptr_nonnull(eb);
+	cfg = evrdma_config_new();
+	ck_assert_ptr_nonnull(cfg);
+	/* Repeated attempts fail the same way and leak nothing. */
+	for (i = 0; i < 3; i++) {
+		errno = 0;
+		ck_assert_ptr_null(evrdma_base_new(eb, i == 1 ? cfg : NULL));
+		ck_assert_int_eq(errno, ENODEV);
+		ck_assert_str_ne(evrdma_errmsg(), "");
+	}
+	evrdma_config_free(cfg);
+	/* Nothing was left on the event_base. */
+	ck_assert_int_eq(event_base_get_num_events(eb, EVENT_BASE_COUNT_ADDED),
+	    0);
+	event_base_free(eb);
+}
+END_TEST
+
+/* ---- NULL arguments ---- */
+
+START_TEST(test_free_null)
+{
+	evrdma_conn_free(NULL);
+	evrdma_listener_free(NULL);
+	evrdma_mr_free(NULL);
+	evrdma_base_free(NULL);
+	evrdma_config_free(NULL);
+}
+END_TEST
+
+/* ---- test utilities ---- */
+
+static void
+set_flag_cb(evutil_socket_t fd, short what, void *arg)
+{
+	*(int *)arg = 1;
+}
+
+START_TEST(test_tu_loop_until)
+{
+	struct event_base *eb = event_base_new();
+	struct timeval tv = { 0, 20 * 1000 };
+	struct event *ev;
+	uint64_t t0;
+	int flag = 0;
+
+	ck_assert_ptr_nonnull(eb);
+	/* Nothing pending: times out without spinning forever. */
+	t0 = tu_now_ms();
+	ck_assert_int_eq(tu_loop_until(eb, &flag, 50), -1);
+	ck_assert_uint_ge(tu_now_ms() - t0, 40);
+
+	ev = evtimer_new(eb, set_flag_cb, &flag);
+	ck_assert_ptr_nonnull(ev);
+	evtimer_add(ev, &tv);
+	ck_assert_int_eq(tu_loop_until(eb, &flag, 5000), 0);
+	ck_assert_int_eq(flag, 1);
+	/* The helper's own timer is gone. */
+	ck_assert_int_eq(event_base_get_num_events(eb, EVENT_BASE_COUNT_ADDED),
+	    0);
+	event_free(ev);
+	event_base_free(eb);
+}
+END_TEST
+
+/* ---- runner ---- */
+
+static TCase *
+tcase(const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, TEST_TIMEOUT_S);
+	return tc;
+}
+
+static Suite *
+host_suite(void)
+{
+	Suite *s = suite_create("host");
+	TCase *tc;
+
+	tc = tcase("config");
+	tcase_add_test(tc, test_config_defaults);
+	tcase_add_test(tc, test_config_queue_depth);
+	tcase_add_test(tc, test_config_cq_size);
+	tcase_add_test(tc, test_config_inline);
+	tcase_add_test(tc, test_config_timeout);
+	tcase_add_test(tc, test_config_poll_budget);
+	tcase_add_test(tc, test_config_rnr_retry);
+	tcase_add_test(tc, test_config_errmsg);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("remote");
+	tcase_add_test(tc, test_remote_roundtrip);
+	tcase_add_test(tc, test_remote_roundtrip_edges);
+	tcase_add_test(tc, test_remote_encode_errors);
+	tcase_add_test(tc, test_remote_decode_errors);
+	tcase_add_test(tc, test_mr_null_args);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("util");
+	tcase_add_test(tc, test_reason_strings);
+	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_errmsg_thread_local);
+	tcase_add_test(tc, test_log_callback);
+	tcase_add_test(tc, test_log_min_level_base_new);
+	tcase_add_test(tc, test_free_null);
+	tcase_add_test(tc, test_tu_loop_until);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("no_rdma");
+	tcase_add_test(tc, test_missing_libibverbs);
+	tcase_add_test(tc, test_missing_librdmacm);
+	tcase_add_test(tc, test_no_rdma_device);
+	suite_add_tcase(s, tc);
+
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(host_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,89 @@
+/*
+ * evrdma tests: helpers shared by the host and device test programs.
+ * Header-only (static inline) so that each test program stays one link.
+ */
+#ifndef EVRDMA_TESTUTIL_H_INCLUDED_
+#define EVRDMA_TESTUTIL_H_INCLUDED_
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+/** The rdma_cm character device: its absence means no RDMA on this host. */
+#define TU_RDMA_CM_DEV "/dev/infiniband/rdma_cm"
+
+/** @return nonzero when the kernel offers rdma_cm on this host */
+static inline int
+tu_have_rdma_cm(void)
+{
+	return access(TU_RDMA_CM_DEV, F_OK) == 0;
+}
+
+/** @return nonzero when the tests run without fork (CK_FORK=no), where
+ * per-process state such as the rdma-core load cannot be reset. */
+static inline int
+tu_nofork(void)
+{
+	const char *v = getenv("CK_FORK");
+
+	return v != NULL && strcmp(v, "no") == 0;
+}
+
+/** @return a monotonic time in milliseconds */
+static inline uint64_t
+tu_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void
+tu_set_flag_cb_(evutil_socket_t fd, short what, void *arg)
+{
+	*(int *)arg = 1;
+}
+
+/**
+ * Run @p eb until *@p flag becomes nonzero or @p timeout_ms pass.
+ * A private timer bounds every wait, so an idle base cannot block forever
+ * and an empty one does not spin.
+ * @return 0 when the flag was set, -1 on timeout or loop failure
+ */
+static inline int
+tu_loop_until(struct event_base *eb, int *flag, int timeout_ms)
+{
+	struct timeval tv;
+	struct event *t;
+	int expired = 0;
+
+	if (*flag)
+		return 0;
+	t = evtimer_new(eb, tu_set_flag_cb_, &expired);
+	if (t == NULL)
+		return -1;
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	evtimer_add(t, &tv);
+	while (!*flag && !expired)
+		if (event_base_loop(eb, EVLOOP_ONCE) < 0)
+			break;
+	event_free(t);
+	return *flag ? 0 : -1;
+}
+
+/** Run @p eb for @p ms milliseconds (lets late events show up). */
+static inline void
+tu_loop_for(struct event_base *eb, int ms)
+{
+	int never = 0;
+
+	(void)tu_loop_until(eb, &never, ms);
+}
+
+#endif /* EVRDMA_TESTUTIL_H_INCLUDED_ */
