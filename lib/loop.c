@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,17 +152,20 @@ evrdma__set_nonblock(int fd)
  * timer, so the caller always sees its callback from the loop, after
  * evrdma__resolve() returned the handle.
  *
- * User cancellation never calls evdns_getaddrinfo_cancel(): its EAI_CANCEL
- * callback is deferred and reads the evdns_base, which base teardown may
- * have freed by then. A cancelled request is detached instead (the
- * caller's callback is dropped) and freed when evdns finishes with it.
- * The one exception is a query that no nameserver will ever answer, which
- * is cancelled right away (see evrdma__resolve()).
+ * evdns_getaddrinfo_cancel()'s EAI_CANCEL callback is deferred to the loop
+ * and reads the evdns_base, so the base must not be freed in between.
+ * User cancellation therefore never cancels the query: the request is
+ * detached (the caller's callback is dropped) and freed when evdns
+ * finishes with it. The one query evrdma does cancel is one that no
+ * nameserver will ever answer (it would otherwise sit in evdns's waiting
+ * queue until its base is freed, and leak with it); its evdns_base is
+ * held until the cancellation has called back (see dns_hold()).
  */
 struct evrdma__resolve_req {
 	evrdma__resolve_cb cb;
 	void *arg;
 	struct event *timer;		/* delivers a parked result */
+	struct evdns_base *held_dns;	/* cancelled for want of a nameserver */
 	int in_call;			/* inside evdns_getaddrinfo() */
 	int dns_pending;		/* evdns still holds this struct */
 	int user_done;			/* delivered or cancelled */
@@ -170,6 +174,70 @@ struct evrdma__resolve_req {
 	int socklen;
 	char host[64];			/* for log messages */
 };
+
+/* evdns bases with a cancelled query whose callback is still to come.
+ * evrdma__dns_free() of such a base is carried out by the last of those
+ * callbacks. A process-wide list: bases may live on several threads. */
+struct dns_hold {
+	struct evdns_base *dns;
+	unsigned pending;
+	int free_wanted;
+	struct dns_hold *next;
+};
+static struct dns_hold *dns_holds;
+static pthread_mutex_t dns_holds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct dns_hold **
+dns_hold_find(struct evdns_base *dns)
+{
+	struct dns_hold **hp;
+
+	for (hp = &dns_holds; *hp != NULL; hp = &(*hp)->next)
+		if ((*hp)->dns == dns)
+			break;
+	return hp;
+}
+
+static int
+dns_hold(struct evdns_base *dns)
+{
+	struct dns_hold **hp, *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&dns_holds_lock);
+	hp = dns_hold_find(dns);
+	if (*hp != NULL) {
+		(*hp)->pending++;
+	} else if ((h = calloc(1, sizeof(*h))) != NULL) {
+		h->dns = dns;
+		h->pending = 1;
+		h->next = dns_holds;
+		dns_holds = h;
+	} else {
+		rc = -1;
+	}
+	pthread_mutex_unlock(&dns_holds_lock);
+	return rc;
+}
+
+/* Called from the held base's own callback: evdns touches nothing of the
+ * base once the getaddrinfo callback has run, so freeing it here is safe. */
+static void
+dns_unhold(struct evdns_base *dns)
+{
+	struct dns_hold **hp, *h = NULL;
+
+	pthread_mutex_lock(&dns_holds_lock);
+	hp = dns_hold_find(dns);
+	if (*hp != NULL && --(*hp)->pending == 0) {
+		h = *hp;
+		*hp = h->next;
+	}
+	pthread_mutex_unlock(&dns_holds_lock);
+	if (h != NULL && h->free_wanted)
+		evdns_base_free(dns, 1);
+	free(h);
+}
 
 static const struct timeval zero_tv = { 0, 0 };
 
@@ -234,44 +302,52 @@ static void
 resolve_gai_cb(int result, struct evutil_addrinfo *res, void *p)
 {
 	struct evrdma__resolve_req *req = p;
+	struct evdns_base *held = req->held_dns;
 
 	req->dns_pending = 0;
+	/* Our own cancellation (no nameserver) is a resolution failure. */
+	if (held != NULL && result == EVUTIL_EAI_CANCEL)
+		result = EVUTIL_EAI_FAIL;
 	if (req->user_done) {
-		/* Cancelled, or failed early for want of a nameserver. */
-		if (res != NULL)
-			evutil_freeaddrinfo(res);
+		/* Detached by evrdma__resolve_cancel(). */
 		resolve_req_maybe_free(req);
-		return;
+	} else {
+		resolve_park(req, result, res);
+		if (!req->in_call)
+			resolve_deliver(req);
+		/* else evrdma__resolve() arms the timer */
 	}
-	resolve_park(req, result, res);
 	if (res != NULL)
 		evutil_freeaddrinfo(res);
-	if (req->in_call)
-		return;		/* evrdma__resolve() arms the timer */
-	resolve_deliver(req);
+	if (held != NULL)
+		dns_unhold(held);
 }
 
 static struct evdns_base *
 own_dns(struct evrdma_base *base)
 {
 	struct evdns_base *dns;
+	int r;
 
 	if (base->own_dns != NULL)
 		return base->own_dns;
 	/* DISABLE_WHEN_INACTIVE: an idle nameserver socket must not keep
-	 * event_base_dispatch() from returning. */
-	dns = evdns_base_new(base->eb, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (dns == NULL) {
-		/* No resolv.conf or no nameserver in it: numeric hosts and
-		 * /etc/hosts still work. */
-		dns = evdns_base_new(base->eb, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-		if (dns == NULL)
-			return NULL;
-		evdns_base_load_hosts(dns, NULL);
-		evrdma__log(EVRDMA_LOG_INFO, "no nameserver configured: "
-		    "resolving numeric hosts and /etc/hosts only");
-	}
+	 * event_base_dispatch() from returning. libevent 2.1 applies the
+	 * flag only to nameservers added after evdns_base_new(), so
+	 * resolv.conf is parsed here rather than by
+	 * EVDNS_BASE_INITIALIZE_NAMESERVERS. */
+	dns = evdns_base_new(base->eb, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (dns == NULL)
+		return NULL;
+	/* NO_DEFAULT: without a configured nameserver, fail names that are
+	 * neither numeric nor in /etc/hosts (loaded first, whatever the
+	 * outcome) instead of querying 127.0.0.1. */
+	r = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL |
+	    DNS_OPTION_NAMESERVERS_NO_DEFAULT, "/etc/resolv.conf");
+	if (r != 0 || evdns_base_count_nameservers(dns) == 0)
+		evrdma__log(EVRDMA_LOG_INFO, "no nameserver in "
+		    "/etc/resolv.conf: resolving numeric hosts and /etc/hosts "
+		    "only");
 	base->own_dns = dns;
 	return dns;
 }
@@ -329,13 +405,17 @@ evrdma__resolve(struct evrdma_base *base, struct evdns_base *dns, int family,
 		req->dns_pending = 0;
 		req->err = EVUTIL_EAI_FAIL;
 	} else if (greq != NULL && evdns_base_count_nameservers(dns) == 0) {
-		/* The query would wait forever for a nameserver: fail now.
-		 * Cancel it too, or evdns keeps it (and us) until its base is
-		 * freed, leaking both unless fail_requests is set; the
-		 * cancellation's callback arrives from the loop and frees req. */
+		/* The query would wait forever for a nameserver. Its
+		 * cancellation calls back from the loop with the failure,
+		 * after evdns is done with the base. */
+		if (dns_hold(dns) == 0) {
+			req->held_dns = dns;
+			evdns_getaddrinfo_cancel(greq);
+			return req;
+		}
+		/* No memory to hold the base: fail from the timer and
+		 * leave the query to evdns (freed with its base). */
 		req->err = EVUTIL_EAI_FAIL;
-		req->user_done = 0;
-		evdns_getaddrinfo_cancel(greq);
 	} else if (greq != NULL) {
 		return req;
 	}
@@ -357,8 +437,19 @@ evrdma__resolve_cancel(struct evrdma__resolve_req *req)
 void
 evrdma__dns_free(struct evdns_base *dns)
 {
+	struct dns_hold **hp;
+	int held;
+
+	if (dns == NULL)
+		return;
+	pthread_mutex_lock(&dns_holds_lock);
+	hp = dns_hold_find(dns);
+	held = *hp != NULL;
+	if (held)
+		(*hp)->free_wanted = 1;
+	pthread_mutex_unlock(&dns_holds_lock);
 	/* fail_requests = 1: detached queries get their (deferred) callback
 	 * from the loop and are freed; with 0 evdns would leak them. */
-	if (dns != NULL)
+	if (!held)
 		evdns_base_free(dns, 1);
 }
