@@ -15,6 +15,7 @@
 #include <net/if.h>
 #include <sys/select.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <check.h>
 #include <event2/event.h>
@@ -117,6 +118,38 @@ dt_env_fini(struct dt_env *env)
 #define DT_WAIT(env, flag, timeout_ms)					\
 	ck_assert_msg(tu_loop_until((env)->eb, &(flag), (timeout_ms)) == 0, \
 	    "timed out waiting for " #flag)
+
+/*
+ * Ask the kernel (rdma-core's `rdma resource show`) whether this process
+ * still owns any QP, CQ, MR or rdma_cm id: the library's own counters are
+ * checked by dt_env_fini(), this checks them against the device.
+ */
+static inline void
+dt_assert_no_rdma_resources(void)
+{
+	static const char *kinds[] = { "qp", "cq", "mr", "cm_id" };
+	char cmd[256], line[512];
+	unsigned i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		FILE *f;
+		int n = 0;
+
+		snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>&1",
+		    kinds[i]);
+		f = popen(cmd, "r");
+		ck_assert_ptr_nonnull(f);
+		while (fgets(line, sizeof(line), f)) {
+			char pid[32];
+			snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
+			if (strstr(line, pid))
+				n++;
+		}
+		ck_assert_int_eq(pclose(f), 0);
+		ck_assert_msg(n == 0, "%d %s(s) of pid %d left on the device",
+		    n, kinds[i], (int)getpid());
+	}
+}
 
 /* Run the loop until *counter >= target; fail the test after timeout_ms. */
 static inline void

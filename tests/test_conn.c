@@ -134,6 +134,9 @@ echo_test(const char *host, int raw)
 	if (!raw)
 		ck_assert_msg(srv.pdata_ok, "private data not seen by server");
 	ck_assert_str_eq(evrdma_conn_get_device_name(p.cli), dt_ibdev());
+	/* connections outlive their listener */
+	evrdma_listener_free(p.lst);
+	p.lst = NULL;
 	echo_roundtrip(p.cli, &env, "ping", 4);
 	echo_roundtrip(p.cli, &env, "", 0);
 	{
@@ -541,6 +544,64 @@ START_TEST(conn_many)
 	}
 	dt_env_fini(&env);
 	free(many_g);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
+/*
+ * A polling budget of 1 completion per wake-up: everything still
+ * completes (polling resumes on the next loop iteration), and a full send
+ * queue refuses with EAGAIN instead of blocking or overflowing.
+ */
+START_TEST(conn_budget_and_full_queue)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct evrdma_config *cfg = evrdma_config_new();
+	static char sbuf[64], rbuf[8][64];
+	struct evrdma_mr *smr, *rmr;
+	int sent = 0, recvd = 0, i, rc;
+	struct dt_wc rw[8];
+
+	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, 1), 0);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 4, 8), 0);
+	memset(&p, 0, sizeof(p));
+	memset(rw, 0, sizeof(rw));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	dt_pair_connect(&p, &env, dt_addr(), 0);
+	rmr = evrdma_mr_reg(p.srv, rbuf, sizeof(rbuf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	smr = evrdma_mr_reg(p.cli, sbuf, sizeof(sbuf), 0);
+	for (i = 0; i < 8; i++)
+		ck_assert_int_eq(evrdma_conn_post_recv(p.srv, rmr,
+		    (size_t)i * 64, 64, dt_wc_cb, &rw[i]), 0);
+	/* a send queue of 4: the 5th post is refused, nothing is lost */
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(evrdma_conn_post_send(p.cli, smr, 0, 8, NULL,
+		    NULL), 0);
+	rc = evrdma_conn_post_send(p.cli, smr, 0, 8, NULL, NULL);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	sent = 4;
+	while (sent < 8) {
+		int f = 0;
+		if (evrdma_conn_post_send(p.cli, smr, 0, 8, NULL, NULL) == 0)
+			sent++;
+		else
+			ck_assert_int_eq(errno, EAGAIN);
+		tu_loop_until(env.eb, &f, 5);
+	}
+	for (i = 0; i < 8; i++) {
+		DT_WAIT(&env, rw[i].done, 5000);
+		ck_assert_int_eq(rw[i].wc.status, 0);
+		recvd++;
+	}
+	ck_assert_int_eq(recvd, 8);
+	dt_pair_close(&p);
+	evrdma_mr_free(smr);
+	evrdma_mr_free(rmr);
+	dt_env_fini(&env);
 }
 END_TEST
 
@@ -556,6 +617,7 @@ dt_suite_conn(void)
 	tcase_add_test(tc, conn_echo_ipv6);
 	tcase_add_test(tc, conn_rdma_ops);
 	tcase_add_test(tc, conn_hostname);
+	tcase_add_test(tc, conn_budget_and_full_queue);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("many");
 	tcase_set_timeout(tc, 240);

@@ -358,6 +358,28 @@ free_on_event(struct evrdma_conn *c, short what, int reason, void *arg)
 	evrdma_conn_free(c);
 }
 
+/* Free from inside the error callback of a rejected attempt. */
+START_TEST(fail_free_in_error_cb)
+{
+	struct dt_env env;
+	struct evrdma_conn *c;
+	struct sockaddr_storage ss;
+	int n = 0, len, never = 0;
+
+	dt_env_init(&env, NULL);
+	len = dt_sockaddr(&ss, dt_addr(), 9);
+	c = evrdma_conn_new(env.base, 0);
+	evrdma_conn_setcb(c, free_on_event, &n);
+	ck_assert_int_eq(evrdma_conn_connect(c, (struct sockaddr *)&ss, len),
+	    0);
+	DT_WAIT(&env, n, 10000);
+	tu_loop_until(env.eb, &never, 200);
+	ck_assert_int_eq(n, 1);
+	dt_drain(&env, 10000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 START_TEST(fail_free_in_connected_cb)
 {
 	struct dt_env env;
@@ -765,6 +787,7 @@ dt_suite_fail(void)
 	tcase_add_test(tc, fail_free_in_flight);
 	tcase_add_test(tc, fail_peer_disconnect);
 	tcase_add_test(tc, fail_free_in_connected_cb);
+	tcase_add_test(tc, fail_free_in_error_cb);
 	tcase_add_test(tc, fail_free_in_completion_cb);
 	tcase_add_test(tc, fail_free_in_accept_cb);
 	tcase_add_test(tc, fail_free_in_prepare_cb);
