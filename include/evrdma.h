@@ -14,5 +14,6 @@
 #include <evrdma/mr.h>
 #include <evrdma/conn.h>
 #include <evrdma/listener.h>
+#include <evrdma/channel.h>
 
 #endif /* EVRDMA_H_INCLUDED_ */

@@ -23,6 +23,9 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->rq_depth = 128;
 	cfg->cq_size = 4096;
 	cfg->inline_threshold = 64;
+	cfg->ch_slots = 16;
+	cfg->ch_slot_size = 65536;
+	cfg->ch_max_input = 4u << 20;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR] = 2000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE] = 2000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT] = 5000;
@@ -132,5 +135,21 @@ evrdma_config_set_rnr_retry(struct evrdma_config *cfg, unsigned count)
 		return evrdma__fail(EINVAL, "evrdma_config_set_rnr_retry: "
 		    "%u outside 0..%u", count, RNR_RETRY_MAX);
 	cfg->rnr_retry = count;
+	return 0;
+}
+
+int
+evrdma_config_set_channel_ring(struct evrdma_config *cfg, unsigned slots,
+    unsigned slot_size, size_t max_input)
+{
+	if (cfg == NULL || slots < 2 || slots > 4096 || slot_size < 64 ||
+	    slot_size > (4u << 20) || slot_size % 64 ||
+	    max_input > ((size_t)1 << 30))
+		return evrdma__fail(EINVAL, "evrdma_config_set_channel_ring: "
+		    "%u slots of %u bytes, max_input %zu out of range", slots,
+		    slot_size, max_input);
+	cfg->ch_slots = slots;
+	cfg->ch_slot_size = slot_size;
+	cfg->ch_max_input = max_input;
 	return 0;
 }

@@ -173,6 +173,7 @@ evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err)
 	if (conn->passive && conn->listener) {
 		/* Never handed to the user: drop it quietly. */
 		evrdma__listener_forget(conn->listener, conn);
+		evrdma__conn_drop_owner(conn);
 		conn->user_freed = 1;
 		conn_start_close(conn);
 		return;
@@ -376,6 +377,10 @@ conn_on_route_resolved(struct evrdma_conn *conn)
 		evrdma__conn_fail(conn, EVRDMA_REASON_RESOURCE, errno);
 		return;
 	}
+	if (conn->pre_connect && conn->pre_connect(conn, conn->owner) < 0) {
+		evrdma__conn_fail(conn, EVRDMA_REASON_RESOURCE, errno);
+		return;
+	}
 	if (!(conn->flags & EVRDMA_CONN_RAW)) {
 		struct evrdma_hs hs = { EVRDMA_HS_VERSION,
 		    EVRDMA_HS_TYPE_CONNECT, 0, conn->pdata_len };
@@ -561,14 +566,16 @@ int
 evrdma__conn_accept(struct evrdma_conn *conn)
 {
 	struct rdma_conn_param p;
-	uint8_t buf[EVRDMA_HS_LEN];
+	uint8_t buf[EVRDMA_PDATA_ACCEPT_MAX];
 	size_t len = 0;
 
 	if (!(conn->flags & EVRDMA_CONN_RAW)) {
 		struct evrdma_hs hs = { EVRDMA_HS_VERSION,
-		    EVRDMA_HS_TYPE_ACCEPT, 0, 0 };
+		    EVRDMA_HS_TYPE_ACCEPT, 0, conn->accept_pdata_len };
 		evrdma__hs_encode(buf, &hs);
 		len = EVRDMA_HS_LEN;
+		memcpy(buf + len, conn->accept_pdata, conn->accept_pdata_len);
+		len += conn->accept_pdata_len;
 	}
 	conn_param_init(conn, &p, len ? buf : NULL, len);
 	if (p.responder_resources > conn->peer_rd)
@@ -588,8 +595,20 @@ evrdma__conn_accept(struct evrdma_conn *conn)
  * after the ack.
  */
 void
+evrdma__conn_drop_owner(struct evrdma_conn *conn)
+{
+	void (*drop)(void *) = conn->drop;
+
+	conn->drop = NULL;
+	conn->pre_connect = NULL;
+	if (drop)
+		drop(conn->owner);
+}
+
+void
 evrdma__conn_abort_passive(struct evrdma_conn *conn)
 {
+	evrdma__conn_drop_owner(conn);
 	if (conn->id) {
 		conn->id->context = NULL;
 		if (conn->qp) {

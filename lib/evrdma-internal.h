@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <evrdma.h>
+#include <evrdma/channel.h>
 #include "rdma-sym.h"
 
 struct event;
@@ -36,6 +37,9 @@ struct evrdma_config {
 	unsigned timeout_ms[4];		/* indexed by enum evrdma_timeout */
 	unsigned poll_budget;
 	unsigned rnr_retry;
+	unsigned ch_slots;		/* channel ring */
+	unsigned ch_slot_size;
+	size_t ch_max_input;
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
 
@@ -212,8 +216,18 @@ struct evrdma_conn {
 	int reject_status;
 	int reject_code;
 	struct sockaddr_storage peer_addr;
+	/* Hooks of an owner built on the connection (a channel):
+	 * pre_connect runs after the QP exists, before rdma_connect (post
+	 * receives, fill pdata); drop runs when the library frees a passive
+	 * connection never handed to the user. */
+	int (*pre_connect)(struct evrdma_conn *conn, void *arg);
+	void (*drop)(void *arg);
+	void *owner;
+	uint8_t accept_pdata[EVRDMA_PDATA_ACCEPT_MAX - EVRDMA_HS_LEN];
+	uint8_t accept_pdata_len;
 	TAILQ_ENTRY(evrdma_conn) link;
 };
+void evrdma__conn_drop_owner(struct evrdma_conn *conn);
 
 struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
 void evrdma__conn_cm_event(struct evrdma_conn *conn,
@@ -244,8 +258,18 @@ struct evrdma_listener {
 	evrdma_prepare_cb prepare_cb;
 	void *prepare_arg;
 	LIST_HEAD(, evrdma_conn) pending;	/* accepted, not established */
+	/* a channel listener (evrdma_channel_listener_new) */
+	evrdma_channel_accept_cb ch_accept;
+	void *ch_arg;
+	int ch_flags;
 	LIST_ENTRY(evrdma_listener) link;
 };
+/* channel.c: build the channel of a passive connection (0, or -1 with a
+ * reject code), and hand an established one to the user. */
+int evrdma__channel_passive(struct evrdma_listener *lst,
+    struct evrdma_conn *conn, int *code);
+void evrdma__channel_accepted(struct evrdma_listener *lst,
+    struct evrdma_conn *conn, const struct sockaddr *peer, int socklen);
 /* Returns nonzero when the event's id must be destroyed after the ack. */
 int evrdma__listener_cm_event(struct evrdma_listener *lst,
     struct rdma_cm_event *ev);
@@ -264,6 +288,7 @@ struct event *evrdma__ev_timer_new(struct evrdma_base *base,
     evrdma__timer_cb cb, void *arg);
 int evrdma__ev_timer_start(struct event *ev, unsigned ms);
 void evrdma__ev_stop(struct event *ev);
+int evrdma__ev_pending(struct event *ev);
 void evrdma__ev_free(struct event *ev);
 int evrdma__set_nonblock(int fd);
 /* Resolve host:port without blocking; cb gets 0 and the first address, or

@@ -121,6 +121,8 @@ on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 	}
 	if (evrdma__conn_setup_passive(conn, ev->id, ev, &code) < 0)
 		goto refuse;
+	if (lst->ch_accept && evrdma__channel_passive(lst, conn, &code) < 0)
+		goto refuse;
 	if (lst->prepare_cb) {
 		size_t len;
 		const void *pd = evrdma_conn_get_peer_private_data(conn, &len);
@@ -176,11 +178,15 @@ evrdma__listener_established(struct evrdma_listener *lst,
 {
 	const struct sockaddr *peer = (const struct sockaddr *)&conn->peer_addr;
 
+	int len = peer->sa_family == AF_INET6 ?
+	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in);
+
 	evrdma__listener_forget(lst, conn);
 	lst->refcnt++;
-	lst->accept_cb(lst, conn, peer, peer->sa_family == AF_INET6 ?
-	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in),
-	    lst->accept_arg);
+	if (lst->ch_accept)
+		evrdma__channel_accepted(lst, conn, peer, len);
+	else
+		lst->accept_cb(lst, conn, peer, len, lst->accept_arg);
 	if (--lst->refcnt == 0 && lst->user_freed)
 		evrdma__listener_destroy_now(lst);
 }
@@ -190,8 +196,10 @@ evrdma__listener_destroy_now(struct evrdma_listener *lst)
 {
 	struct evrdma_conn *conn;
 
-	while ((conn = LIST_FIRST(&lst->pending)))
+	while ((conn = LIST_FIRST(&lst->pending))) {
+		evrdma__conn_drop_owner(conn);
 		evrdma_conn_free(conn);	/* unlinks it */
+	}
 	EVRDMA_SYM(rdma_destroy_id)(lst->id);
 	lst->base->stats.cm_ids--;
 	lst->base->stats.listeners--;

@@ -111,6 +111,12 @@ evrdma__ev_timer_start(struct event *ev, unsigned ms)
 	return 0;
 }
 
+int
+evrdma__ev_pending(struct event *ev)
+{
+	return ev != NULL && event_pending(ev, EV_TIMEOUT | EV_READ, NULL);
+}
+
 void
 evrdma__ev_stop(struct event *ev)
 {

@@ -1,0 +1,208 @@
+/*
+ * evrdma: channels, the bufferevent of RDMA.
+ */
+#ifndef EVRDMA_CHANNEL_H_INCLUDED_
+#define EVRDMA_CHANNEL_H_INCLUDED_
+
+/** @file evrdma/channel.h
+ * A channel is an RDMA connection carrying evrdma's channel protocol, with
+ * the programming model of libevent's bufferevent: an input and an output
+ * evbuffer, read / write / event callbacks, enable/disable, watermarks,
+ * timeouts, flush and free. Moving a bufferevent-over-TCP program to RDMA
+ * mostly means replacing bufferevent_* calls with evrdma_channel_* calls.
+ *
+ * Semantics (as bufferevent):
+ *  - the read callback runs when input holds at least the read low
+ *    watermark (default 0: any data); above the read high watermark
+ *    (default 0: unlimited) no more data enters input, and the peer is then
+ *    held back by flow control, never by dropping data;
+ *  - the write callback runs when output drains to its low watermark
+ *    (default 0) after data was sent;
+ *  - the event callback gets BEV_EVENT_CONNECTED, BEV_EVENT_EOF,
+ *    BEV_EVENT_ERROR or BEV_EVENT_TIMEOUT, combined with BEV_EVENT_READING
+ *    or BEV_EVENT_WRITING where a direction applies.
+ *  - a new channel has EV_WRITE enabled and EV_READ disabled; enable
+ *    EV_READ to receive.
+ *
+ * Modes: EVRDMA_CHANNEL_STREAM (ordered bytes, like TCP) and
+ * EVRDMA_CHANNEL_MESSAGE (each evrdma_channel_write() is one message that
+ * arrives whole; read it with evrdma_channel_read_message()). A message is
+ * at most evrdma_channel_max_message() bytes; larger ones fail with
+ * EMSGSIZE at the sender.
+ *
+ * Flow control: the receiver advertises a ring of registered slots; the
+ * sender writes into free slots with RDMA WRITE with immediate and may use
+ * a slot only when the receiver has returned it (credits), so a receiver
+ * that does not read holds the sender back, and no receive is ever missing
+ * (no RNR). Received bytes enter input by reference (zero-copy) and the
+ * slot returns to the sender when the user drains them. Memory per channel
+ * is fixed by evrdma_channel_config_set_ring(): slots * slot_size for
+ * receiving and the same for sending, plus at most max_input bytes copied
+ * when the user holds more than half of the slots.
+ */
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <evrdma/util.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct evrdma_base;
+struct evrdma_listener;
+struct evdns_base;
+struct evrdma_config;
+
+/** An opaque channel. */
+struct evrdma_channel;
+
+/** Stream mode: ordered bytes. */
+#define EVRDMA_CHANNEL_STREAM	0x00
+/** Message mode: each write is one message with its boundary. */
+#define EVRDMA_CHANNEL_MESSAGE	0x01
+
+/** Read or write callback (as bufferevent_data_cb). */
+typedef void (*evrdma_channel_data_cb)(struct evrdma_channel *ch, void *arg);
+/** Event callback (as bufferevent_event_cb); @p what is BEV_EVENT_* flags. */
+typedef void (*evrdma_channel_event_cb)(struct evrdma_channel *ch, short what,
+    void *arg);
+/** Accept callback of a channel listener; the callback owns @p ch. */
+typedef void (*evrdma_channel_accept_cb)(struct evrdma_listener *lst,
+    struct evrdma_channel *ch, const struct sockaddr *peer, int socklen,
+    void *arg);
+
+/**
+ * Set the channel ring of a configuration (used by every channel of a base
+ * made with it): @p slots receive slots of @p slot_size bytes each, the same
+ * again for sending, and @p max_input bytes that may be copied into input
+ * when the user holds more than half of the slots.
+ * Defaults: 16 slots of 65536 bytes, max_input 4 MiB.
+ * @param slots 2..4096
+ * @param slot_size 64..4194304, a multiple of 64; also the largest message
+ * @param max_input 0..1 GiB
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
+    unsigned slots, unsigned slot_size, size_t max_input);
+
+/**
+ * Create an unconnected channel.
+ * @param flags EVRDMA_CHANNEL_STREAM or EVRDMA_CHANNEL_MESSAGE
+ * @return the channel, or NULL with errno EINVAL or ENOMEM
+ */
+EVRDMA_EXPORT struct evrdma_channel *evrdma_channel_new(
+    struct evrdma_base *base, int flags);
+
+/** Connect to @p sa; the outcome reaches the event callback
+ * (BEV_EVENT_CONNECTED, or BEV_EVENT_ERROR with evrdma_channel_get_error()).
+ * @return 0, or -1 with errno as evrdma_conn_connect() */
+EVRDMA_EXPORT int evrdma_channel_connect(struct evrdma_channel *ch,
+    const struct sockaddr *sa, int socklen);
+
+/** Resolve @p host (see evrdma_conn_connect_hostname()) and connect. */
+EVRDMA_EXPORT int evrdma_channel_connect_hostname(struct evrdma_channel *ch,
+    struct evdns_base *dns, int family, const char *host, int port);
+
+/**
+ * Listen for channels. Peers must use the same mode (@p flags).
+ * @return a listener (free with evrdma_listener_free()), or NULL with errno
+ *   as evrdma_listener_new()
+ */
+EVRDMA_EXPORT struct evrdma_listener *evrdma_channel_listener_new(
+    struct evrdma_base *base, const struct sockaddr *sa, int socklen,
+    int backlog, int flags, evrdma_channel_accept_cb cb, void *arg);
+
+/** Set the callbacks (any may be NULL) and their argument. */
+EVRDMA_EXPORT void evrdma_channel_setcb(struct evrdma_channel *ch,
+    evrdma_channel_data_cb readcb, evrdma_channel_data_cb writecb,
+    evrdma_channel_event_cb eventcb, void *arg);
+
+/** Enable EV_READ and/or EV_WRITE. @return 0 */
+EVRDMA_EXPORT int evrdma_channel_enable(struct evrdma_channel *ch,
+    short events);
+/** Disable EV_READ and/or EV_WRITE. @return 0 */
+EVRDMA_EXPORT int evrdma_channel_disable(struct evrdma_channel *ch,
+    short events);
+/** @return the enabled events */
+EVRDMA_EXPORT short evrdma_channel_get_enabled(struct evrdma_channel *ch);
+
+/** @return the input buffer (owned by the channel). In message mode use
+ * evrdma_channel_read_message() instead of draining it directly. */
+EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
+    struct evrdma_channel *ch);
+/** @return the output buffer (owned by the channel); data added to it is
+ * sent, in stream mode. In message mode use evrdma_channel_write(). */
+EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
+    struct evrdma_channel *ch);
+
+/**
+ * Queue @p len bytes for sending (copied). Writes made during one loop
+ * iteration are coalesced (stream mode) and sent when the loop continues.
+ * In message mode the bytes are one message.
+ * @return 0, or -1 with errno EMSGSIZE (message too large), EPIPE (after
+ *   shutdown, EOF, or error) or ENOMEM
+ */
+EVRDMA_EXPORT int evrdma_channel_write(struct evrdma_channel *ch,
+    const void *data, size_t len);
+/** Move all of @p buf to the output (stream), or as one message. */
+EVRDMA_EXPORT int evrdma_channel_write_buffer(struct evrdma_channel *ch,
+    struct evbuffer *buf);
+
+/** Read up to @p len bytes from input (stream mode). @return bytes read */
+EVRDMA_EXPORT size_t evrdma_channel_read(struct evrdma_channel *ch,
+    void *data, size_t len);
+
+/**
+ * Message mode: take the next whole message.
+ * @param data receives the message; NULL to only query the length
+ * @param len size of @p data
+ * @return the message length, or -1 with errno EAGAIN (no message) or
+ *   EMSGSIZE (@p data too small; the message stays queued)
+ */
+EVRDMA_EXPORT ssize_t evrdma_channel_read_message(struct evrdma_channel *ch,
+    void *data, size_t len);
+
+/** @return the largest message (and slot) size of this channel */
+EVRDMA_EXPORT size_t evrdma_channel_max_message(struct evrdma_channel *ch);
+
+/** Set the watermarks of EV_READ and/or EV_WRITE (as
+ * bufferevent_setwatermark(); a high mark of 0 is unlimited). */
+EVRDMA_EXPORT void evrdma_channel_setwatermark(struct evrdma_channel *ch,
+    short events, size_t lowmark, size_t highmark);
+
+/** Set read and write timeouts (NULL: none). A read timeout fires when no
+ * data arrived for that long while EV_READ is enabled; a write timeout
+ * when output is pending and nothing was sent for that long. On a timeout
+ * that direction is disabled and BEV_EVENT_TIMEOUT|READING/WRITING is
+ * reported. @return 0 */
+EVRDMA_EXPORT int evrdma_channel_set_timeouts(struct evrdma_channel *ch,
+    const struct timeval *tv_read, const struct timeval *tv_write);
+
+/** Send what output holds now, within the peer's credits, without waiting
+ * for the end of the loop iteration. @return 0, or -1 with errno EPIPE */
+EVRDMA_EXPORT int evrdma_channel_flush(struct evrdma_channel *ch);
+
+/**
+ * Shut down writing: everything written before arrives, then the peer gets
+ * BEV_EVENT_EOF|BEV_EVENT_READING. Reading goes on.
+ * @return 0, or -1 with errno EPIPE (already shut down or failed)
+ */
+EVRDMA_EXPORT int evrdma_channel_shutdown(struct evrdma_channel *ch);
+
+/** @return after BEV_EVENT_ERROR: an evrdma_reason, or EVRDMA_REASON_NONE */
+EVRDMA_EXPORT int evrdma_channel_get_error(struct evrdma_channel *ch);
+
+/**
+ * Free the channel at any time, also from its callbacks. Unsent output is
+ * discarded (as bufferevent does); the peer sees EOF. No callback runs
+ * after this call.
+ */
+EVRDMA_EXPORT void evrdma_channel_free(struct evrdma_channel *ch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EVRDMA_CHANNEL_H_INCLUDED_ */

@@ -1,0 +1,1192 @@
+/*
+ * evrdma: channels, a bufferevent over an RDMA connection.
+ *
+ * Wire protocol: doc/channel-protocol.md. In short, each side advertises a
+ * receive ring of R slots of S bytes (registered for REMOTE_WRITE only);
+ * data goes as RDMA WRITE WITH IMMEDIATE into the next slot, control
+ * messages (credit return, EOF) as zero-length writes with immediate; the
+ * immediate carries the type and the credits returned. Receives are
+ * zero-length and reposted at once, so credits are ring slots: a sender
+ * writes slot n only after the receiver freed it, and a receiver that does
+ * not read holds its sender back without any receive-not-ready.
+ *
+ * Received bytes enter input by reference (evbuffer_add_reference); a slot
+ * returns to the sender when the user drains its bytes. If the user holds
+ * more than half the slots, new data is copied instead (up to max_input
+ * bytes of input) so the sender is not stalled by a slow consumer of
+ * references; past that, data waits in the ring and flow control holds the
+ * peer.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "evrdma-internal.h"
+
+#define CH_MAGIC0	'C'
+#define CH_MAGIC1	'H'
+#define CH_VERSION	1
+#define CH_HS_LEN	24
+#define CH_CTRL		4		/* control credits granted */
+
+#define IMM_DATA	0u
+#define IMM_CREDIT	1u
+#define IMM_EOF		2u
+#define IMM_TYPE(x)	((x) >> 30)
+#define IMM_DRET(x)	(((x) >> 16) & 0x3fff)
+#define IMM_CRET(x)	(((x) >> 8) & 0xff)
+#define IMM_STARVED	0x80u
+#define IMM_RESERVED	0x7fu
+#define IMM_DRET_MAX	0x3fffu
+
+/*
+ * The receive ring outlives its channel while the user still holds
+ * references into it (an evbuffer the user moved the bytes to).
+ */
+struct ch_ring {
+	struct evrdma_channel *ch;	/* NULL once the channel is gone */
+	uint8_t *mem;
+	unsigned refs;			/* evbuffer references + 1 for ch */
+	struct ch_slotref {
+		struct ch_ring *ring;
+		unsigned idx;
+	} *slot;
+};
+
+struct evrdma_channel {
+	struct evrdma_base *base;
+	struct evrdma_conn *conn;
+	int mode;
+	struct evbuffer *input;
+	struct evbuffer *output;
+	evrdma_channel_data_cb readcb, writecb;
+	evrdma_channel_event_cb eventcb;
+	void *cbarg;
+	short enabled;
+	size_t rd_lo, rd_hi, wr_lo, wr_hi;
+	struct timeval tv_read, tv_write;
+	int has_tv_read, has_tv_write;
+	struct event *rd_timer, *wr_timer, *pump_ev;
+
+	/* our receive ring */
+	unsigned slots, slot_size;
+	size_t max_input;
+	struct ch_ring *ring;
+	struct evrdma_mr *rmr;
+	uint32_t *rlen;			/* bytes in each slot */
+	uint8_t *rheld;			/* slot not yet free */
+	uint64_t rseq;			/* DATA messages received */
+	uint64_t rdeliv;		/* ... of which moved to input */
+	uint64_t rtail;			/* ... of which freed, in order */
+	unsigned refs_held;		/* slots referenced by input */
+	unsigned ret_data;		/* data credits due to the peer */
+	unsigned ret_ctrl;		/* control messages not yet returned */
+	int peer_starved;
+
+	/* our send ring and the peer's receive ring */
+	uint8_t *sring;
+	struct evrdma_mr *smr;
+	uint64_t s_posted, s_done;	/* send slots used / completed */
+	struct evrdma_remote peer;
+	unsigned peer_slots, peer_slot_size;
+	uint64_t sseq;			/* DATA messages sent */
+	uint64_t s_limit;		/* may send while sseq < s_limit */
+	unsigned ctrl_credits;
+
+	/* message mode: lengths of the messages in input / output */
+	struct ch_lenq {
+		size_t *v;
+		unsigned head, count, cap;
+	} in_msgs, out_msgs;
+
+	unsigned reqs;			/* posted, callback still due */
+	int connected;
+	int shut_wr, eof_sent, eof_recv, eof_reported;
+	int failed, freed, in_pump;
+	int error;
+};
+
+static void ch_schedule(struct evrdma_channel *ch);
+static void ch_fail(struct evrdma_channel *ch, short what, int reason);
+static void ch_deliver(struct evrdma_channel *ch);
+
+/* ---- small helpers ---- */
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+static uint16_t
+get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) << 16 | get16(p + 2);
+}
+
+static int
+lenq_push(struct ch_lenq *q, size_t len)
+{
+	if (q->count == q->cap) {
+		unsigned ncap = q->cap ? q->cap * 2 : 16, i;
+		size_t *nv = malloc(ncap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		for (i = 0; i < q->count; i++)
+			nv[i] = q->v[(q->head + i) % q->cap];
+		free(q->v);
+		q->v = nv;
+		q->head = 0;
+		q->cap = ncap;
+	}
+	q->v[(q->head + q->count++) % q->cap] = len;
+	return 0;
+}
+
+static size_t
+lenq_front(const struct ch_lenq *q)
+{
+	return q->v[q->head];
+}
+
+static void
+lenq_pop(struct ch_lenq *q)
+{
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+}
+
+static void
+ring_unref(struct ch_ring *ring)
+{
+	if (--ring->refs)
+		return;
+	free(ring->mem);
+	free(ring->slot);
+	free(ring);
+}
+
+/* ---- lifetime ---- */
+
+static void
+ch_destroy(struct evrdma_channel *ch)
+{
+	evrdma__ev_free(ch->rd_timer);
+	evrdma__ev_free(ch->wr_timer);
+	evrdma__ev_free(ch->pump_ev);
+	if (ch->ring)
+		ch->ring->ch = NULL;	/* evbuffer_free runs our cleanups */
+	if (ch->input)
+		evbuffer_free(ch->input);	/* drops our references */
+	if (ch->output)
+		evbuffer_free(ch->output);
+	evrdma_mr_free(ch->rmr);
+	evrdma_mr_free(ch->smr);
+	if (ch->ring)
+		ring_unref(ch->ring);
+	free(ch->sring);
+	free(ch->rlen);
+	free(ch->rheld);
+	free(ch->in_msgs.v);
+	free(ch->out_msgs.v);
+	free(ch);
+}
+
+/* Freed by the user (or dropped by the library): destroy once every
+ * posted request has had its (cancelled) completion. */
+static void
+ch_maybe_destroy(struct evrdma_channel *ch)
+{
+	if (ch->freed && ch->reqs == 0 && !ch->in_pump)
+		ch_destroy(ch);
+}
+
+static void
+ch_drop(void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	/* the library frees the connection itself */
+	ch->conn = NULL;
+	ch->freed = 1;
+	ch_maybe_destroy(ch);
+}
+
+void
+evrdma_channel_free(struct evrdma_channel *ch)
+{
+	struct evrdma_conn *conn;
+
+	if (!ch || ch->freed)
+		return;
+	ch->freed = 1;
+	ch->readcb = ch->writecb = NULL;
+	ch->eventcb = NULL;
+	evrdma__ev_stop(ch->rd_timer);
+	evrdma__ev_stop(ch->wr_timer);
+	evrdma__ev_stop(ch->pump_ev);
+	conn = ch->conn;
+	ch->conn = NULL;
+	if (conn) {
+		conn->drop = NULL;
+		evrdma_conn_free(conn);	/* cancels our requests */
+	}
+	ch_maybe_destroy(ch);
+}
+
+static void
+ch_req_done(struct evrdma_channel *ch)
+{
+	ch->reqs--;
+	ch_maybe_destroy(ch);
+}
+
+/* ---- callbacks to the user ---- */
+
+static void
+ch_event(struct evrdma_channel *ch, short what)
+{
+	if (ch->eventcb && !ch->freed) {
+		ch->in_pump++;
+		ch->eventcb(ch, what, ch->cbarg);
+		ch->in_pump--;
+	}
+}
+
+static void
+ch_fail(struct evrdma_channel *ch, short what, int reason)
+{
+	if (ch->failed || ch->freed)
+		return;
+	ch->failed = 1;
+	ch->error = reason;
+	evrdma__ev_stop(ch->rd_timer);
+	evrdma__ev_stop(ch->wr_timer);
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
+	    evrdma_reason_str(reason));
+	ch_event(ch, what);
+	ch_maybe_destroy(ch);
+}
+
+static void
+ch_protocol_error(struct evrdma_channel *ch, const char *why)
+{
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
+	    "peer: %s", (void *)ch, why);
+	ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+	    EVRDMA_REASON_PROTOCOL);
+}
+
+/* ---- receive side ---- */
+
+static void ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+
+static int
+ch_post_recv(struct evrdma_channel *ch)
+{
+	if (evrdma_conn_post_recv(ch->conn, NULL, 0, 0, ch_recv_cb, ch) < 0)
+		return -1;
+	ch->reqs++;
+	return 0;
+}
+
+/* Free slot idx; advance the tail over freed slots (credits are returned
+ * in ring order). */
+static void
+ch_slot_free(struct evrdma_channel *ch, unsigned idx)
+{
+	ch->rheld[idx] = 0;
+	while (ch->rtail < ch->rdeliv && !ch->rheld[ch->rtail % ch->slots]) {
+		ch->rtail++;
+		ch->ret_data++;
+	}
+	ch_schedule(ch);
+}
+
+static void
+ch_ref_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct evrdma_channel *ch = ring->ch;
+
+	if (ch && !ch->freed) {
+		ch->refs_held--;
+		ch_slot_free(ch, ref->idx);
+	}
+	ring_unref(ring);
+}
+
+static int
+ch_reading(const struct evrdma_channel *ch)
+{
+	return (ch->enabled & EV_READ) && !ch->freed;
+}
+
+/*
+ * Move received slots into input while reading is enabled and input is
+ * below the high watermark; then the read callback, then EOF.
+ */
+static void
+ch_deliver(struct evrdma_channel *ch)
+{
+	size_t before = evbuffer_get_length(ch->input);
+	int moved = 0;
+
+	while (ch_reading(ch) && ch->rdeliv < ch->rseq) {
+		unsigned idx = (unsigned)(ch->rdeliv % ch->slots);
+		size_t len = ch->rlen[idx], have;
+		uint8_t *p = ch->ring->mem + (size_t)idx * ch->slot_size;
+
+		have = evbuffer_get_length(ch->input);
+		if (ch->rd_hi && have >= ch->rd_hi)
+			break;
+		if (ch->refs_held < ch->slots / 2) {
+			ch->ring->refs++;
+			if (evbuffer_add_reference(ch->input, p, len,
+			    ch_ref_cleanup, &ch->ring->slot[idx]) < 0) {
+				ch->ring->refs--;
+				break;
+			}
+			ch->refs_held++;
+			ch->rdeliv++;
+		} else if (have + len <= ch->max_input) {
+			if (evbuffer_add(ch->input, p, len) < 0)
+				break;
+			ch->rdeliv++;
+			ch_slot_free(ch, idx);
+		} else {
+			break;	/* held in the ring: the peer waits */
+		}
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+		    lenq_push(&ch->in_msgs, len) < 0) {
+			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+			    EVRDMA_REASON_RESOURCE);
+			return;
+		}
+		moved = 1;
+	}
+	if (moved && ch->has_tv_read)
+		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
+		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+	if (moved && evbuffer_get_length(ch->input) >= ch->rd_lo &&
+	    evbuffer_get_length(ch->input) > before && ch->readcb) {
+		ch->in_pump++;
+		ch->readcb(ch, ch->cbarg);
+		ch->in_pump--;
+		if (ch->freed) {
+			ch_maybe_destroy(ch);
+			return;
+		}
+	}
+	if (ch->eof_recv && !ch->eof_reported && ch->rdeliv == ch->rseq &&
+	    ch_reading(ch) && !ch->failed) {
+		ch->eof_reported = 1;
+		evrdma__ev_stop(ch->rd_timer);
+		ch_event(ch, BEV_EVENT_EOF | BEV_EVENT_READING);
+	}
+}
+
+static void
+ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct evrdma_channel *ch = arg;
+	uint32_t imm = wc->imm_data, dret, cret;
+
+	ch->reqs--;
+	if (ch->freed || ch->failed) {
+		ch_maybe_destroy(ch);
+		return;
+	}
+	if (wc->status) {
+		if (wc->status != ECANCELED)
+			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+			    EVRDMA_REASON_QP_FATAL);
+		return;
+	}
+	if (wc->opcode != EVRDMA_OP_RECV_WRITE_IMM || !wc->has_imm) {
+		ch_protocol_error(ch, "not a write with immediate");
+		return;
+	}
+	/* receives carry no buffer: repost at once */
+	if (ch_post_recv(ch) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		return;
+	}
+	if (IMM_TYPE(imm) > IMM_EOF || (imm & IMM_RESERVED)) {
+		ch_protocol_error(ch, "bad immediate");
+		return;
+	}
+	dret = IMM_DRET(imm);
+	cret = IMM_CRET(imm);
+	/* a return of more than was ever outstanding is a lie */
+	if (ch->s_limit + dret > ch->sseq + ch->peer_slots ||
+	    ch->ctrl_credits + cret > CH_CTRL) {
+		ch_protocol_error(ch, "credits returned that were not lent");
+		return;
+	}
+	ch->s_limit += dret;
+	ch->ctrl_credits += cret;
+	if (imm & IMM_STARVED)
+		ch->peer_starved = 1;
+	switch (IMM_TYPE(imm)) {
+	case IMM_DATA:
+		if (ch->eof_recv) {
+			ch_protocol_error(ch, "data after EOF");
+			return;
+		}
+		if (wc->byte_len == 0 || wc->byte_len > ch->slot_size) {
+			ch_protocol_error(ch, "bad data length");
+			return;
+		}
+		/* the peer may use the slots we lent: R plus the returns
+		 * already sent (rtail - ret_data) */
+		if (ch->rseq + ch->ret_data >= ch->rtail + ch->slots) {
+			ch_protocol_error(ch, "data beyond its credits");
+			return;
+		}
+		ch->rlen[ch->rseq % ch->slots] = wc->byte_len;
+		ch->rheld[ch->rseq % ch->slots] = 1;
+		ch->rseq++;
+		break;
+	case IMM_EOF:
+		ch->eof_recv = 1;
+		/* fall through */
+	case IMM_CREDIT:
+		if (++ch->ret_ctrl > CH_CTRL) {
+			ch_protocol_error(ch, "control beyond its credits");
+			return;
+		}
+		break;
+	}
+	ch_deliver(ch);
+	if (!ch->freed && !ch->failed)
+		ch_schedule(ch);
+}
+
+/* ---- send side ---- */
+
+static void
+ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch->reqs--;
+	ch->s_done++;
+	if (ch->freed || ch->failed) {
+		ch_maybe_destroy(ch);
+		return;
+	}
+	if (wc->status && wc->status != ECANCELED) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+		    EVRDMA_REASON_QP_FATAL);
+		return;
+	}
+	ch_schedule(ch);
+}
+
+static void
+ch_ctrl_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch_req_done(ch);
+}
+
+/* The credits we owe ride on every message we send. */
+static uint32_t
+ch_take_returns(struct evrdma_channel *ch, uint32_t type)
+{
+	unsigned d = ch->ret_data > IMM_DRET_MAX ? IMM_DRET_MAX : ch->ret_data;
+	unsigned c = ch->ret_ctrl;
+
+	ch->ret_data -= d;
+	ch->ret_ctrl = 0;
+	ch->peer_starved = 0;
+	return type << 30 | (uint32_t)d << 16 | (uint32_t)c << 8;
+}
+
+static int
+ch_post_ctrl(struct evrdma_channel *ch, uint32_t type)
+{
+	uint32_t imm;
+
+	if (!ch->ctrl_credits)
+		return 0;
+	imm = ch_take_returns(ch, type);
+	if (evrdma_conn_post_write_imm(ch->conn, NULL, 0, 0, &ch->peer, 0,
+	    imm, ch_ctrl_cb, ch) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+		    EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
+	ch->reqs++;
+	ch->ctrl_credits--;
+	return 1;
+}
+
+static size_t
+ch_chunk(const struct evrdma_channel *ch)
+{
+	return ch->peer_slot_size < ch->slot_size ?
+	    ch->peer_slot_size : ch->slot_size;
+}
+
+/* Send as much of output as the credits and our send ring allow. */
+static int
+ch_send_data(struct evrdma_channel *ch)
+{
+	int sent = 0;
+
+	while ((ch->enabled & EV_WRITE) && evbuffer_get_length(ch->output) &&
+	    ch->sseq < ch->s_limit && ch->s_posted - ch->s_done < ch->slots) {
+		size_t n, off;
+		uint32_t imm;
+		unsigned sidx = (unsigned)(ch->s_posted % ch->slots);
+
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			n = lenq_front(&ch->out_msgs);
+		else
+			n = evbuffer_get_length(ch->output);
+		if (n > ch_chunk(ch))
+			n = ch_chunk(ch);
+		off = (size_t)sidx * ch->slot_size;
+		evbuffer_remove(ch->output, ch->sring + off, n);
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			lenq_pop(&ch->out_msgs);
+		imm = ch_take_returns(ch, IMM_DATA);
+		if (ch->sseq + 1 == ch->s_limit)
+			imm |= IMM_STARVED;
+		if (evrdma_conn_post_write_imm(ch->conn, ch->smr, off, n,
+		    &ch->peer, (ch->sseq % ch->peer_slots) *
+		    (uint64_t)ch->peer_slot_size, imm, ch_send_cb, ch) < 0) {
+			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+			    EVRDMA_REASON_RESOURCE);
+			return -1;
+		}
+		ch->reqs++;
+		ch->sseq++;
+		ch->s_posted++;
+		sent = 1;
+	}
+	return sent;
+}
+
+/*
+ * Once per loop iteration (and on flush): deliver held data, send output
+ * (coalescing all writes of the iteration), EOF, credit returns, then the
+ * write callback and the write timeout.
+ */
+static void
+ch_pump(struct evrdma_channel *ch)
+{
+	int sent;
+	unsigned thresh;
+
+	if (ch->freed || ch->failed || !ch->connected)
+		return;
+	ch->in_pump++;
+	ch_deliver(ch);
+	if (ch->freed || ch->failed)
+		goto out;
+	sent = ch_send_data(ch);
+	if (sent < 0)
+		goto out;
+	if (ch->shut_wr && !ch->eof_sent && !evbuffer_get_length(ch->output)) {
+		int r = ch_post_ctrl(ch, IMM_EOF);
+		if (r < 0)
+			goto out;
+		ch->eof_sent = r;
+	}
+	thresh = ch->peer_starved ? 1 : (ch->slots / 4 ? ch->slots / 4 : 1);
+	if (ch->ret_data >= thresh || ch->ret_ctrl >= 2)
+		if (ch_post_ctrl(ch, IMM_CREDIT) < 0)
+			goto out;
+	if (ch->has_tv_write) {
+		if (!evbuffer_get_length(ch->output))
+			evrdma__ev_stop(ch->wr_timer);
+		else if (sent || !evrdma__ev_pending(ch->wr_timer))
+			evrdma__ev_timer_start(ch->wr_timer, (unsigned)(
+			    ch->tv_write.tv_sec * 1000 +
+			    ch->tv_write.tv_usec / 1000));
+	}
+	if (sent && evbuffer_get_length(ch->output) <= ch->wr_lo &&
+	    ch->writecb)
+		ch->writecb(ch, ch->cbarg);
+out:
+	ch->in_pump--;
+	ch_maybe_destroy(ch);
+}
+
+static void
+ch_pump_cb(void *arg)
+{
+	ch_pump(arg);
+}
+
+static void
+ch_schedule(struct evrdma_channel *ch)
+{
+	if (!ch->freed && !ch->failed && ch->connected &&
+	    !evrdma__ev_pending(ch->pump_ev))
+		evrdma__ev_timer_start(ch->pump_ev, 0);
+}
+
+/* Output grew (the user added data): send it at the end of the
+ * iteration, coalesced with whatever else is written meanwhile. */
+static void
+ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	if (info->n_added)
+		ch_schedule(ch);
+}
+
+/* Input shrank (the user read): held data may now move in. */
+static void
+ch_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	if (info->n_deleted && ch->rdeliv < ch->rseq)
+		ch_schedule(ch);
+}
+
+static void
+ch_rd_timeout(void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch->enabled &= ~EV_READ;
+	ch_event(ch, BEV_EVENT_TIMEOUT | BEV_EVENT_READING);
+	ch_maybe_destroy(ch);
+}
+
+static void
+ch_wr_timeout(void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch->enabled &= ~EV_WRITE;
+	ch_event(ch, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING);
+	ch_maybe_destroy(ch);
+}
+
+/* ---- set-up ---- */
+
+static struct evrdma_channel *
+ch_alloc(struct evrdma_base *base, int flags)
+{
+	const struct evrdma_config *cfg = &base->cfg;
+	struct evrdma_channel *ch;
+	unsigned i;
+
+	if (flags & ~EVRDMA_CHANNEL_MESSAGE) {
+		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
+		return NULL;
+	}
+	if (cfg->rq_depth < cfg->ch_slots + CH_CTRL ||
+	    cfg->sq_depth < cfg->ch_slots + CH_CTRL) {
+		evrdma__fail(EINVAL, "channel: queue depths %u/%u are below "
+		    "ring slots + %u", cfg->sq_depth, cfg->rq_depth, CH_CTRL);
+		return NULL;
+	}
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		goto nomem;
+	ch->base = base;
+	ch->mode = flags & EVRDMA_CHANNEL_MESSAGE;
+	ch->enabled = EV_WRITE;
+	ch->slots = cfg->ch_slots;
+	ch->slot_size = cfg->ch_slot_size;
+	ch->max_input = cfg->ch_max_input;
+	ch->input = evbuffer_new();
+	ch->output = evbuffer_new();
+	ch->ring = calloc(1, sizeof(*ch->ring));
+	ch->rlen = calloc(ch->slots, sizeof(*ch->rlen));
+	ch->rheld = calloc(ch->slots, 1);
+	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
+	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
+	ch->pump_ev = evrdma__ev_timer_new(base, ch_pump_cb, ch);
+	if (!ch->input || !ch->output || !ch->ring || !ch->rlen ||
+	    !ch->rheld || !ch->rd_timer || !ch->wr_timer || !ch->pump_ev)
+		goto nomem;
+	ch->ring->ch = ch;
+	ch->ring->refs = 1;
+	ch->ring->mem = malloc((size_t)ch->slots * ch->slot_size);
+	ch->ring->slot = calloc(ch->slots, sizeof(*ch->ring->slot));
+	ch->sring = malloc((size_t)ch->slots * ch->slot_size);
+	if (!ch->ring->mem || !ch->ring->slot || !ch->sring)
+		goto nomem;
+	for (i = 0; i < ch->slots; i++) {
+		ch->ring->slot[i].ring = ch->ring;
+		ch->ring->slot[i].idx = i;
+	}
+	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch) ||
+	    !evbuffer_add_cb(ch->input, ch_input_cb, ch))
+		goto nomem;
+	return ch;
+nomem:
+	if (ch)
+		ch_destroy(ch);
+	evrdma__fail(ENOMEM, "channel: out of memory");
+	return NULL;
+}
+
+/* Register the rings, post the receives, encode our handshake. */
+static int
+ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
+{
+	unsigned i;
+
+	ch->conn = conn;
+	conn->owner = ch;
+	conn->drop = ch_drop;
+	ch->rmr = evrdma_mr_reg(conn, ch->ring->mem,
+	    (size_t)ch->slots * ch->slot_size, EVRDMA_ACCESS_REMOTE_WRITE);
+	ch->smr = evrdma_mr_reg(conn, ch->sring,
+	    (size_t)ch->slots * ch->slot_size, 0);
+	if (!ch->rmr || !ch->smr)
+		return -1;
+	for (i = 0; i < ch->slots + CH_CTRL; i++)
+		if (ch_post_recv(ch) < 0)
+			return -1;
+	hs[0] = CH_MAGIC0;
+	hs[1] = CH_MAGIC1;
+	hs[2] = CH_VERSION;
+	hs[3] = (uint8_t)ch->mode;
+	put16(hs + 4, (uint16_t)ch->slots);
+	put16(hs + 6, CH_CTRL);
+	put32(hs + 8, ch->slot_size);
+	put32(hs + 12, ch->rmr->mr->rkey);
+	put32(hs + 16, (uint32_t)((uintptr_t)ch->ring->mem >> 32));
+	put32(hs + 20, (uint32_t)(uintptr_t)ch->ring->mem);
+	return 0;
+}
+
+/* Check the peer's handshake; 0, or -1 with an EVRDMA_REJECT_* code. */
+static int
+ch_parse_peer(struct evrdma_channel *ch, int *code)
+{
+	size_t len;
+	const uint8_t *p = evrdma_conn_get_peer_private_data(ch->conn, &len);
+	uint64_t addr;
+	unsigned slots, ctrl, size;
+
+	*code = EVRDMA_REJECT_PROTOCOL;
+	if (!p || len < CH_HS_LEN || p[0] != CH_MAGIC0 || p[1] != CH_MAGIC1)
+		return -1;
+	if (p[2] != CH_VERSION) {
+		*code = EVRDMA_REJECT_VERSION;
+		return -1;
+	}
+	slots = get16(p + 4);
+	ctrl = get16(p + 6);
+	size = get32(p + 8);
+	addr = (uint64_t)get32(p + 16) << 32 | get32(p + 20);
+	if (p[3] != ch->mode || slots < 2 || slots > 4096 || ctrl != CH_CTRL ||
+	    size < 64 || size > (4u << 20) || size % 64 ||
+	    addr + (uint64_t)slots * size < addr)
+		return -1;
+	ch->peer_slots = slots;
+	ch->peer_slot_size = size;
+	ch->peer.addr = addr;
+	ch->peer.len = (uint64_t)slots * size;
+	ch->peer.rkey = get32(p + 12);
+	ch->s_limit = slots;
+	ch->ctrl_credits = CH_CTRL;
+	return 0;
+}
+
+static int
+ch_pre_connect(struct evrdma_conn *conn, void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	if (ch_prepare(ch, conn, conn->pdata) < 0)
+		return -1;
+	conn->pdata_len = CH_HS_LEN;
+	return 0;
+}
+
+static void
+ch_conn_event(struct evrdma_conn *conn, short what, int reason, void *arg)
+{
+	struct evrdma_channel *ch = arg;
+	int code;
+
+	if (what & EVRDMA_EV_CONNECTED) {
+		if (ch_parse_peer(ch, &code) < 0) {
+			ch_fail(ch, BEV_EVENT_ERROR, EVRDMA_REASON_PROTOCOL);
+			return;
+		}
+		ch->connected = 1;
+		ch_event(ch, BEV_EVENT_CONNECTED);
+		ch_schedule(ch);
+		ch_maybe_destroy(ch);
+		return;
+	}
+	if (what & EVRDMA_EV_EOF) {
+		/* the peer went away: what arrived is still delivered, then
+		 * EOF (unless its own EOF came first) */
+		ch->eof_recv = 1;
+		ch->connected = 0;
+		if (ch->eof_reported)
+			return;
+		ch->in_pump++;
+		ch_deliver(ch);
+		ch->in_pump--;
+		if (!ch->freed && !ch->eof_reported) {
+			ch->eof_reported = 1;
+			ch_event(ch, BEV_EVENT_EOF | BEV_EVENT_READING);
+		}
+		ch->failed = 1;
+		ch_maybe_destroy(ch);
+		return;
+	}
+	ch_fail(ch, BEV_EVENT_ERROR | (ch->connected ? BEV_EVENT_READING : 0),
+	    reason);
+}
+
+struct evrdma_channel *
+evrdma_channel_new(struct evrdma_base *base, int flags)
+{
+	struct evrdma_channel *ch;
+
+	if (!base) {
+		evrdma__fail(EINVAL, "evrdma_channel_new: no base");
+		return NULL;
+	}
+	ch = ch_alloc(base, flags);
+	if (!ch)
+		return NULL;
+	ch->conn = evrdma_conn_new(base, 0);
+	if (!ch->conn) {
+		int err = errno;
+		ch_destroy(ch);
+		errno = err;
+		return NULL;
+	}
+	ch->conn->pre_connect = ch_pre_connect;
+	ch->conn->owner = ch;
+	evrdma_conn_setcb(ch->conn, ch_conn_event, ch);
+	return ch;
+}
+
+int
+evrdma_channel_connect(struct evrdma_channel *ch, const struct sockaddr *sa,
+    int socklen)
+{
+	if (!ch || ch->freed || !ch->conn)
+		return evrdma__fail(EINVAL, "no channel");
+	return evrdma_conn_connect(ch->conn, sa, socklen);
+}
+
+int
+evrdma_channel_connect_hostname(struct evrdma_channel *ch,
+    struct evdns_base *dns, int family, const char *host, int port)
+{
+	if (!ch || ch->freed || !ch->conn)
+		return evrdma__fail(EINVAL, "no channel");
+	return evrdma_conn_connect_hostname(ch->conn, dns, family, host, port);
+}
+
+/* ---- passive side (called by listener.c) ---- */
+
+static void
+ch_no_accept(struct evrdma_listener *lst, struct evrdma_conn *conn,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	/* never called: channel listeners dispatch to ch_accept */
+}
+
+struct evrdma_listener *
+evrdma_channel_listener_new(struct evrdma_base *base,
+    const struct sockaddr *sa, int socklen, int backlog, int flags,
+    evrdma_channel_accept_cb cb, void *arg)
+{
+	struct evrdma_listener *lst;
+
+	if (!cb || (flags & ~EVRDMA_CHANNEL_MESSAGE)) {
+		evrdma__fail(EINVAL, "evrdma_channel_listener_new: bad "
+		    "argument");
+		return NULL;
+	}
+	lst = evrdma_listener_new(base, sa, socklen, backlog, 0, ch_no_accept,
+	    NULL);
+	if (!lst)
+		return NULL;
+	lst->ch_accept = cb;
+	lst->ch_arg = arg;
+	lst->ch_flags = flags;
+	return lst;
+}
+
+int
+evrdma__channel_passive(struct evrdma_listener *lst, struct evrdma_conn *conn,
+    int *code)
+{
+	struct evrdma_channel *ch = ch_alloc(lst->base, lst->ch_flags);
+
+	*code = EVRDMA_REJECT_RESOURCES;
+	if (!ch)
+		return -1;
+	ch->conn = conn;
+	if (ch_parse_peer(ch, code) < 0 ||
+	    ch_prepare(ch, conn, conn->accept_pdata) < 0) {
+		if (*code != EVRDMA_REJECT_PROTOCOL &&
+		    *code != EVRDMA_REJECT_VERSION)
+			*code = EVRDMA_REJECT_RESOURCES;
+		/* the caller rejects and drops the connection; our receives
+		 * (if any) complete as cancelled, then ch is freed */
+		conn->owner = ch;
+		conn->drop = ch_drop;
+		return -1;
+	}
+	conn->accept_pdata_len = CH_HS_LEN;
+	evrdma_conn_setcb(conn, ch_conn_event, ch);
+	return 0;
+}
+
+void
+evrdma__channel_accepted(struct evrdma_listener *lst, struct evrdma_conn *conn,
+    const struct sockaddr *peer, int socklen)
+{
+	struct evrdma_channel *ch = conn->owner;
+
+	conn->drop = NULL;	/* the user owns it now */
+	ch->connected = 1;
+	lst->ch_accept(lst, ch, peer, socklen, lst->ch_arg);
+	ch_schedule(ch);
+}
+
+/* ---- the bufferevent-like interface ---- */
+
+void
+evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
+    evrdma_channel_data_cb writecb, evrdma_channel_event_cb eventcb,
+    void *arg)
+{
+	ch->readcb = readcb;
+	ch->writecb = writecb;
+	ch->eventcb = eventcb;
+	ch->cbarg = arg;
+}
+
+int
+evrdma_channel_enable(struct evrdma_channel *ch, short events)
+{
+	ch->enabled |= events & (EV_READ | EV_WRITE);
+	if ((events & EV_READ) && ch->has_tv_read)
+		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
+		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+	ch_schedule(ch);
+	return 0;
+}
+
+int
+evrdma_channel_disable(struct evrdma_channel *ch, short events)
+{
+	ch->enabled &= ~(events & (EV_READ | EV_WRITE));
+	if (events & EV_READ)
+		evrdma__ev_stop(ch->rd_timer);
+	if (events & EV_WRITE)
+		evrdma__ev_stop(ch->wr_timer);
+	return 0;
+}
+
+short
+evrdma_channel_get_enabled(struct evrdma_channel *ch)
+{
+	return ch->enabled;
+}
+
+struct evbuffer *
+evrdma_channel_get_input(struct evrdma_channel *ch)
+{
+	return ch->input;
+}
+
+struct evbuffer *
+evrdma_channel_get_output(struct evrdma_channel *ch)
+{
+	return ch->output;
+}
+
+size_t
+evrdma_channel_max_message(struct evrdma_channel *ch)
+{
+	return ch->peer_slot_size ? ch_chunk(ch) : ch->slot_size;
+}
+
+static int
+ch_check_write(struct evrdma_channel *ch, size_t len)
+{
+	if (!ch || ch->freed)
+		return evrdma__fail(EINVAL, "no channel");
+	if (ch->shut_wr || ch->failed)
+		return evrdma__fail(EPIPE, "channel is shut down or failed");
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    (len == 0 || len > evrdma_channel_max_message(ch)))
+		return evrdma__fail(len ? EMSGSIZE : EINVAL, "message of %zu "
+		    "bytes (1..%zu)", len, evrdma_channel_max_message(ch));
+	return 0;
+}
+
+int
+evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	if (ch_check_write(ch, len) < 0)
+		return -1;
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    lenq_push(&ch->out_msgs, len) < 0)
+		return evrdma__fail(ENOMEM, "out of memory");
+	if (evbuffer_add(ch->output, data, len) < 0) {
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			ch->out_msgs.count--;
+		return evrdma__fail(ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int
+evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
+{
+	size_t len = buf ? evbuffer_get_length(buf) : 0;
+
+	if (!buf)
+		return evrdma__fail(EINVAL, "no buffer");
+	if (ch_check_write(ch, len) < 0)
+		return -1;
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    lenq_push(&ch->out_msgs, len) < 0)
+		return evrdma__fail(ENOMEM, "out of memory");
+	if (evbuffer_add_buffer(ch->output, buf) < 0) {
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			ch->out_msgs.count--;
+		return evrdma__fail(ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+size_t
+evrdma_channel_read(struct evrdma_channel *ch, void *data, size_t len)
+{
+	int n = evbuffer_remove(ch->input, data, len);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+ssize_t
+evrdma_channel_read_message(struct evrdma_channel *ch, void *data, size_t len)
+{
+	size_t n;
+
+	if (ch->mode != EVRDMA_CHANNEL_MESSAGE) {
+		evrdma__fail(EINVAL, "not a message channel");
+		return -1;
+	}
+	if (!ch->in_msgs.count) {
+		evrdma__fail(EAGAIN, "no message");
+		return -1;
+	}
+	n = lenq_front(&ch->in_msgs);
+	if (!data)
+		return (ssize_t)n;
+	if (len < n) {
+		evrdma__fail(EMSGSIZE, "message of %zu bytes, buffer %zu", n,
+		    len);
+		return -1;
+	}
+	lenq_pop(&ch->in_msgs);
+	evbuffer_remove(ch->input, data, n);
+	return (ssize_t)n;
+}
+
+void
+evrdma_channel_setwatermark(struct evrdma_channel *ch, short events,
+    size_t lowmark, size_t highmark)
+{
+	if (events & EV_READ) {
+		ch->rd_lo = lowmark;
+		ch->rd_hi = highmark;
+		ch_schedule(ch);
+	}
+	if (events & EV_WRITE) {
+		ch->wr_lo = lowmark;
+		ch->wr_hi = highmark;
+	}
+}
+
+int
+evrdma_channel_set_timeouts(struct evrdma_channel *ch,
+    const struct timeval *tv_read, const struct timeval *tv_write)
+{
+	ch->has_tv_read = tv_read != NULL;
+	if (tv_read)
+		ch->tv_read = *tv_read;
+	ch->has_tv_write = tv_write != NULL;
+	if (tv_write)
+		ch->tv_write = *tv_write;
+	if (ch->has_tv_read && (ch->enabled & EV_READ) && ch->connected)
+		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
+		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+	else if (!ch->has_tv_read)
+		evrdma__ev_stop(ch->rd_timer);
+	if (!ch->has_tv_write)
+		evrdma__ev_stop(ch->wr_timer);
+	return 0;
+}
+
+int
+evrdma_channel_flush(struct evrdma_channel *ch)
+{
+	if (!ch || ch->freed || ch->failed)
+		return evrdma__fail(EPIPE, "channel is closed or failed");
+	ch_pump(ch);
+	return 0;
+}
+
+int
+evrdma_channel_shutdown(struct evrdma_channel *ch)
+{
+	if (!ch || ch->freed || ch->failed || ch->shut_wr)
+		return evrdma__fail(EPIPE, "channel already shut down or "
+		    "failed");
+	ch->shut_wr = 1;
+	ch_schedule(ch);
+	return 0;
+}
+
+int
+evrdma_channel_get_error(struct evrdma_channel *ch)
+{
+	return ch->error;
+}
