@@ -197,6 +197,34 @@ START_TEST(test_config_rnr_retry)
 }
 END_TEST
 
+START_TEST(test_config_channel_ring)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	/* edges of every range are accepted */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 2, 64, 0), 0);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 4096, 4u << 20,
+	    (size_t)1 << 30), 0);
+	/* and one step outside each is refused, leaving cfg usable */
+	errno = 0;
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 1, 4096, 0), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 4097, 4096, 0),
+	    -1);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 63, 0), -1);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 100, 0), -1);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16,
+	    (4u << 20) + 64, 0), -1);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 4096,
+	    ((size_t)1 << 30) + 1), -1);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(NULL, 16, 4096, 0),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_config_errmsg)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
@@ -675,6 +703,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_poll_budget);
 	tcase_add_test(tc, test_config_rnr_retry);
 	tcase_add_test(tc, test_config_errmsg);
+	tcase_add_test(tc, test_config_channel_ring);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("remote");
