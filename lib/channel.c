@@ -604,6 +604,7 @@ ch_send_data(struct evrdma_channel *ch)
 static void
 ch_pump(struct evrdma_channel *ch)
 {
+	struct evrdma_conn *conn = ch->conn;
 	int sent;
 	unsigned thresh;
 
@@ -613,19 +614,24 @@ ch_pump(struct evrdma_channel *ch)
 	ch_deliver(ch);
 	if (ch->freed || ch->failed)
 		goto out;
+	/* one doorbell for everything this pass sends */
+	evrdma__conn_cork(conn);
 	sent = ch_send_data(ch);
-	if (sent < 0)
-		goto out;
-	if (ch->shut_wr && !ch->eof_sent && !evbuffer_get_length(ch->output)) {
+	if (sent >= 0 && ch->shut_wr && !ch->eof_sent &&
+	    !evbuffer_get_length(ch->output)) {
 		int r = ch_post_ctrl(ch, IMM_EOF);
 		if (r < 0)
-			goto out;
-		ch->eof_sent = r;
+			sent = -1;
+		else
+			ch->eof_sent = r;
 	}
 	thresh = ch->peer_starved ? 1 : (ch->slots / 4 ? ch->slots / 4 : 1);
-	if (ch->ret_data >= thresh || ch->ret_ctrl >= 2)
-		if (ch_post_ctrl(ch, IMM_CREDIT) < 0)
-			goto out;
+	if (sent >= 0 && (ch->ret_data >= thresh || ch->ret_ctrl >= 2) &&
+	    ch_post_ctrl(ch, IMM_CREDIT) < 0)
+		sent = -1;
+	evrdma__conn_uncork(conn);
+	if (sent < 0 || ch->freed || ch->failed)
+		goto out;
 	if (ch->has_tv_write) {
 		if (!evbuffer_get_length(ch->output))
 			evrdma__ev_stop(ch->wr_timer);

@@ -669,6 +669,75 @@ wc_errno(enum ibv_wc_status s)
 	}
 }
 
+/*
+ * Sends complete in order: the sends posted unsignaled before @p upto
+ * finished successfully (a failure would have produced its own completion).
+ */
+static void
+conn_complete_unsignaled(struct evrdma_conn *conn, struct evrdma_req *upto)
+{
+	struct evrdma_req *r, *next;
+	struct evrdma_wc w;
+
+	for (r = TAILQ_FIRST(&conn->reqs); r && r != upto; r = next) {
+		next = TAILQ_NEXT(r, link);
+		if (r->is_recv || !r->unsignaled)
+			continue;
+		memset(&w, 0, sizeof(w));
+		w.wc_status = IBV_WC_SUCCESS;
+		w.opcode = r->opcode;
+		conn_deliver(conn, r, &w);
+	}
+}
+
+void
+evrdma__conn_cork(struct evrdma_conn *conn)
+{
+	conn->corked++;
+}
+
+/*
+ * Post the chain with one call; the last request is signaled so that every
+ * request of the chain gets its completion. A request the provider refused
+ * completes at once with the error, exactly once like any other.
+ */
+void
+evrdma__conn_uncork(struct evrdma_conn *conn)
+{
+	struct ibv_send_wr *head = conn->cork_head, *bad = NULL, *w;
+	int rc;
+
+	if (--conn->corked || !head)
+		return;
+	conn->cork_head = conn->cork_tail = NULL;
+	conn->cork_n = 0;
+	w = head;
+	while (w->next)
+		w = w->next;
+	w->send_flags |= IBV_SEND_SIGNALED;
+	evrdma__req_lookup(conn->base, w->wr_id)->unsignaled = 0;
+	rc = ibv_post_send(conn->qp, head, &bad);
+	if (!rc)
+		return;
+	evrdma__log(EVRDMA_LOG_ERROR, "ibv_post_send (batch): %s",
+	    strerror(rc));
+	evrdma__conn_ref(conn);
+	for (w = bad; w; ) {
+		struct evrdma_req *r = evrdma__req_lookup(conn->base, w->wr_id);
+		struct evrdma_wc wc;
+
+		w = w->next;
+		memset(&wc, 0, sizeof(wc));
+		wc.status = EIO;
+		wc.wc_status = -1;
+		wc.opcode = r->opcode;
+		conn_deliver(conn, r, &wc);
+	}
+	if (conn->state == EVRDMA_CONN_ESTABLISHED)
+		evrdma__conn_fail(conn, EVRDMA_REASON_QP_FATAL, rc);
+	evrdma__conn_unref(conn);
+}
+
 void
 evrdma__conn_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 {
@@ -697,6 +766,8 @@ evrdma__conn_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 		    EVRDMA_SYM(ibv_wc_status_str)(wc->status), wc->vendor_err);
 	}
 	evrdma__conn_ref(conn);
+	if (!req->is_recv)
+		conn_complete_unsignaled(conn, req);
 	conn_deliver(conn, req, &w);
 	/* A failed request leaves the QP in the error state: the
 	 * connection is broken, report it once. */
@@ -817,14 +888,32 @@ conn_post(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 		wr->wr_id = evrdma__req_wr_id(req);
 		wr->sg_list = &sge;
 		wr->num_sge = (mr && len) ? 1 : 0;
-		wr->send_flags |= IBV_SEND_SIGNALED;
 		if ((wr->opcode == IBV_WR_SEND ||
 		    wr->opcode == IBV_WR_SEND_WITH_IMM ||
 		    wr->opcode == IBV_WR_RDMA_WRITE ||
 		    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
 		    len && len <= conn->max_inline)
 			wr->send_flags |= IBV_SEND_INLINE;
-		rc = ibv_post_send(conn->qp, wr, &bad);
+		if (conn->corked) {
+			/* the request keeps its own copy until uncork */
+			req->sge = sge;
+			req->wr = *wr;
+			req->wr.sg_list = &req->sge;
+			req->wr.next = NULL;
+			if (++conn->cork_n % 16 == 0)
+				req->wr.send_flags |= IBV_SEND_SIGNALED;
+			else
+				req->unsignaled = 1;
+			if (conn->cork_tail)
+				conn->cork_tail->next = &req->wr;
+			else
+				conn->cork_head = &req->wr;
+			conn->cork_tail = &req->wr;
+			rc = 0;
+		} else {
+			wr->send_flags |= IBV_SEND_SIGNALED;
+			rc = ibv_post_send(conn->qp, wr, &bad);
+		}
 	}
 	if (rc) {
 		evrdma__req_free(conn->base, req);

@@ -138,7 +138,10 @@ struct evrdma_req {
 	uint32_t gen;
 	uint8_t opcode;		/* enum evrdma_opcode posted */
 	uint8_t is_recv;
+	uint8_t unsignaled;	/* completes when a later send does */
 	TAILQ_ENTRY(evrdma_req) link;
+	struct ibv_send_wr wr;	/* kept while corked */
+	struct ibv_sge sge;
 };
 struct evrdma_req *evrdma__req_new(struct evrdma_base *base);
 void evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req);
@@ -223,11 +226,23 @@ struct evrdma_conn {
 	int (*pre_connect)(struct evrdma_conn *conn, void *arg);
 	void (*drop)(void *arg);
 	void *owner;
+	/* Corked sends (evrdma__conn_cork): chained, posted together. */
+	struct ibv_send_wr *cork_head, *cork_tail;
+	unsigned corked, cork_n;
 	uint8_t accept_pdata[EVRDMA_PDATA_ACCEPT_MAX - EVRDMA_HS_LEN];
 	uint8_t accept_pdata_len;
 	TAILQ_ENTRY(evrdma_conn) link;
 };
 void evrdma__conn_drop_owner(struct evrdma_conn *conn);
+/*
+ * Batching for owners built on a connection: between cork and uncork, send
+ * work requests are chained and posted with one ibv_post_send() (one
+ * doorbell) at uncork, and only every 16th and the last are signaled; an
+ * unsignaled request completes, in order, when a later one does. Callbacks
+ * are unchanged: each request still gets exactly one.
+ */
+void evrdma__conn_cork(struct evrdma_conn *conn);
+void evrdma__conn_uncork(struct evrdma_conn *conn);
 
 struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
 void evrdma__conn_cm_event(struct evrdma_conn *conn,
