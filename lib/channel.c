@@ -109,6 +109,7 @@ struct evrdma_channel {
 	unsigned reqs;			/* posted, callback still due */
 	int connected;
 	int shut_wr, eof_sent, eof_recv, eof_reported;
+	int peer_gone;			/* DISCONNECTED: no more sending */
 	int failed, freed, in_pump;
 	int error;
 };
@@ -282,6 +283,11 @@ ch_fail(struct evrdma_channel *ch, short what, int reason)
 		return;
 	ch->failed = 1;
 	ch->error = reason;
+	/* as bufferevent: the failing direction(s) are disabled first */
+	if (what & BEV_EVENT_READING)
+		ch->enabled &= ~EV_READ;
+	if (what & BEV_EVENT_WRITING)
+		ch->enabled &= ~EV_WRITE;
 	evrdma__ev_stop(ch->rd_timer);
 	evrdma__ev_stop(ch->wr_timer);
 	evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
@@ -404,7 +410,9 @@ ch_deliver(struct evrdma_channel *ch)
 	}
 	if (ch->eof_recv && !ch->eof_reported && ch->rdeliv == ch->rseq &&
 	    ch_reading(ch) && !ch->failed) {
+		/* as bufferevent: reading stops before EOF is reported */
 		ch->eof_reported = 1;
+		ch->enabled &= ~EV_READ;
 		evrdma__ev_stop(ch->rd_timer);
 		ch_event(ch, BEV_EVENT_EOF | BEV_EVENT_READING);
 	}
@@ -422,9 +430,19 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		return;
 	}
 	if (wc->status) {
-		if (wc->status != ECANCELED)
+		if (wc->status != ECANCELED) {
 			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
 			    EVRDMA_REASON_QP_FATAL);
+		} else if (ch->peer_gone && !ch->eof_recv) {
+			/* The peer disconnected. A flushed receive comes after
+			 * every completed one of this QP, so all its data is
+			 * in: deliver it, then EOF. */
+			ch->eof_recv = 1;
+			ch->in_pump++;
+			ch_deliver(ch);
+			ch->in_pump--;
+		}
+		ch_maybe_destroy(ch);
 		return;
 	}
 	if (wc->opcode != EVRDMA_OP_RECV_WRITE_IMM || !wc->has_imm) {
@@ -612,7 +630,7 @@ ch_pump(struct evrdma_channel *ch)
 		return;
 	ch->in_pump++;
 	ch_deliver(ch);
-	if (ch->freed || ch->failed)
+	if (ch->freed || ch->failed || ch->peer_gone)
 		goto out;
 	/* one doorbell for everything this pass sends */
 	evrdma__conn_cork(conn);
@@ -860,21 +878,12 @@ ch_conn_event(struct evrdma_conn *conn, short what, int reason, void *arg)
 		return;
 	}
 	if (what & EVRDMA_EV_EOF) {
-		/* the peer went away: what arrived is still delivered, then
-		 * EOF (unless its own EOF came first) */
-		ch->eof_recv = 1;
-		ch->connected = 0;
-		if (ch->eof_reported)
-			return;
-		ch->in_pump++;
-		ch_deliver(ch);
-		ch->in_pump--;
-		if (!ch->freed && !ch->eof_reported) {
-			ch->eof_reported = 1;
-			ch_event(ch, BEV_EVENT_EOF | BEV_EVENT_READING);
-		}
-		ch->failed = 1;
-		ch_maybe_destroy(ch);
+		/* The peer went away. DISCONNECTED may overtake the last data
+		 * completions, so EOF waits for the flush of our receives (see
+		 * ch_recv_cb); until then and after, held data is still
+		 * delivered as the user reads. Nothing more is sent. */
+		ch->peer_gone = 1;
+		evrdma__ev_stop(ch->wr_timer);
 		return;
 	}
 	ch_fail(ch, BEV_EVENT_ERROR | (ch->connected ? BEV_EVENT_READING : 0),
@@ -1057,8 +1066,9 @@ ch_check_write(struct evrdma_channel *ch, size_t len)
 {
 	if (!ch || ch->freed)
 		return evrdma__fail(EINVAL, "no channel");
-	if (ch->shut_wr || ch->failed)
-		return evrdma__fail(EPIPE, "channel is shut down or failed");
+	if (ch->shut_wr || ch->failed || ch->peer_gone)
+		return evrdma__fail(EPIPE, "channel is shut down, closed by "
+		    "the peer or failed");
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 	    (len == 0 || len > evrdma_channel_max_message(ch)))
 		return evrdma__fail(len ? EMSGSIZE : EINVAL, "message of %zu "
@@ -1174,7 +1184,7 @@ evrdma_channel_set_timeouts(struct evrdma_channel *ch,
 int
 evrdma_channel_flush(struct evrdma_channel *ch)
 {
-	if (!ch || ch->freed || ch->failed)
+	if (!ch || ch->freed || ch->failed || ch->peer_gone)
 		return evrdma__fail(EPIPE, "channel is closed or failed");
 	ch_pump(ch);
 	return 0;
@@ -1183,9 +1193,9 @@ evrdma_channel_flush(struct evrdma_channel *ch)
 int
 evrdma_channel_shutdown(struct evrdma_channel *ch)
 {
-	if (!ch || ch->freed || ch->failed || ch->shut_wr)
-		return evrdma__fail(EPIPE, "channel already shut down or "
-		    "failed");
+	if (!ch || ch->freed || ch->failed || ch->shut_wr || ch->peer_gone)
+		return evrdma__fail(EPIPE, "channel already shut down, closed "
+		    "or failed");
 	ch->shut_wr = 1;
 	ch_schedule(ch);
 	return 0;

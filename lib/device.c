@@ -59,7 +59,7 @@ poll_resume(void *arg)
 
 /*
  * Poll the CQs that were signalled, at most cfg.poll_budget completions per
- * call. When the budget runs out, polling resumes from a 0 ms timer, i.e.
+ * call, round-robin over the CQs. When the budget runs out, polling resumes from a 0 ms timer, i.e.
  * after the loop has served its other events: one busy connection cannot
  * starve the loop, and no completion is left behind (the CQs stay marked
  * until a poll finds them empty).
@@ -73,8 +73,10 @@ dev_poll(struct evrdma_dev *dev)
 	struct evrdma_cq *cq;
 	int again;
 
-	/* Completions may free connections and with them CQs: hold the
-	 * device so the list walk stays valid. */
+	/* Completions may free connections (CQs stay with the device, which
+	 * we hold, so the list walk stays valid; a CQ made meanwhile goes to
+	 * the head). Round-robin, 16 completions per CQ per round, so the
+	 * connections of one busy CQ cannot starve those of the others. */
 	dev->refcnt++;
 	do {
 		again = 0;
@@ -105,8 +107,6 @@ dev_poll(struct evrdma_dev *dev)
 				 * teardown already cancelled. */
 			}
 			again = 1;
-			/* the CQ list may have changed under us */
-			break;
 		}
 	} while (again && budget);
 	if (!budget) {

@@ -328,5 +328,6 @@ Suite *dt_suite_smoke(void);
 Suite *dt_suite_conn(void);
 Suite *dt_suite_fail(void);
 Suite *dt_suite_rping(void);
+Suite *dt_suite_channel(void);
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

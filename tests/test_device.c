@@ -102,6 +102,7 @@ main(void)
 	int failed;
 
 	srunner_add_suite(sr, dt_suite_conn());
+	srunner_add_suite(sr, dt_suite_channel());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,38 @@
+/* evrdma-echo-server ADDR PORT: send back every byte each channel receives. */
+#include <err.h>
+#include <netdb.h>
+#include <event2/event.h>
+#include <evrdma.h>
+
+static void echo_read(struct evrdma_channel *ch, void *arg)
+{
+	evbuffer_add_buffer(evrdma_channel_get_output(ch),
+	    evrdma_channel_get_input(ch));
+}
+
+static void echo_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		evrdma_channel_free(ch);
+}
+
+static void accept_cb(struct evrdma_listener *lst, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_channel_setcb(ch, echo_read, NULL, echo_event, NULL);
+	evrdma_channel_enable(ch, EV_READ);
+}
+
+int main(int argc, char **argv)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *ai;
+	struct event_base *eb = event_base_new();
+	struct evrdma_base *base = evrdma_base_new(eb, NULL);
+
+	if (argc != 3 || getaddrinfo(argv[1], argv[2], &hints, &ai) != 0)
+		errx(1, "usage: evrdma-echo-server ADDR PORT");
+	if (!base || !evrdma_channel_listener_new(base, ai->ai_addr,
+	    (int)ai->ai_addrlen, 16, EVRDMA_CHANNEL_STREAM, accept_cb, NULL))
+		errx(1, "%s", evrdma_errmsg());
+	return event_base_dispatch(eb);
+}

@@ -1,0 +1,2493 @@
+/*
+ * evrdma device tests: channels (evrdma/channel.h), the bufferevent of RDMA.
+ * Byte-exact streams of edge sizes up to 64 MiB, random writes in both
+ * directions at once, message boundaries, flow control under a reader that
+ * stops, callback sequences compared with a TCP bufferevent, 200 channels on
+ * one loop, peers that die or free with data pending, shutdown then EOF,
+ * freeing from inside every callback, and protocol violations by a raw peer
+ * speaking doc/channel-protocol.md by hand.
+ *
+ * Every stream is a pattern that is a function of (seed, offset), so no test
+ * stores what it sends and every received byte is checked where it arrives.
+ */
+#include "devtest.h"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <evrdma/channel.h>
+
+#define KiB (1024u)
+#define MiB (1024u * 1024u)
+
+/* ---- the byte pattern ---- */
+
+static uint64_t
+pat_word(uint64_t idx, uint64_t seed)
+{
+	uint64_t x = idx * 0x9e3779b97f4a7c15ull + seed;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Bytes [off, off + n) of the stream named by @p seed. */
+static void
+pat_fill(void *dst, uint64_t off, size_t n, uint64_t seed)
+{
+	uint8_t *p = dst;
+
+	while (n > 0) {
+		uint64_t w = htole64(pat_word(off >> 3, seed));
+		size_t sh = (size_t)(off & 7), k = 8 - sh;
+
+		if (k > n)
+			k = n;
+		memcpy(p, (uint8_t *)&w + sh, k);
+		p += k;
+		off += k;
+		n -= k;
+	}
+}
+
+static uint8_t pat_tmp[65536];
+
+/* @return the index of the first byte that is not the pattern, or -1 */
+static size_t
+pat_check(const void *data, uint64_t off, size_t n, uint64_t seed)
+{
+	const uint8_t *d = data;
+	size_t done = 0, i, k;
+
+	while (done < n) {
+		k = n - done < sizeof(pat_tmp) ? n - done : sizeof(pat_tmp);
+		pat_fill(pat_tmp, off + done, k, seed);
+		if (memcmp(d + done, pat_tmp, k) != 0) {
+			for (i = 0; d[done + i] == pat_tmp[i]; i++)
+				;
+			return done + i;
+		}
+		done += k;
+	}
+	return (size_t)-1;
+}
+
+/* xorshift64*: a seeded, repeatable PRNG */
+static uint64_t
+rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static size_t
+rng_range(uint64_t *s, size_t lo, size_t hi)
+{
+	return lo + (size_t)(rng_next(s) % (hi - lo + 1));
+}
+
+/* ---- loop helpers ---- */
+
+static void
+ch_break_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	event_base_loopbreak(arg);
+}
+
+/*
+ * One loop iteration that waits at most @p ms for something to happen.
+ * The timer breaks the loop: EVLOOP_ONCE alone does not return while some
+ * event is activated again and again (libevent/libevent#891 does that to a
+ * socket bufferevent held at its read high watermark).
+ */
+static void
+ch_step(struct event_base *eb, int ms)
+{
+	struct event *t = evtimer_new(eb, ch_break_cb, eb);
+	struct timeval tv;
+
+	ck_assert_ptr_nonnull(t);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(t, &tv);
+	event_base_loop(eb, EVLOOP_ONCE);
+	event_free(t);
+}
+
+/* Run the loop for @p ms (lets late events show up). */
+static void
+ch_loop_for(struct event_base *eb, int ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)ms, now;
+
+	while ((now = tu_now_ms()) < end)
+		ch_step(eb, end - now < 50 ? (int)(end - now) : 50);
+}
+
+/* Run the loop until @p cond holds; fail after @p ms. */
+#define CH_WAIT(eb, cond, ms)						\
+	do {								\
+		uint64_t ch_dl_ = tu_now_ms() + (uint64_t)(ms);		\
+		while (!(cond)) {					\
+			ck_assert_msg(tu_now_ms() < ch_dl_,		\
+			    "timed out after %d ms waiting for %s",	\
+			    (int)(ms), #cond);				\
+			ch_step((eb), 50);				\
+		}							\
+	} while (0)
+
+/*
+ * Run the loop until every connection, request and memory region of the
+ * base is gone (dt_drain() without the MRs: a channel deregisters its rings
+ * as part of its teardown, and dt_env_fini() asserts there are none left).
+ */
+static void
+ch_drain(struct dt_env *env, int ms)
+{
+	uint64_t dl = tu_now_ms() + (uint64_t)ms;
+	struct evrdma_stats st;
+
+	for (;;) {
+		evrdma_base_get_stats(env->base, &st);
+		if (!st.conns && !st.cm_ids && !st.qps && !st.reqs && !st.mrs)
+			return;
+		ck_assert_msg(tu_now_ms() < dl, "channel teardown did not "
+		    "finish: conns %u cm_ids %u qps %u reqs %u mrs %u",
+		    st.conns, st.cm_ids, st.qps, st.reqs, st.mrs);
+		ch_step(env->eb, 10);
+	}
+}
+
+static struct evrdma_config *
+ring_config(unsigned slots, unsigned slot_size, size_t max_input)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, slots, slot_size,
+	    max_input), 0);
+	return cfg;
+}
+
+/* ---- one channel end, its callbacks and counters ---- */
+
+enum {
+	FREE_NONE = 0,
+	FREE_READ,
+	FREE_WRITE,
+	FREE_CONNECTED,
+	FREE_EOF,
+	FREE_ERROR
+};
+
+struct ep {
+	const char *name;
+	struct evrdma_channel *ch;
+	/* sending: bytes [0, tx_total) of the stream tx_seed */
+	uint64_t tx_seed, tx_total, tx_queued;
+	size_t pump_hi;		/* ep_pump() keeps output below (0: no limit) */
+	int pump_in_wcb;	/* top up from the write callback */
+	/* receiving: the read callback checks and drains when drain is set */
+	uint64_t rx_seed, rx;
+	int drain;
+	int seed_hdr;		/* the stream starts with its seed (8 bytes LE) */
+	int have_hdr;
+	size_t max_in;		/* largest input length a read callback saw */
+	int in_readcb;
+	/* what the callbacks saw */
+	int nread, nwrite, nevent;
+	int connected, eof, error, timeout, ends;
+	short what;		/* flags of the last event */
+	int reason;		/* evrdma_channel_get_error() at BEV_EVENT_ERROR */
+	int reads_after_end;	/* read callbacks after EOF or ERROR */
+	uint64_t rx_at_end;	/* rx + input length at EOF or ERROR */
+	int free_in;		/* FREE_*: free the channel from that callback */
+	int freed;
+	void (*on_rx)(struct ep *);
+	int done;
+};
+
+static void
+ep_free(struct ep *e)
+{
+	if (e->ch && !e->freed) {
+		evrdma_channel_free(e->ch);
+		e->ch = NULL;
+		e->freed = 1;
+	}
+}
+
+/* Check everything in input against the pattern and drain it. */
+static void
+ep_consume(struct ep *e)
+{
+	struct evbuffer *in = evrdma_channel_get_input(e->ch);
+	struct evbuffer_iovec v[16];
+	int n, i;
+
+	if (e->seed_hdr && !e->have_hdr) {
+		uint64_t h;
+
+		if (evbuffer_get_length(in) < 8)
+			return;
+		ck_assert_int_eq(evbuffer_remove(in, &h, 8), 8);
+		e->rx_seed = le64toh(h);
+		e->have_hdr = 1;
+	}
+	while (evbuffer_get_length(in) > 0) {
+		size_t got = 0, bad;
+
+		n = evbuffer_peek(in, -1, NULL, v, 16);
+		ck_assert_int_gt(n, 0);
+		if (n > 16)
+			n = 16;
+		for (i = 0; i < n; i++) {
+			bad = pat_check(v[i].iov_base, e->rx + got,
+			    v[i].iov_len, e->rx_seed);
+			ck_assert_msg(bad == (size_t)-1, "%s: byte %llu of the "
+			    "stream is wrong", e->name,
+			    (unsigned long long)(e->rx + got + bad));
+			got += v[i].iov_len;
+		}
+		ck_assert_uint_gt(got, 0);
+		ck_assert_int_eq(evbuffer_drain(in, got), 0);
+		e->rx += got;
+	}
+	if (e->on_rx)
+		e->on_rx(e);
+}
+
+static uint8_t tx_tmp[256 * 1024];
+
+/* Queue the pattern until tx_total is queued or output reaches pump_hi. */
+static void
+ep_pump(struct ep *e)
+{
+	struct evbuffer *out = evrdma_channel_get_output(e->ch);
+
+	while (e->tx_queued < e->tx_total &&
+	    (e->pump_hi == 0 || evbuffer_get_length(out) < e->pump_hi)) {
+		size_t n = sizeof(tx_tmp);
+
+		if (n > e->tx_total - e->tx_queued)
+			n = (size_t)(e->tx_total - e->tx_queued);
+		pat_fill(tx_tmp, e->tx_queued, n, e->tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(e->ch, tx_tmp, n), 0);
+		e->tx_queued += n;
+	}
+}
+
+static void
+ep_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+	size_t len;
+
+	ck_assert_msg(!e->freed, "%s: read callback after free", e->name);
+	ck_assert_ptr_eq(ch, e->ch);
+	ck_assert_msg(!e->in_readcb, "%s: read callback re-entered", e->name);
+	e->in_readcb = 1;
+	e->nread++;
+	if (e->ends)
+		e->reads_after_end++;
+	len = evbuffer_get_length(evrdma_channel_get_input(ch));
+	if (len > e->max_in)
+		e->max_in = len;
+	if (e->drain)
+		ep_consume(e);
+	e->in_readcb = 0;
+	if (e->free_in == FREE_READ)
+		ep_free(e);
+}
+
+static void
+ep_writecb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+
+	ck_assert_msg(!e->freed, "%s: write callback after free", e->name);
+	ck_assert_ptr_eq(ch, e->ch);
+	e->nwrite++;
+	if (e->pump_in_wcb)
+		ep_pump(e);
+	if (e->free_in == FREE_WRITE)
+		ep_free(e);
+}
+
+static void
+ep_eventcb(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct ep *e = arg;
+
+	ck_assert_msg(!e->freed, "%s: event 0x%x after free", e->name, what);
+	ck_assert_ptr_eq(ch, e->ch);
+	ck_assert_msg(!e->ends, "%s: event 0x%x after EOF/ERROR 0x%x",
+	    e->name, what, e->what);
+	e->nevent++;
+	e->what = what;
+	if (what & BEV_EVENT_CONNECTED)
+		e->connected++;
+	if (what & BEV_EVENT_EOF)
+		e->eof++;
+	if (what & BEV_EVENT_ERROR) {
+		e->error++;
+		e->reason = evrdma_channel_get_error(ch);
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		e->timeout++;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		e->ends++;
+		e->rx_at_end = e->rx +
+		    evbuffer_get_length(evrdma_channel_get_input(ch));
+	}
+	if ((e->free_in == FREE_CONNECTED && (what & BEV_EVENT_CONNECTED)) ||
+	    (e->free_in == FREE_EOF && (what & BEV_EVENT_EOF)) ||
+	    (e->free_in == FREE_ERROR && (what & BEV_EVENT_ERROR)))
+		ep_free(e);
+}
+
+/* Start connecting @p e (a new channel) to @p sa. */
+static void
+ep_connect(struct dt_env *env, struct ep *e, const char *name,
+    const struct sockaddr_storage *ss, int sslen, int mode, int read)
+{
+	e->name = name;
+	e->ch = evrdma_channel_new(env->base, mode);
+	if (!e->ch)
+		ck_abort_msg("evrdma_channel_new: %s (%s)", strerror(errno),
+		    evrdma_errmsg());
+	/* as bufferevent: EV_WRITE on, EV_READ off */
+	ck_assert_int_eq(evrdma_channel_get_enabled(e->ch), EV_WRITE);
+	evrdma_channel_setcb(e->ch, ep_readcb, ep_writecb, ep_eventcb, e);
+	if (read) {
+		ck_assert_int_eq(evrdma_channel_enable(e->ch, EV_READ), 0);
+		ck_assert_int_eq(evrdma_channel_get_enabled(e->ch),
+		    EV_READ | EV_WRITE);
+	}
+	if (evrdma_channel_connect(e->ch, (const struct sockaddr *)ss,
+	    sslen) < 0)
+		ck_abort_msg("evrdma_channel_connect: %s (%s)",
+		    strerror(errno), evrdma_errmsg());
+}
+
+/* Send @p n more bytes of from's stream and wait until @p to has them. */
+static void
+ep_xfer(struct dt_env *env, struct ep *from, struct ep *to, size_t n, int ms)
+{
+	int ends = to->ends + from->ends;
+
+	to->drain = 1;
+	to->rx_seed = from->tx_seed;
+	ck_assert_uint_eq(to->rx, from->tx_total);
+	from->tx_total += n;
+	ep_pump(from);
+	CH_WAIT(env->eb, to->rx >= from->tx_total ||
+	    to->ends + from->ends > ends, ms);
+	ck_assert_uint_eq(to->rx, from->tx_total);
+}
+
+/* ---- a listener and its accepted channels ---- */
+
+struct chl {
+	struct dt_env *env;
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;	/* where to connect */
+	int sslen;
+	struct ep acc[4];		/* accepted channels, in order */
+	int read[4];			/* enable EV_READ on acc[i] */
+	int naccepted;
+	int accept_free;	/* 1: free each new channel, 2: and the listener */
+};
+
+static void
+chl_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct chl *c = arg;
+	struct ep *e;
+
+	ck_assert_ptr_nonnull(ch);
+	ck_assert_ptr_nonnull(peer);
+	ck_assert_int_gt(socklen, 0);
+	ck_assert_int_lt(c->naccepted, 4);
+	if (c->accept_free) {
+		c->naccepted++;
+		evrdma_channel_free(ch);
+		if (c->accept_free == 2) {
+			evrdma_listener_free(l);
+			c->lst = NULL;
+		}
+		return;
+	}
+	e = &c->acc[c->naccepted];
+	e->ch = ch;
+	if (!e->name)
+		e->name = "accepted";
+	ck_assert_int_eq(evrdma_channel_get_enabled(ch), EV_WRITE);
+	evrdma_channel_setcb(ch, ep_readcb, ep_writecb, ep_eventcb, e);
+	if (c->read[c->naccepted])
+		ck_assert_int_eq(evrdma_channel_enable(ch, EV_READ), 0);
+	c->naccepted++;
+}
+
+static void
+chl_listen(struct chl *c, struct dt_env *env, int mode)
+{
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, dt_addr(), 0);
+
+	c->env = env;
+	c->lst = evrdma_channel_listener_new(env->base, (struct sockaddr *)&ss,
+	    len, 64, mode, chl_accept, c);
+	if (!c->lst)
+		ck_abort_msg("evrdma_channel_listener_new: %s (%s)",
+		    strerror(errno), evrdma_errmsg());
+	c->sslen = dt_sockaddr(&c->ss, dt_addr(),
+	    evrdma_listener_get_port(c->lst));
+}
+
+/* A connected pair: p->cli connected to p->l.acc[0] (both read). */
+struct chp {
+	struct dt_env *env;
+	struct chl l;
+	struct ep cli;
+	struct ep *srv;
+};
+
+static void
+chp_open(struct chp *p, struct dt_env *env, int mode, int srv_read)
+{
+	p->env = env;
+	p->srv = &p->l.acc[0];
+	p->srv->name = "server";
+	p->l.read[0] = srv_read;
+	chl_listen(&p->l, env, mode);
+	p->cli.tx_seed = 0xc11e0000u + (unsigned)mode;
+	p->srv->tx_seed = 0x5e4e0000u + (unsigned)mode;
+	ep_connect(env, &p->cli, "client", &p->l.ss, p->l.sslen, mode, 1);
+	CH_WAIT(env->eb, (p->cli.connected && p->l.naccepted) || p->cli.ends,
+	    15000);
+	ck_assert_int_eq(p->cli.connected, 1);
+	ck_assert_int_eq(p->cli.nevent, 1);
+	ck_assert_int_eq(p->cli.what, BEV_EVENT_CONNECTED);
+	ck_assert_int_eq(evrdma_channel_get_error(p->cli.ch),
+	    EVRDMA_REASON_NONE);
+}
+
+static void
+chl_close(struct chl *c)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		ep_free(&c->acc[i]);
+	evrdma_listener_free(c->lst);
+	c->lst = NULL;
+}
+
+static void
+chp_close(struct chp *p)
+{
+	ep_free(&p->cli);
+	chl_close(&p->l);
+	ch_drain(p->env, 20000);
+}
+
+/* ==== 1. byte-exact streams of edge sizes ==== */
+
+static const size_t stream_sizes[] = {
+	1, 100, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 1 * MiB
+};
+
+static void
+stream_transfer(size_t total, int ms)
+{
+	struct dt_env env;
+	struct chp p;
+	uint64_t t0;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	ck_assert_uint_eq(evrdma_channel_max_message(p.cli.ch), 64 * KiB);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed = 0x5eed0000ull + total;
+	p.cli.tx_total = total;
+	t0 = tu_now_ms();
+	if (total <= 1 * MiB) {
+		/* one write of the whole thing */
+		uint8_t *buf = malloc(total);
+
+		ck_assert_ptr_nonnull(buf);
+		pat_fill(buf, 0, total, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, total), 0);
+		free(buf);
+		p.cli.tx_queued = total;
+	} else {
+		/* topped up from the write callback, 2..4 MiB queued */
+		p.cli.pump_hi = 4 * MiB;
+		p.cli.pump_in_wcb = 1;
+		evrdma_channel_setwatermark(p.cli.ch, EV_WRITE, 2 * MiB, 0);
+		ep_pump(&p.cli);
+	}
+	CH_WAIT(env.eb, p.srv->rx >= total || p.srv->ends || p.cli.ends, ms);
+	if (total > 1 * MiB)
+		fprintf(stderr, "channel stream: %zu bytes in %llu ms\n", total,
+		    (unsigned long long)(tu_now_ms() - t0));
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.cli.tx_queued, total);
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 0);
+	ck_assert_int_ge(p.cli.nwrite, 1);
+	/* nothing came back the other way */
+	ck_assert_int_eq(p.cli.nread, 0);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+
+START_TEST(channel_stream_sizes)
+{
+	stream_transfer(stream_sizes[_i], 60000);
+}
+END_TEST
+
+START_TEST(channel_stream_64mib)
+{
+	stream_transfer(64 * MiB, 280000);
+}
+END_TEST
+
+/* ==== 2. random writes, both directions at once ==== */
+
+#define RW_WRITES	2000	/* per direction */
+#define RW_MAX		70000	/* bytes per write: crosses a 64 KiB slot */
+
+struct rw_side {
+	struct ep *e;
+	uint64_t rng;
+	int left;
+	struct evbuffer *tmp;
+	int by[3];		/* writes per method */
+};
+
+/* A few writes of random sizes, by a random one of the three methods. */
+static void
+rw_pump(struct rw_side *s)
+{
+	struct evbuffer *out = evrdma_channel_get_output(s->e->ch);
+	size_t k = rng_range(&s->rng, 1, 6), n;
+	int how;
+
+	while (k-- > 0 && s->left > 0 && evbuffer_get_length(out) < 2 * MiB) {
+		n = rng_range(&s->rng, 1, RW_MAX);
+		pat_fill(tx_tmp, s->e->tx_queued, n, s->e->tx_seed);
+		how = (int)(rng_next(&s->rng) % 3);
+		switch (how) {
+		case 0:
+			ck_assert_int_eq(evrdma_channel_write(s->e->ch, tx_tmp,
+			    n), 0);
+			break;
+		case 1:
+			ck_assert_int_eq(evbuffer_add(out, tx_tmp, n), 0);
+			break;
+		default:
+			ck_assert_int_eq(evbuffer_add(s->tmp, tx_tmp, n), 0);
+			ck_assert_int_eq(evrdma_channel_write_buffer(s->e->ch,
+			    s->tmp), 0);
+			ck_assert_uint_eq(evbuffer_get_length(s->tmp), 0);
+			break;
+		}
+		s->by[how]++;
+		if (rng_next(&s->rng) % 8 == 0)
+			ck_assert_int_eq(evrdma_channel_flush(s->e->ch), 0);
+		s->e->tx_queued += n;
+		s->e->tx_total = s->e->tx_queued;
+		s->left--;
+	}
+}
+
+START_TEST(channel_random_writes_both_ways)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw_side a, b;
+	uint64_t dl, t0;
+
+	memset(&p, 0, sizeof(p));
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	a.e = &p.cli;
+	b.e = p.srv;
+	a.rng = 0x1234567887654321ull;	/* fixed seeds: repeatable */
+	b.rng = 0x0fedcba987654321ull;
+	a.left = b.left = RW_WRITES;
+	a.tmp = evbuffer_new();
+	b.tmp = evbuffer_new();
+	p.srv->drain = p.cli.drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.rx_seed = p.srv->tx_seed;
+	t0 = tu_now_ms();
+	dl = t0 + 100000;
+	while (a.left || b.left || p.srv->rx < p.cli.tx_queued ||
+	    p.cli.rx < p.srv->tx_queued) {
+		ck_assert_msg(tu_now_ms() < dl, "timed out: %d/%d writes left, "
+		    "received %llu/%llu and %llu/%llu", a.left, b.left,
+		    (unsigned long long)p.srv->rx,
+		    (unsigned long long)p.cli.tx_queued,
+		    (unsigned long long)p.cli.rx,
+		    (unsigned long long)p.srv->tx_queued);
+		ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+		rw_pump(&a);
+		rw_pump(&b);
+		ch_step(env.eb, 5);
+	}
+	fprintf(stderr, "channel random writes: %llu + %llu bytes in %llu ms "
+	    "(write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d)\n",
+	    (unsigned long long)p.cli.tx_queued,
+	    (unsigned long long)p.srv->tx_queued,
+	    (unsigned long long)(tu_now_ms() - t0), a.by[0], a.by[1], a.by[2],
+	    b.by[0], b.by[1], b.by[2]);
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.srv->rx, p.cli.tx_queued);
+	ck_assert_uint_eq(p.cli.rx, p.srv->tx_queued);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	ck_assert_int_eq(p.srv->ends, 0);
+	evbuffer_free(a.tmp);
+	evbuffer_free(b.tmp);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 3. message mode ==== */
+
+#define MSG_SLOT	16384
+#define MSG_N		600
+
+struct msg_rx {
+	const size_t *lens;
+	int n, got, small_checks;
+	uint8_t *buf;
+	size_t max;
+};
+
+static struct msg_rx *msg_g;
+
+/* (the callbacks' argument is the ep, for ep_eventcb) */
+static void
+msg_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct msg_rx *m = msg_g;
+	ssize_t len;
+	size_t bad;
+
+	(void)arg;
+
+	for (;;) {
+		errno = 0;
+		len = evrdma_channel_read_message(ch, NULL, 0);
+		if (len < 0) {
+			ck_assert_int_eq(errno, EAGAIN);
+			break;
+		}
+		ck_assert_msg(m->got < m->n, "more messages than were sent");
+		ck_assert_msg((size_t)len == m->lens[m->got], "message %d: "
+		    "%zd bytes, sent %zu", m->got, len, m->lens[m->got]);
+		if (m->got % 37 == 5 && len > 1) {
+			/* too small a buffer: EMSGSIZE, the message stays */
+			errno = 0;
+			ck_assert_int_eq(evrdma_channel_read_message(ch, m->buf,
+			    (size_t)len - 1), -1);
+			ck_assert_int_eq(errno, EMSGSIZE);
+			ck_assert_int_eq(evrdma_channel_read_message(ch, NULL,
+			    0), len);
+			m->small_checks++;
+		}
+		memset(m->buf, 0, (size_t)len);
+		ck_assert_int_eq(evrdma_channel_read_message(ch, m->buf,
+		    m->max + 64), len);
+		bad = pat_check(m->buf, 0, (size_t)len, 0xa5a50000u +
+		    (unsigned)m->got);
+		ck_assert_msg(bad == (size_t)-1, "message %d: byte %zu wrong",
+		    m->got, bad);
+		m->got++;
+	}
+}
+
+START_TEST(channel_message_mode)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evrdma_config *cfg = ring_config(8, MSG_SLOT, 64 * KiB);
+	static size_t lens[MSG_N];
+	struct msg_rx m;
+	struct evbuffer *b;
+	uint8_t *buf;
+	uint64_t rng = 0x6d657373616765ull;
+	size_t max;
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	memset(&m, 0, sizeof(m));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_MESSAGE, 1);
+	max = evrdma_channel_max_message(p.cli.ch);
+	ck_assert_uint_eq(max, MSG_SLOT);
+	ck_assert_uint_eq(evrdma_channel_max_message(p.srv->ch), MSG_SLOT);
+	lens[0] = 1;
+	lens[1] = max;
+	lens[2] = max - 1;
+	lens[3] = 2;
+	lens[4] = 64;
+	for (i = 5; i < MSG_N; i++)
+		lens[i] = rng_range(&rng, 1, max);
+	m.lens = lens;
+	m.n = MSG_N;
+	m.max = max;
+	m.buf = malloc(max + 64);
+	buf = malloc(max + 1);
+	ck_assert_ptr_nonnull(m.buf);
+	ck_assert_ptr_nonnull(buf);
+	msg_g = &m;
+	evrdma_channel_setcb(p.srv->ch, msg_readcb, NULL, ep_eventcb, p.srv);
+
+	/* nothing queued yet */
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_read_message(p.srv->ch, m.buf, max),
+	    -1);
+	ck_assert_int_eq(errno, EAGAIN);
+
+	/* oversize: refused at the sender, nothing sent */
+	memset(buf, 0xee, max + 1);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, max + 1), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	b = evbuffer_new();
+	ck_assert_int_eq(evbuffer_add(b, buf, max + 1), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write_buffer(p.cli.ch, b), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	evbuffer_drain(b, evbuffer_get_length(b));
+
+	/* MSG_N messages at once, every 5th through write_buffer */
+	for (i = 0; i < MSG_N; i++) {
+		pat_fill(buf, 0, lens[i], 0xa5a50000u + (unsigned)i);
+		if (i % 5 == 3) {
+			ck_assert_int_eq(evbuffer_add(b, buf, lens[i]), 0);
+			ck_assert_int_eq(evrdma_channel_write_buffer(p.cli.ch,
+			    b), 0);
+			ck_assert_uint_eq(evbuffer_get_length(b), 0);
+		} else {
+			ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf,
+			    lens[i]), 0);
+		}
+	}
+	CH_WAIT(env.eb, m.got == MSG_N || p.srv->ends || p.cli.ends, 60000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(m.got, MSG_N);
+	ck_assert_int_ge(m.small_checks, 10);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_read_message(p.srv->ch, NULL, 0), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	evbuffer_free(b);
+	free(buf);
+	free(m.buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 4. backpressure ==== */
+
+#define BP_SLOTS	16
+#define BP_SLOT		(64 * KiB)
+#define BP_MAXIN	(1 * MiB)
+#define BP_TOTAL	(8 * MiB)
+#define BP_CHUNK	(256 * KiB)
+#define BP_HI		(256 * KiB)
+
+/*
+ * The reader stops for 2 s (variant 0: EV_READ disabled; variant 1: a read
+ * high watermark and a read callback that does not drain) while the writer
+ * keeps writing. The writer must be held back (its output grows; once the
+ * reader's ring is full its output stays put and no write callback runs),
+ * the reader's input stays within the documented bound (ring + max_input;
+ * with a high watermark, the mark + one slot), and everything arrives,
+ * byte-exact, once reading resumes.
+ */
+START_TEST(channel_backpressure)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evrdma_config *cfg = ring_config(BP_SLOTS, BP_SLOT, BP_MAXIN);
+	struct evbuffer *out, *in;
+	size_t first_out = 0, out_mark, in_mark, pause_max = 0, len;
+	size_t ring = (size_t)BP_SLOTS * BP_SLOT;
+	uint64_t t0;
+	int nwrite_mark;
+	int hiwm = _i == 1;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, hiwm);
+	if (hiwm)
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, BP_HI);
+	ck_assert_int_eq(evrdma_channel_get_enabled(p.srv->ch),
+	    hiwm ? EV_READ | EV_WRITE : EV_WRITE);
+	out = evrdma_channel_get_output(p.cli.ch);
+	in = evrdma_channel_get_input(p.srv->ch);
+	p.srv->rx_seed = p.cli.tx_seed;
+
+	/* the writer keeps writing while the reader does not read */
+	t0 = tu_now_ms();
+	while (p.cli.tx_queued < BP_TOTAL) {
+		p.cli.tx_total += BP_CHUNK;
+		ep_pump(&p.cli);
+		if (!first_out)
+			first_out = evbuffer_get_length(out);
+		ch_loop_for(env.eb, 50);
+		len = evbuffer_get_length(in);
+		if (len > pause_max)
+			pause_max = len;
+	}
+	if (tu_now_ms() - t0 < 1500)
+		ch_loop_for(env.eb, (int)(1500 - (tu_now_ms() - t0)));
+	out_mark = evbuffer_get_length(out);
+	in_mark = evbuffer_get_length(in);
+	nwrite_mark = p.cli.nwrite;
+	ch_loop_for(env.eb, 600);
+	len = evbuffer_get_length(in);
+	if (len > pause_max)
+		pause_max = len;
+	fprintf(stderr, "channel backpressure (%s): writer output %zu -> %zu, "
+	    "reader input %zu (max %zu)\n", hiwm ? "high watermark" :
+	    "EV_READ off", first_out, evbuffer_get_length(out), len, pause_max);
+	/* held back: stalled, nothing lost on the way, no write callback */
+	ck_assert_uint_eq(evbuffer_get_length(out), out_mark);
+	ck_assert_uint_eq(len, in_mark);
+	ck_assert_uint_gt(evbuffer_get_length(out), first_out);
+	ck_assert_uint_ge(evbuffer_get_length(out),
+	    BP_TOTAL - (2 * ring + BP_MAXIN + BP_HI + BP_SLOT));
+	/* the first MiB fits the reader's ring and may drain output (and
+	 * call the write callback); once held, no write callback */
+	ck_assert_int_eq(p.cli.nwrite, nwrite_mark);
+	ck_assert_uint_eq(p.srv->rx, 0);
+	if (hiwm) {
+		/* input stopped at the high watermark: reached it, and above
+		 * it no more than the one slot that crossed it */
+		ck_assert_uint_ge(len, BP_HI);
+		ck_assert_uint_le(pause_max, BP_HI + BP_SLOT);
+		ck_assert_uint_le(p.srv->max_in, BP_HI + BP_SLOT);
+		ck_assert_int_ge(p.srv->nread, 1);
+	} else {
+		/* EV_READ off: no read callback; input within the ring plus
+		 * what may be copied */
+		ck_assert_int_eq(p.srv->nread, 0);
+		ck_assert_uint_le(pause_max, ring + BP_MAXIN);
+	}
+
+	/* resume: everything arrives, byte-exact */
+	p.srv->drain = 1;
+	p.srv->max_in = 0;
+	if (hiwm) {
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 0);
+		ep_consume(p.srv);
+	} else {
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	}
+	CH_WAIT(env.eb, p.srv->rx >= BP_TOTAL || p.srv->ends || p.cli.ends,
+	    90000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.srv->rx, BP_TOTAL);
+	ck_assert_uint_le(p.srv->max_in, ring + BP_MAXIN);
+	ck_assert_uint_eq(evbuffer_get_length(out), 0);
+	ck_assert_int_ge(p.cli.nwrite, 1);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 5. callback sequences: channel vs TCP bufferevent ==== */
+
+/*
+ * One scripted scenario, run over a TCP bufferevent (bufferevent_socket on
+ * 127.0.0.1) and over a channel, recording every callback as a token. Each
+ * step acts, runs the loop until a buffer condition holds (never until the
+ * callback under test), then until nothing happened for SC_QUIET_MS. The two
+ * logs of each side must be equal. The step sizes are chosen so that TCP's
+ * read granularity and the channel's slots agree (each write fits one slot
+ * and one TCP read; high watermark = one write).
+ */
+#define SC_QUIET_MS	300
+#define SC_BIG		(1 * MiB)
+
+struct sc;
+
+struct sc_end {
+	struct sc *sc;
+	struct bufferevent *bev;	/* TCP */
+	int shut_pending;
+	struct evrdma_channel *ch;	/* channel */
+	char log[2048];
+	char last[64];
+	int drain_mode;		/* read cb drains; repeated tokens fold */
+	uint64_t rx;
+	size_t last_rlen;	/* input length at the last read callback */
+	int rlen_valid;		/* no drain since then */
+	unsigned repeats;	/* read callbacks without new data */
+	int up, eof;
+};
+
+struct sc {
+	int tcp;
+	struct event_base *eb;
+	struct dt_env *env;
+	struct evconnlistener *tl;
+	struct evrdma_listener *rl;
+	struct sc_end c, s;
+	unsigned act;
+};
+
+static void
+sc_tok(struct sc_end *e, const char *fmt, ...)
+{
+	char t[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t, sizeof(t), fmt, ap);
+	va_end(ap);
+	if (e->drain_mode && !strcmp(t, e->last))
+		return;
+	e->sc->act++;
+	snprintf(e->last, sizeof(e->last), "%s", t);
+	ck_assert_msg(strlen(e->log) + strlen(t) + 2 < sizeof(e->log),
+	    "callback log overflows:%.300s ...%s", e->log,
+	    e->log + strlen(e->log) - 200);
+	strcat(e->log, " ");
+	strcat(e->log, t);
+}
+
+static void
+sc_mark(struct sc *sc, const char *step)
+{
+	sc_tok(&sc->c, "|%s", step);
+	sc_tok(&sc->s, "|%s", step);
+}
+
+static const char *
+sc_enstr(short en)
+{
+	static const char *s[] = { "e-", "eR", "eW", "eRW" };
+
+	return s[((en & EV_READ) ? 1 : 0) | ((en & EV_WRITE) ? 2 : 0)];
+}
+
+static struct evbuffer *
+sc_in(struct sc_end *e)
+{
+	return e->sc->tcp ? bufferevent_get_input(e->bev) :
+	    evrdma_channel_get_input(e->ch);
+}
+
+static struct evbuffer *
+sc_out(struct sc_end *e)
+{
+	return e->sc->tcp ? bufferevent_get_output(e->bev) :
+	    evrdma_channel_get_output(e->ch);
+}
+
+static short
+sc_enabled(struct sc_end *e)
+{
+	return e->sc->tcp ? bufferevent_get_enabled(e->bev) :
+	    evrdma_channel_get_enabled(e->ch);
+}
+
+static void
+sc_enable(struct sc_end *e, short ev)
+{
+	ck_assert_int_eq(e->sc->tcp ? bufferevent_enable(e->bev, ev) :
+	    evrdma_channel_enable(e->ch, ev), 0);
+}
+
+static void
+sc_disable(struct sc_end *e, short ev)
+{
+	ck_assert_int_eq(e->sc->tcp ? bufferevent_disable(e->bev, ev) :
+	    evrdma_channel_disable(e->ch, ev), 0);
+}
+
+static void
+sc_setwm(struct sc_end *e, short ev, size_t lo, size_t hi)
+{
+	if (e->sc->tcp)
+		bufferevent_setwatermark(e->bev, ev, lo, hi);
+	else
+		evrdma_channel_setwatermark(e->ch, ev, lo, hi);
+}
+
+static void
+sc_write(struct sc_end *e, size_t n)
+{
+	static uint8_t zeros[SC_BIG];
+
+	ck_assert_uint_le(n, sizeof(zeros));
+	ck_assert_int_eq(e->sc->tcp ? bufferevent_write(e->bev, zeros, n) :
+	    evrdma_channel_write(e->ch, zeros, n), 0);
+}
+
+/* TCP: shutdown(SHUT_WR) once output has drained, as a channel does. */
+static void
+sc_shutdown(struct sc_end *e)
+{
+	if (!e->sc->tcp) {
+		ck_assert_int_eq(evrdma_channel_shutdown(e->ch), 0);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(e->bev)) == 0)
+		ck_assert_int_eq(shutdown(bufferevent_getfd(e->bev), SHUT_WR),
+		    0);
+	else
+		e->shut_pending = 1;
+}
+
+static void
+sc_free(struct sc_end *e)
+{
+	if (e->sc->tcp)
+		bufferevent_free(e->bev);
+	else
+		evrdma_channel_free(e->ch);
+	e->bev = NULL;
+	e->ch = NULL;
+}
+
+/* The driver drains input (never the read callback, outside drain mode). */
+static void
+sc_drain(struct sc_end *e, size_t n)
+{
+	ck_assert_int_eq(evbuffer_drain(sc_in(e), n), 0);
+	e->rlen_valid = 0;
+}
+
+static void
+sc_on_read(struct sc_end *e)
+{
+	struct evbuffer *in = sc_in(e);
+	size_t len = evbuffer_get_length(in);
+
+	/*
+	 * libevent >= 2.1.11 calls a socket bufferevent's read callback again
+	 * and again, without reading, while input is at the high watermark
+	 * and the callback leaves it there (libevent/libevent#891), and once
+	 * more with empty input after the user drained it. Such a call
+	 * reports nothing new: it is counted, not logged, and a channel must
+	 * not make any (checked by the test).
+	 */
+	if (!e->drain_mode &&
+	    (len == 0 || (e->rlen_valid && len == e->last_rlen))) {
+		e->repeats++;
+		return;
+	}
+	e->last_rlen = len;
+	e->rlen_valid = 1;
+	if (e->drain_mode) {
+		sc_tok(e, "R*");
+		e->rx += len;
+		evbuffer_drain(in, len);
+	} else {
+		sc_tok(e, "R%zu", len);
+	}
+}
+
+static void
+sc_on_write(struct sc_end *e)
+{
+	sc_tok(e, "W");
+	if (e->shut_pending &&
+	    evbuffer_get_length(bufferevent_get_output(e->bev)) == 0) {
+		e->shut_pending = 0;
+		ck_assert_int_eq(shutdown(bufferevent_getfd(e->bev), SHUT_WR),
+		    0);
+	}
+}
+
+static void
+sc_on_event(struct sc_end *e, short what)
+{
+	static const struct {
+		short f;
+		const char *n;
+	} names[] = {
+		{ BEV_EVENT_CONNECTED, "CONNECTED" }, { BEV_EVENT_EOF, "EOF" },
+		{ BEV_EVENT_ERROR, "ERROR" }, { BEV_EVENT_TIMEOUT, "TIMEOUT" },
+		{ BEV_EVENT_READING, "READING" },
+		{ BEV_EVENT_WRITING, "WRITING" },
+	};
+	char f[64] = "";
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (what & names[i].f) {
+			if (*f)
+				strcat(f, "|");
+			strcat(f, names[i].n);
+		}
+	if (what & BEV_EVENT_CONNECTED)
+		e->up = 1;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		e->eof++;
+		/* where reading stands, and what input holds, at EOF */
+		sc_tok(e, "ev:%s,%s,in%zu", f, sc_enstr(sc_enabled(e)),
+		    evbuffer_get_length(sc_in(e)));
+	} else {
+		sc_tok(e, "ev:%s", f);
+	}
+}
+
+static void
+sc_bev_read(struct bufferevent *b, void *arg)
+{
+	(void)b;
+	sc_on_read(arg);
+}
+
+static void
+sc_bev_write(struct bufferevent *b, void *arg)
+{
+	(void)b;
+	sc_on_write(arg);
+}
+
+static void
+sc_bev_event(struct bufferevent *b, short what, void *arg)
+{
+	(void)b;
+	sc_on_event(arg, what);
+}
+
+static void
+sc_ch_read(struct evrdma_channel *ch, void *arg)
+{
+	(void)ch;
+	sc_on_read(arg);
+}
+
+static void
+sc_ch_write(struct evrdma_channel *ch, void *arg)
+{
+	(void)ch;
+	sc_on_write(arg);
+}
+
+static void
+sc_ch_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	(void)ch;
+	sc_on_event(arg, what);
+}
+
+/* Small socket buffers, so that 1 MiB cannot hide in the kernel. */
+static void
+sc_bufs(int fd)
+{
+	int v = 4096;
+
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)),
+	    0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)),
+	    0);
+}
+
+static void
+sc_tcp_accept(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *arg)
+{
+	struct sc *sc = arg;
+
+	(void)l;
+	(void)sa;
+	(void)socklen;
+	ck_assert_ptr_null(sc->s.bev);
+	sc_bufs(fd);
+	sc->s.bev = bufferevent_socket_new(sc->eb, fd, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(sc->s.bev);
+	bufferevent_setcb(sc->s.bev, sc_bev_read, sc_bev_write, sc_bev_event,
+	    &sc->s);
+	sc_tok(&sc->s, "A");
+	sc->s.up = 1;
+}
+
+static void
+sc_ch_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct sc *sc = arg;
+
+	(void)l;
+	(void)peer;
+	(void)socklen;
+	ck_assert_ptr_null(sc->s.ch);
+	sc->s.ch = ch;
+	evrdma_channel_setcb(ch, sc_ch_read, sc_ch_write, sc_ch_event, &sc->s);
+	sc_tok(&sc->s, "A");
+	sc->s.up = 1;
+}
+
+static void
+sc_open_tcp(struct sc *sc)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int lfd, cfd, one = 1;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	sc_bufs(lfd);
+	ck_assert_int_eq(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)), 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 8), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	ck_assert_int_eq(evutil_make_socket_nonblocking(lfd), 0);
+	sc->tl = evconnlistener_new(sc->eb, sc_tcp_accept, sc,
+	    LEV_OPT_CLOSE_ON_FREE, -1, lfd);
+	ck_assert_ptr_nonnull(sc->tl);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(cfd, 0);
+	sc_bufs(cfd);
+	ck_assert_int_eq(evutil_make_socket_nonblocking(cfd), 0);
+	sc->c.bev = bufferevent_socket_new(sc->eb, cfd, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(sc->c.bev);
+	bufferevent_setcb(sc->c.bev, sc_bev_read, sc_bev_write, sc_bev_event,
+	    &sc->c);
+	ck_assert_int_eq(bufferevent_socket_connect(sc->c.bev,
+	    (struct sockaddr *)&sin, sizeof(sin)), 0);
+}
+
+static void
+sc_open_channel(struct sc *sc)
+{
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, dt_addr(), 0);
+
+	sc->rl = evrdma_channel_listener_new(sc->env->base,
+	    (struct sockaddr *)&ss, len, 8, EVRDMA_CHANNEL_STREAM,
+	    sc_ch_accept, sc);
+	ck_assert_ptr_nonnull(sc->rl);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(sc->rl));
+	sc->c.ch = evrdma_channel_new(sc->env->base, EVRDMA_CHANNEL_STREAM);
+	ck_assert_ptr_nonnull(sc->c.ch);
+	evrdma_channel_setcb(sc->c.ch, sc_ch_read, sc_ch_write, sc_ch_event,
+	    &sc->c);
+	ck_assert_int_eq(evrdma_channel_connect(sc->c.ch,
+	    (struct sockaddr *)&ss, len), 0);
+}
+
+static void
+sc_quiet(struct sc *sc)
+{
+	uint64_t dl = tu_now_ms() + 30000;
+	unsigned a;
+
+	do {
+		ck_assert_msg(tu_now_ms() < dl, "callbacks never stop");
+		a = sc->act;
+		ch_loop_for(sc->eb, SC_QUIET_MS);
+	} while (a != sc->act);
+}
+
+#define SC_WAIT(sc, cond) CH_WAIT((sc)->eb, cond, 60000)
+#define SC_INLEN(e) evbuffer_get_length(sc_in(e))
+#define SC_OUTLEN(e) evbuffer_get_length(sc_out(e))
+
+/* The scenario; @p sc has its transport and loop set. */
+static void
+sc_run(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	c->sc = s->sc = sc;
+	if (sc->tcp)
+		sc_open_tcp(sc);
+	else
+		sc_open_channel(sc);
+	SC_WAIT(sc, c->up && s->up);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
+	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
+	sc_enable(c, EV_READ);
+	sc_enable(s, EV_READ);
+
+	/* 1: read low watermark 100: no read callback for 60 bytes */
+	sc_mark(sc, "lowmark");
+	sc_setwm(s, EV_READ, 100, 0);
+	sc_write(c, 60);
+	SC_WAIT(sc, SC_INLEN(s) == 60);
+	sc_quiet(sc);
+	sc_mark(sc, "1b");
+	sc_write(c, 60);
+	SC_WAIT(sc, SC_INLEN(s) == 120);
+	sc_quiet(sc);
+	sc_mark(sc, "1c");
+	sc_drain(s, 120);
+	sc_quiet(sc);
+
+	/* 2: read high watermark 1000: input stops there, resumes on drain */
+	sc_mark(sc, "highmark");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2b");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "2c");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "2d");
+	sc_drain(s, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2e");
+	sc_drain(s, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2f");
+	sc_drain(s, 1000);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_setwm(s, EV_READ, 0, 0);
+
+	/* 3: EV_WRITE off holds output; write callback after it is sent */
+	sc_mark(sc, "writeoff");
+	sc_setwm(c, EV_WRITE, 2000, 0);
+	sc_disable(c, EV_WRITE);
+	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
+	sc_write(c, 1500);
+	sc_quiet(sc);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "3b");
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, SC_INLEN(s) == 1500);
+	sc_quiet(sc);
+	sc_mark(sc, "3c");
+	sc_drain(s, 1500);
+	sc_setwm(c, EV_WRITE, 0, 0);
+	sc_quiet(sc);
+
+	/* 4: the reader stops: output stays; one write callback at the end */
+	sc_mark(sc, "stall");
+	sc_disable(s, EV_READ);
+	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
+	sc_write(c, SC_BIG);
+	sc_quiet(sc);
+	ch_loop_for(sc->eb, 500);
+	sc_tok(c, SC_OUTLEN(c) > 0 ? "out>0" : "out0");
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "4b");
+	s->drain_mode = 1;
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->rx == SC_BIG);
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+
+	/* 5: shutdown after data: all data, then EOF|READING */
+	sc_mark(sc, "shutdown");
+	sc_write(c, 3000);
+	sc_shutdown(c);
+	SC_WAIT(sc, s->eof);
+	sc_quiet(sc);
+
+	/* 6: the half-closed side still receives; then the other EOF */
+	sc_mark(sc, "halfclose");
+	sc_drain(s, SC_INLEN(s));
+	sc_write(s, 500);
+	SC_WAIT(sc, SC_INLEN(c) == 500);
+	sc_quiet(sc);
+	sc_mark(sc, "6b");
+	sc_shutdown(s);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+	sc_mark(sc, "end");
+
+	sc_free(c);
+	sc_free(s);
+	if (sc->tl)
+		evconnlistener_free(sc->tl);
+	if (sc->rl)
+		evrdma_listener_free(sc->rl);
+}
+
+/* What bufferevent_socket (libevent 2.1) does in the scenario. */
+static const char sc_tcp_client[] = " ev:CONNECTED eW |lowmark W |1b W |1c"
+    " |highmark W |2b W |2c W |2d |2e |2f |writeoff eR out1500 |3b W |3c"
+    " |stall out>0 |4b W out0 |shutdown W |halfclose R500"
+    " |6b ev:EOF|READING,eW,in500 |end";
+static const char sc_tcp_server[] = " A eW |lowmark |1b R120 |1c"
+    " |highmark R1000 |2b in1000 |2c in1000 |2d R1000 |2e R1000 |2f in0"
+    " |writeoff in0 |3b R1500 |3c |stall eW in0 |4b R*"
+    " |shutdown R3000 ev:EOF|READING,eW,in3000 |halfclose W |6b |end";
+
+START_TEST(channel_callbacks_like_bufferevent)
+{
+	static struct sc tcp, rd;
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(4, 4096, 8192);
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&tcp, 0, sizeof(tcp));
+	memset(&rd, 0, sizeof(rd));
+
+	tcp.tcp = 1;
+	tcp.eb = event_base_new();
+	ck_assert_ptr_nonnull(tcp.eb);
+	sc_run(&tcp);
+	event_base_free(tcp.eb);
+	fprintf(stderr, "bufferevent client:%s\nbufferevent server:%s\n",
+	    tcp.c.log, tcp.s.log);
+	/* the reference itself behaves as the scenario expects */
+	ck_assert_str_eq(tcp.c.log, sc_tcp_client);
+	ck_assert_str_eq(tcp.s.log, sc_tcp_server);
+
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	rd.env = &env;
+	rd.eb = env.eb;
+	sc_run(&rd);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+	fprintf(stderr, "channel client:%s\nchannel server:%s\n", rd.c.log,
+	    rd.s.log);
+
+	ck_assert_msg(!strcmp(rd.c.log, tcp.c.log) &&
+	    !strcmp(rd.s.log, tcp.s.log), "channel callbacks differ from "
+	    "bufferevent's:\nclient channel:%s\nclient tcp:    %s\n"
+	    "server channel:%s\nserver tcp:    %s", rd.c.log, tcp.c.log,
+	    rd.s.log, tcp.s.log);
+	/* a channel calls the read callback only for new data */
+	ck_assert_uint_eq(rd.c.repeats + rd.s.repeats, 0);
+}
+END_TEST
+
+/* ==== 6. 200 channels on one loop ==== */
+
+#define NCH		200
+#define NCH_BYTES	(256 * KiB)
+#define NCH_SLOTS	4
+#define NCH_SLOT	4096
+
+struct many_ch {
+	struct dt_env *env;
+	struct ep cli[NCH], srv[NCH];
+	int nsrv, done;
+	/* bytes each channel had delivered (header included) when the
+	 * first one finished, sorted */
+	uint64_t at_first[NCH];
+	/* diagnostics, ms after the writes: output first shrank (the
+	 * channel took data), first data arrived, first channel finished */
+	uint64_t t1, first_sent[NCH], first_rx[NCH], first_done;
+};
+
+static struct many_ch *mch;
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void
+many_on_rx(struct ep *e)
+{
+	int i;
+
+	ck_assert_uint_le(e->rx, NCH_BYTES);
+	if (e->have_hdr && !mch->first_rx[e - mch->srv])
+		mch->first_rx[e - mch->srv] = tu_now_ms() - mch->t1 + 1;
+	if (e->rx < NCH_BYTES || e->done)
+		return;
+	e->done = 1;
+	if (mch->done++ == 0) {
+		mch->first_done = tu_now_ms() - mch->t1 + 1;
+		for (i = 0; i < NCH; i++)
+			mch->at_first[i] = mch->srv[i].rx +
+			    (mch->srv[i].have_hdr ? 8 : 0);
+		qsort(mch->at_first, NCH, sizeof(mch->at_first[0]), u64_cmp);
+	}
+}
+
+static void
+many_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct ep *e;
+
+	(void)l;
+	(void)peer;
+	(void)socklen;
+	(void)arg;
+	ck_assert_int_lt(mch->nsrv, NCH);
+	e = &mch->srv[mch->nsrv++];
+	e->ch = ch;
+	e->name = "server";
+	e->drain = 1;
+	e->seed_hdr = 1;
+	e->on_rx = many_on_rx;
+	evrdma_channel_setcb(ch, ep_readcb, ep_writecb, ep_eventcb, e);
+	ck_assert_int_eq(evrdma_channel_enable(ch, EV_READ), 0);
+}
+
+/*
+ * Fairness criterion. All transfers start in one loop iteration, after
+ * every channel is up. A channel moves at most one window (NCH_SLOTS
+ * slots) per credit round trip, so the first channel to finish needed
+ * NCH_BYTES / (NCH_SLOTS * NCH_SLOT) = 16 rounds. At that moment we
+ * require (1) every channel has delivered its first window: it was posted
+ * at the same time as the finisher's first one, so only a channel that is
+ * not served at all lacks it; (2) at least half of the channels have had a
+ * credit round trip (delivered 2 windows), i.e. 1/8 of the finisher's
+ * progress. Service that treats channels alike (round-robin over
+ * connections and CQs) passes with a wide margin (the median is at 4+
+ * windows under Soft-RoCE); service that drains one CQ before it looks at
+ * the next (its channels cycle, the others wait for their first credit)
+ * fails (2); a CQ never polled fails (1).
+ */
+START_TEST(channel_many)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(NCH_SLOTS, NCH_SLOT, 16 * KiB);
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;
+	uint64_t t0, t1;
+	int len, i, up;
+	static uint8_t seen[NCH];
+
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 32, 32), 0);
+	mch = calloc(1, sizeof(*mch));
+	ck_assert_ptr_nonnull(mch);
+	memset(seen, 0, sizeof(seen));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	mch->env = &env;
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss, len,
+	    256, EVRDMA_CHANNEL_STREAM, many_accept, mch);
+	ck_assert_ptr_nonnull(lst);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	t0 = tu_now_ms();
+	for (i = 0; i < NCH; i++) {
+		mch->cli[i].tx_seed = 0x6000u + (unsigned)i;
+		ep_connect(&env, &mch->cli[i], "client", &ss, len,
+		    EVRDMA_CHANNEL_STREAM, 1);
+	}
+	for (;;) {
+		for (up = 0, i = 0; i < NCH; i++) {
+			ck_assert_msg(!mch->cli[i].ends, "client %d: event 0x%x "
+			    "(%s)", i, mch->cli[i].what,
+			    evrdma_reason_str(mch->cli[i].reason));
+			up += mch->cli[i].connected;
+		}
+		if (up == NCH && mch->nsrv == NCH)
+			break;
+		ck_assert_msg(tu_now_ms() - t0 < 150000, "only %d connected, "
+		    "%d accepted", up, mch->nsrv);
+		ch_step(env.eb, 50);
+	}
+	t1 = mch->t1 = tu_now_ms();
+	/* every transfer starts in this one loop iteration */
+	for (i = 0; i < NCH; i++) {
+		uint64_t h = htole64(mch->cli[i].tx_seed);
+
+		ck_assert_int_eq(evrdma_channel_write(mch->cli[i].ch, &h, 8),
+		    0);
+		mch->cli[i].tx_total = NCH_BYTES;
+		ep_pump(&mch->cli[i]);
+	}
+	while (mch->done < NCH) {
+		for (i = 0; i < NCH; i++)
+			ck_assert_msg(!mch->srv[i].ends && !mch->cli[i].ends,
+			    "channel %d ended", i);
+		ck_assert_msg(tu_now_ms() - t1 < 200000, "only %d of %d "
+		    "finished", mch->done, NCH);
+		ch_step(env.eb, 50);
+		for (i = 0; i < NCH; i++)
+			if (!mch->first_sent[i] && evbuffer_get_length(
+			    evrdma_channel_get_output(mch->cli[i].ch)) <
+			    NCH_BYTES + 8)
+				mch->first_sent[i] = tu_now_ms() - t1 + 1;
+	}
+	{
+		uint64_t ms = 0, mr = 0;
+		int late = 0;
+
+		for (i = 0; i < NCH; i++) {
+			if (mch->first_sent[i] > ms)
+				ms = mch->first_sent[i];
+			if (mch->first_rx[i] > mr)
+				mr = mch->first_rx[i];
+			late += mch->first_rx[i] > mch->first_done;
+		}
+		fprintf(stderr, "channel many: first finished at %llu ms; every "
+		    "sender had begun by %llu ms; first data of each channel "
+		    "arrived by %llu ms, %d channels only after the first "
+		    "finished\n", (unsigned long long)mch->first_done,
+		    (unsigned long long)ms, (unsigned long long)mr, late);
+	}
+	fprintf(stderr, "channel many: %d up in %llu ms, %d x %u bytes in "
+	    "%llu ms; delivered when the first finished: min %llu, 10%% %llu, "
+	    "median %llu, max %llu\n", NCH, (unsigned long long)(t1 - t0),
+	    NCH, NCH_BYTES + 8, (unsigned long long)(tu_now_ms() - t1),
+	    (unsigned long long)mch->at_first[0],
+	    (unsigned long long)mch->at_first[NCH / 10],
+	    (unsigned long long)mch->at_first[NCH / 2],
+	    (unsigned long long)mch->at_first[NCH - 1]);
+	ck_assert_msg(mch->at_first[0] >= NCH_SLOTS * NCH_SLOT,
+	    "a channel was starved: %llu bytes when the first finished",
+	    (unsigned long long)mch->at_first[0]);
+	ck_assert_msg(mch->at_first[NCH / 2] >= 2 * NCH_SLOTS * NCH_SLOT,
+	    "unfair: when the first channel finished, half of them had not "
+	    "had one credit round trip (median %llu bytes)",
+	    (unsigned long long)mch->at_first[NCH / 2]);
+	/* each stream arrived whole on its own channel */
+	for (i = 0; i < NCH; i++) {
+		uint64_t k = mch->srv[i].rx_seed - 0x6000u;
+
+		ck_assert(mch->srv[i].have_hdr);
+		ck_assert_uint_lt(k, NCH);
+		ck_assert_int_eq(seen[k], 0);
+		seen[k] = 1;
+		ck_assert_uint_eq(mch->srv[i].rx, NCH_BYTES);
+	}
+	ch_loop_for(env.eb, 300);
+	for (i = 0; i < NCH; i++) {
+		ck_assert_int_eq(mch->cli[i].nevent, 1);
+		ck_assert_int_eq(mch->srv[i].ends, 0);
+		ep_free(&mch->cli[i]);
+		ep_free(&mch->srv[i]);
+	}
+	evrdma_listener_free(lst);
+	ch_drain(&env, 120000);
+	dt_env_fini(&env);
+	free(mch);
+	mch = NULL;
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
+/* ==== 7. the peer process is killed mid-stream ==== */
+
+static void
+child_stream(int port, uint64_t seed, int sigfd)
+{
+	struct dt_env env;
+	struct sockaddr_storage ss;
+	static struct ep e;
+	int len = dt_sockaddr(&ss, dt_addr(), port);
+	char c = 'c';
+
+	dt_env_init(&env, NULL);
+	memset(&e, 0, sizeof(e));
+	e.tx_seed = seed;
+	e.tx_total = 1ull << 40;	/* until killed */
+	e.pump_hi = 2 * MiB;
+	e.pump_in_wcb = 1;
+	ep_connect(&env, &e, "child", &ss, len, EVRDMA_CHANNEL_STREAM, 1);
+	evrdma_channel_setwatermark(e.ch, EV_WRITE, 1 * MiB, 0);
+	{
+		uint64_t dl = tu_now_ms() + 15000;
+
+		while (!e.connected && !e.ends && tu_now_ms() < dl)
+			ch_step(env.eb, 50);
+		if (!e.connected)
+			_exit(3);
+	}
+	ep_pump(&e);
+	if (write(sigfd, &c, 1) != 1)
+		_exit(4);
+	for (;;)
+		ch_loop_for(env.eb, 1000);
+}
+
+START_TEST(channel_peer_killed)
+{
+	struct dt_env env;
+	struct chl l;
+	struct ep *srv = &l.acc[0];
+	int to_child[2], sig[2], status, port;
+	pid_t pid, parent = getpid();
+	char c;
+
+	memset(&l, 0, sizeof(l));
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(sig), 0);
+	/* fork before this process opens any RDMA object */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(2);
+		close(sig[0]);
+		close(to_child[1]);
+		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
+			_exit(2);
+		child_stream(port, 0x4b111ed, sig[1]);
+		_exit(0);
+	}
+	close(sig[1]);
+	close(to_child[0]);
+	dt_env_init(&env, NULL);
+	srv->name = "survivor";
+	srv->drain = 1;
+	srv->rx_seed = 0x4b111ed;
+	l.read[0] = 1;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	port = evrdma_listener_get_port(l.lst);
+	ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),
+	    sizeof(port));
+	CH_WAIT(env.eb, l.naccepted == 1, 20000);
+	{
+		struct pollfd pfd = { sig[0], POLLIN, 0 };
+
+		CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 20000);
+		ck_assert_int_eq(read(sig[0], &c, 1), 1);
+	}
+	/* mid-stream: some data arrived, much more is on its way */
+	CH_WAIT(env.eb, srv->rx >= 512 * KiB || srv->ends, 30000);
+	ck_assert_int_eq(srv->ends, 0);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CH_WAIT(env.eb, srv->ends, 20000);
+	ch_loop_for(env.eb, 500);
+	fprintf(stderr, "channel peer killed: survivor got 0x%x (%s) after %llu "
+	    "bytes\n", srv->what, evrdma_reason_str(srv->reason),
+	    (unsigned long long)srv->rx);
+	ck_assert_int_eq(srv->ends, 1);
+	ck_assert_int_eq(srv->eof + srv->error, 1);
+	ck_assert_int_eq(srv->reads_after_end, 0);
+	close(sig[0]);
+	close(to_child[1]);
+	chl_close(&l);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 8. the peer frees with unsent output ==== */
+
+/*
+ * The writer frees its channel with most of its output unsent. Variant 0:
+ * the reader reads all along. Variant 1: the reader has EV_READ off, and
+ * variant 2 a read high watermark it leaves full, while the peer goes away;
+ * it resumes reading a second later. In each the reader gets EOF or ERROR
+ * exactly once, never a read after it, and never hangs. In 1 and 2 what had
+ * already been written into its ring (the writer's first window: the whole
+ * ring, 1 MiB) was sent and arrived, so it is delivered before EOF, as a
+ * TCP bufferevent delivers what is in the socket before EOF.
+ */
+START_TEST(channel_peer_frees_unsent)
+{
+	struct dt_env env;
+	struct chp p;
+	const size_t ring = 16 * 64 * KiB;	/* the default ring */
+	size_t total = _i == 0 ? 8 * MiB : 2 * MiB;
+	static const char *const names[] = { "reader active", "EV_READ off",
+		"high watermark held" };
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, _i != 1);
+	p.srv->drain = _i == 0;
+	p.srv->rx_seed = p.cli.tx_seed;
+	if (_i == 2)
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 128 * KiB);
+	p.cli.tx_total = total;
+	ep_pump(&p.cli);
+	if (_i == 0)
+		CH_WAIT(env.eb, p.srv->rx >= 256 * KiB || p.srv->ends, 30000);
+	else
+		ch_loop_for(env.eb, 1000);
+	ck_assert_uint_gt(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 0);
+	ep_free(&p.cli);
+	if (_i != 0) {
+		ch_loop_for(env.eb, 1000);
+		p.srv->drain = 1;
+		if (p.srv->ch && _i == 1)
+			ck_assert_int_eq(evrdma_channel_enable(p.srv->ch,
+			    EV_READ), 0);
+		if (p.srv->ch && _i == 2) {
+			evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 0);
+			ep_consume(p.srv);
+		}
+	}
+	CH_WAIT(env.eb, p.srv->ends, 20000);
+	ch_loop_for(env.eb, 500);
+	fprintf(stderr, "channel peer freed (%s): 0x%x after %llu of %zu "
+	    "bytes\n", names[_i], p.srv->what, (unsigned long long)p.srv->rx,
+	    total);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_eq(p.srv->eof + p.srv->error, 1);
+	ck_assert_int_eq(p.srv->reads_after_end, 0);
+	ck_assert_uint_lt(p.srv->rx, total);
+	if (_i != 0)
+		ck_assert_msg(p.srv->rx == ring && p.srv->rx_at_end == ring,
+		    "%s: %llu bytes delivered (%llu by EOF); the ring held %zu",
+		    names[_i], (unsigned long long)p.srv->rx,
+		    (unsigned long long)p.srv->rx_at_end, ring);
+	else
+		ck_assert_uint_eq(p.srv->rx, p.srv->rx_at_end);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 9. shutdown, then EOF ==== */
+
+START_TEST(channel_shutdown_then_eof)
+{
+	struct dt_env env;
+	struct chp p;
+	const size_t total = 3 * MiB;	/* more than the peer's ring */
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.tx_total = total;
+	ep_pump(&p.cli);
+	ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "x", 1), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), -1);
+	ck_assert_int_eq(errno, EPIPE);
+
+	CH_WAIT(env.eb, p.srv->ends || p.cli.ends, 60000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_eq(p.srv->what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	/* all the data, then EOF */
+	ck_assert_uint_eq(p.srv->rx_at_end, total);
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->reads_after_end, 0);
+	ck_assert_int_eq(p.cli.ends, 0);
+
+	/* the side that shut down still reads; the other may still write */
+	ep_xfer(&env, p.srv, &p.cli, 100000, 30000);
+	ck_assert_int_eq(evrdma_channel_shutdown(p.srv->ch), 0);
+	CH_WAIT(env.eb, p.cli.ends, 30000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(p.cli.what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_int_eq(p.cli.nevent, 2);	/* CONNECTED, EOF */
+	ck_assert_uint_eq(p.cli.rx_at_end, 100000);
+	ck_assert_int_eq(p.srv->ends, 1);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 10. free from inside every callback ==== */
+
+enum {
+	FI_READ,
+	FI_WRITE,
+	FI_CONNECTED,
+	FI_EOF,
+	FI_ERROR,
+	FI_ACCEPT,
+	FI_ACCEPT_LISTENER,
+	FI_COUNT
+};
+
+static const char *const fi_names[FI_COUNT] = {
+	"read", "write", "connected", "eof", "error", "accept",
+	"accept+listener"
+};
+
+START_TEST(channel_free_in_callback)
+{
+	struct dt_env env;
+	struct chp p;
+	struct ep *srv = &p.l.acc[0];
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	p.env = &env;
+	fprintf(stderr, "channel free in %s callback\n", fi_names[_i]);
+	switch (_i) {
+	case FI_READ:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->free_in = FREE_READ;
+		p.cli.tx_total = 1 * MiB;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, srv->freed, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(srv->nread, 1);
+		ck_assert_int_eq(srv->nwrite + srv->ends, 0);
+		ck_assert_int_eq(p.cli.ends, 1);
+		break;
+	case FI_WRITE:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->drain = 1;
+		srv->rx_seed = p.cli.tx_seed;
+		p.cli.free_in = FREE_WRITE;
+		p.cli.tx_total = 100000;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		CH_WAIT(env.eb, srv->ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nwrite, 1);
+		ck_assert_int_eq(srv->ends, 1);
+		/* the write callback said it was sent: it all arrives */
+		ck_assert_uint_eq(srv->rx, 100000);
+		ck_assert_uint_eq(srv->rx_at_end, 100000);
+		break;
+	case FI_CONNECTED:
+		p.srv = srv;
+		srv->name = "server";
+		p.l.read[0] = 1;
+		chl_listen(&p.l, &env, EVRDMA_CHANNEL_STREAM);
+		p.cli.free_in = FREE_CONNECTED;
+		ep_connect(&env, &p.cli, "client", &p.l.ss, p.l.sslen,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		ch_loop_for(env.eb, 1000);
+		if (p.l.naccepted)
+			CH_WAIT(env.eb, srv->ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nevent, 1);
+		ck_assert_int_eq(p.cli.connected, 1);
+		ck_assert_int_le(srv->ends, 1);
+		break;
+	case FI_EOF:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->drain = 1;
+		srv->rx_seed = p.cli.tx_seed;
+		srv->free_in = FREE_EOF;
+		p.cli.tx_total = 1000;
+		ep_pump(&p.cli);
+		ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+		CH_WAIT(env.eb, srv->freed, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_uint_eq(srv->rx, 1000);
+		ck_assert_int_eq(srv->ends, 1);
+		ck_assert_int_eq(srv->eof, 1);
+		ck_assert_int_eq(p.cli.ends, 1);
+		break;
+	case FI_ERROR: {
+		struct sockaddr_storage ss;
+		int len = dt_sockaddr(&ss, dt_addr(), 9);	/* no listener */
+
+		p.cli.free_in = FREE_ERROR;
+		ep_connect(&env, &p.cli, "client", &ss, len,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nevent, 1);
+		ck_assert_int_eq(p.cli.error, 1);
+		ck_assert_int_eq(p.cli.reason, EVRDMA_REASON_REJECTED);
+		break;
+	}
+	case FI_ACCEPT:
+	case FI_ACCEPT_LISTENER:
+		p.l.accept_free = _i == FI_ACCEPT ? 1 : 2;
+		chl_listen(&p.l, &env, EVRDMA_CHANNEL_STREAM);
+		ep_connect(&env, &p.cli, "client", &p.l.ss, p.l.sslen,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.l.naccepted == 1 || p.cli.ends, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.l.naccepted, 1);
+		ck_assert_int_le(p.cli.connected, 1);
+		ck_assert_int_eq(p.cli.ends, 1);
+		ck_assert_int_eq(p.cli.nevent, p.cli.connected + 1);
+		if (_i == FI_ACCEPT_LISTENER)
+			ck_assert_ptr_null(p.l.lst);
+		break;
+	}
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 11. protocol violations by a raw peer ==== */
+
+#define CH_HS_LEN 24
+
+struct ch_hs {
+	uint8_t magic[2];
+	unsigned version, mode, slots, credits;
+	uint32_t slot_size, rkey;
+	uint64_t addr;
+};
+
+static void
+ch_hs_put(uint8_t *b, const struct ch_hs *h)
+{
+	uint16_t v16;
+	uint32_t v32;
+	uint64_t v64;
+
+	b[0] = h->magic[0];
+	b[1] = h->magic[1];
+	b[2] = (uint8_t)h->version;
+	b[3] = (uint8_t)h->mode;
+	v16 = htobe16((uint16_t)h->slots);
+	memcpy(b + 4, &v16, 2);
+	v16 = htobe16((uint16_t)h->credits);
+	memcpy(b + 6, &v16, 2);
+	v32 = htobe32(h->slot_size);
+	memcpy(b + 8, &v32, 4);
+	v32 = htobe32(h->rkey);
+	memcpy(b + 12, &v32, 4);
+	v64 = htobe64(h->addr);
+	memcpy(b + 16, &v64, 8);
+}
+
+static void
+ch_hs_get(struct ch_hs *h, const uint8_t *b)
+{
+	uint16_t v16;
+	uint32_t v32;
+	uint64_t v64;
+
+	h->magic[0] = b[0];
+	h->magic[1] = b[1];
+	h->version = b[2];
+	h->mode = b[3];
+	memcpy(&v16, b + 4, 2);
+	h->slots = be16toh(v16);
+	memcpy(&v16, b + 6, 2);
+	h->credits = be16toh(v16);
+	memcpy(&v32, b + 8, 4);
+	h->slot_size = be32toh(v32);
+	memcpy(&v32, b + 12, 4);
+	h->rkey = be32toh(v32);
+	memcpy(&v64, b + 16, 8);
+	h->addr = be64toh(v64);
+}
+
+/* immediate data of a channel message (host order; see the protocol) */
+#define IMM_DATA	(0u << 30)
+#define IMM_TYPE3	(3u << 30)
+#define IMM_RESERVED	0x20u
+
+struct rawp {
+	struct evrdma_conn *conn;
+	int events, connected;
+	short what;
+	int reason;
+	int wdone, wok, rdone;
+};
+
+static void
+rawp_event(struct evrdma_conn *c, short what, int reason, void *arg)
+{
+	struct rawp *r = arg;
+
+	(void)c;
+	r->events++;
+	r->what = what;
+	r->reason = reason;
+	if (what & EVRDMA_EV_CONNECTED)
+		r->connected = 1;
+}
+
+static void
+rawp_wc(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct rawp *r = arg;
+
+	(void)c;
+	r->wdone++;
+	if (wc->status == 0)
+		r->wok++;
+}
+
+static void
+rawp_rc(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct rawp *r = arg;
+
+	(void)c;
+	(void)wc;
+	r->rdone++;
+}
+
+/* Connect a raw evrdma connection carrying handshake @p hs (@p len bytes). */
+static void
+rawp_connect(struct dt_env *env, struct rawp *r, struct chl *l,
+    const struct ch_hs *hs, size_t len)
+{
+	uint8_t b[CH_HS_LEN];
+
+	ch_hs_put(b, hs);
+	r->conn = evrdma_conn_new(env->base, 0);
+	ck_assert_ptr_nonnull(r->conn);
+	evrdma_conn_setcb(r->conn, rawp_event, r);
+	ck_assert_int_eq(evrdma_conn_set_private_data(r->conn, b, len), 0);
+	ck_assert_int_eq(evrdma_conn_connect(r->conn,
+	    (struct sockaddr *)&l->ss, l->sslen), 0);
+}
+
+/* A healthy channel pair on listener @p l: cli -> l->acc[idx]. */
+static void
+healthy_open(struct dt_env *env, struct chl *l, int idx, struct ep *cli)
+{
+	l->acc[idx].name = "healthy server";
+	l->acc[idx].tx_seed = 0x4ea1000u;
+	l->read[idx] = 1;
+	cli->tx_seed = 0x4ea1111u;
+	ep_connect(env, cli, "healthy client", &l->ss, l->sslen,
+	    EVRDMA_CHANNEL_STREAM, 1);
+	CH_WAIT(env->eb, (cli->connected && l->naccepted == idx + 1) ||
+	    cli->ends, 15000);
+	ck_assert_int_eq(cli->connected, 1);
+	ck_assert_int_eq(l->naccepted, idx + 1);
+}
+
+enum { PV_CREDITS, PV_LONG, PV_RESERVED, PV_TYPE3, PV_COUNT };
+static const char *const pv_names[PV_COUNT] = {
+	"DATA beyond credits", "DATA longer than a slot",
+	"reserved imm bits", "imm type 3"
+};
+
+#define PV_SLOTS	8
+#define PV_SLOT		4096
+#define PV_OWN_SLOTS	4
+#define PV_OWN_CREDITS	4
+
+/*
+ * A raw evrdma connection speaks the channel protocol by hand, then breaks
+ * it. The victim (the accepted channel) must close with BEV_EVENT_ERROR and
+ * reason PROTOCOL, once, and a healthy channel on the same listener and
+ * loop must go on working.
+ */
+START_TEST(channel_protocol_violation)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(PV_SLOTS, PV_SLOT, 0);
+	struct dt_pair hp;
+	struct chl l;
+	struct ep *victim = &l.acc[0], hcli;
+	struct rawp rp;
+	struct ch_hs hs, peer;
+	struct evrdma_remote own, rem;
+	struct evrdma_mr *mr;
+	static uint8_t mem[64 * 1024];	/* our ring, then a send area */
+	const size_t send_off = 32 * 1024;
+	const void *pd;
+	size_t pdlen;
+	unsigned i;
+
+	memset(&hp, 0, sizeof(hp));
+	memset(&l, 0, sizeof(l));
+	memset(&hcli, 0, sizeof(hcli));
+	memset(&rp, 0, sizeof(rp));
+	fprintf(stderr, "channel protocol violation: %s\n", pv_names[_i]);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	/* a region must be registered before we connect (its rkey goes in
+	 * the handshake): use a helper connection of the same base */
+	dt_pair_connect(&hp, &env, dt_addr(), 0);
+	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
+	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE);
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, &own),
+	    0);
+	for (i = 0; i < sizeof(mem); i++)
+		mem[i] = (uint8_t)(i * 13 + 1);
+
+	victim->name = "victim";
+	/* with EV_READ off the victim returns no credit, so the R+1-th DATA
+	 * is beyond the credits whatever the timing */
+	l.read[0] = _i != PV_CREDITS;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+
+	memset(&hs, 0, sizeof(hs));
+	hs.magic[0] = 'C';
+	hs.magic[1] = 'H';
+	hs.version = 1;
+	hs.mode = 0;
+	hs.slots = PV_OWN_SLOTS;
+	hs.credits = PV_OWN_CREDITS;
+	hs.slot_size = PV_SLOT;
+	hs.rkey = own.rkey;
+	hs.addr = own.addr;
+	rawp_connect(&env, &rp, &l, &hs, CH_HS_LEN);
+	CH_WAIT(env.eb, (rp.connected && l.naccepted == 1) || rp.events > 1,
+	    15000);
+	ck_assert_int_eq(rp.connected, 1);
+	ck_assert_int_eq(l.naccepted, 1);
+	/* R + C zero-length receives, as the protocol asks of every side */
+	for (i = 0; i < PV_OWN_SLOTS + PV_OWN_CREDITS; i++)
+		ck_assert_int_eq(evrdma_conn_post_recv(rp.conn, NULL, 0, 0,
+		    rawp_rc, &rp), 0);
+
+	/* the victim's handshake, from the accept reply */
+	pd = evrdma_conn_get_peer_private_data(rp.conn, &pdlen);
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_uint_eq(pdlen, CH_HS_LEN);
+	ch_hs_get(&peer, pd);
+	ck_assert(peer.magic[0] == 'C' && peer.magic[1] == 'H');
+	ck_assert_uint_eq(peer.version, 1);
+	ck_assert_uint_eq(peer.mode, 0);
+	ck_assert_uint_eq(peer.slots, PV_SLOTS);
+	ck_assert_uint_eq(peer.slot_size, PV_SLOT);
+	ck_assert_uint_ge(peer.credits, 1);
+	ck_assert_uint_le(peer.credits, 255);
+	ck_assert_uint_ne(peer.addr, 0);
+	memset(&rem, 0, sizeof(rem));
+	rem.addr = peer.addr;
+	rem.len = (uint64_t)peer.slots * peer.slot_size;
+	rem.rkey = peer.rkey;
+
+	/* a healthy channel on the same listener and loop */
+	healthy_open(&env, &l, 1, &hcli);
+	ep_xfer(&env, &hcli, &l.acc[1], 64 * KiB, 20000);
+
+	switch (_i) {
+	case PV_CREDITS:
+		for (i = 0; i <= peer.slots; i++)
+			ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+			    send_off, 64, &rem,
+			    (uint64_t)(i % peer.slots) * peer.slot_size,
+			    IMM_DATA, rawp_wc, &rp), 0);
+		CH_WAIT(env.eb, rp.wdone == (int)peer.slots + 1, 15000);
+		ck_assert_int_eq(evrdma_channel_enable(victim->ch, EV_READ),
+		    0);
+		break;
+	case PV_LONG:
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+		    send_off, peer.slot_size + 64, &rem, 0, IMM_DATA, rawp_wc,
+		    &rp), 0);
+		break;
+	case PV_RESERVED:
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+		    send_off, 64, &rem, 0, IMM_DATA | IMM_RESERVED, rawp_wc,
+		    &rp), 0);
+		break;
+	case PV_TYPE3:
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+		    send_off, 64, &rem, 0, IMM_TYPE3, rawp_wc, &rp), 0);
+		break;
+	}
+	CH_WAIT(env.eb, victim->ends, 15000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "  victim: event 0x%x reason %s after %d read "
+	    "callbacks\n", victim->what, evrdma_reason_str(victim->reason),
+	    victim->nread);
+	ck_assert_int_eq(victim->ends, 1);
+	ck_assert_int_eq(victim->error, 1);
+	ck_assert_int_eq(victim->eof, 0);
+	ck_assert_msg(victim->reason == EVRDMA_REASON_PROTOCOL, "reason %s",
+	    evrdma_reason_str(victim->reason));
+	ck_assert_int_eq(evrdma_channel_get_error(victim->ch),
+	    EVRDMA_REASON_PROTOCOL);
+	ep_free(victim);
+	/* the victim's side went away: the raw peer sees it end */
+	CH_WAIT(env.eb, rp.events >= 2, 15000);
+	ck_assert(rp.what & (EVRDMA_EV_EOF | EVRDMA_EV_ERROR));
+	evrdma_conn_free(rp.conn);
+
+	/* the healthy channel goes on, both ways */
+	ep_xfer(&env, &hcli, &l.acc[1], 256 * KiB, 30000);
+	ep_xfer(&env, &l.acc[1], &hcli, 64 * KiB, 30000);
+	ck_assert_int_eq(hcli.nevent, 1);
+	ck_assert_int_eq(l.acc[1].ends, 0);
+
+	ep_free(&hcli);
+	chl_close(&l);
+	evrdma_mr_free(mr);
+	dt_pair_close(&hp);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+enum {
+	HS_VERSION,
+	HS_MODE,
+	HS_MAGIC,
+	HS_SHORT,
+	HS_CHANNEL_MODE,
+	HS_COUNT
+};
+static const char *const hs_names[HS_COUNT] = {
+	"version 2", "message mode to a stream listener", "bad magic",
+	"20-byte handshake", "message channel to a stream listener"
+};
+
+/* A bad handshake is rejected with the right code; the listener goes on. */
+START_TEST(channel_protocol_handshake)
+{
+	struct dt_env env;
+	struct chl l;
+	struct ep hcli, m;
+	struct rawp rp;
+	struct ch_hs hs;
+	int status = -1, code = -1, want = EVRDMA_REJECT_PROTOCOL;
+	size_t len = CH_HS_LEN;
+
+	memset(&l, 0, sizeof(l));
+	memset(&hcli, 0, sizeof(hcli));
+	memset(&m, 0, sizeof(m));
+	memset(&rp, 0, sizeof(rp));
+	fprintf(stderr, "channel handshake: %s\n", hs_names[_i]);
+	dt_env_init(&env, NULL);
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	memset(&hs, 0, sizeof(hs));
+	hs.magic[0] = 'C';
+	hs.magic[1] = 'H';
+	hs.version = 1;
+	hs.mode = 0;
+	hs.slots = 16;
+	hs.credits = 4;
+	hs.slot_size = 65536;
+	hs.rkey = 0x1234;	/* never used: the request is refused */
+	hs.addr = 0x10000;
+	switch (_i) {
+	case HS_VERSION:
+		hs.version = 2;
+		want = EVRDMA_REJECT_VERSION;
+		break;
+	case HS_MODE:
+		hs.mode = 1;
+		break;
+	case HS_MAGIC:
+		hs.magic[0] = 'X';
+		break;
+	case HS_SHORT:
+		len = 20;
+		break;
+	}
+	if (_i != HS_CHANNEL_MODE) {
+		rawp_connect(&env, &rp, &l, &hs, len);
+		CH_WAIT(env.eb, rp.events, 15000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(rp.events, 1);
+		ck_assert_int_eq(rp.what, EVRDMA_EV_ERROR);
+		ck_assert_msg(rp.reason == EVRDMA_REASON_REJECTED, "reason %s",
+		    evrdma_reason_str(rp.reason));
+		ck_assert_int_eq(evrdma_conn_get_reject(rp.conn, &status,
+		    &code), 0);
+		ck_assert_int_eq(code, want);
+		evrdma_conn_free(rp.conn);
+	} else {
+		ep_connect(&env, &m, "message client", &l.ss, l.sslen,
+		    EVRDMA_CHANNEL_MESSAGE, 1);
+		CH_WAIT(env.eb, m.ends, 15000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(m.nevent, 1);
+		ck_assert_int_eq(m.connected, 0);
+		ck_assert_int_eq(m.error, 1);
+		ck_assert_msg(m.reason == EVRDMA_REASON_REJECTED, "reason %s",
+		    evrdma_reason_str(m.reason));
+		ep_free(&m);
+	}
+	ck_assert_int_eq(l.naccepted, 0);
+
+	/* the listener still serves a well-behaved channel */
+	healthy_open(&env, &l, 0, &hcli);
+	ep_xfer(&env, &hcli, &l.acc[0], 128 * KiB, 30000);
+	ep_xfer(&env, &l.acc[0], &hcli, 16 * KiB, 30000);
+	ep_free(&hcli);
+	chl_close(&l);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_channel(void)
+{
+	Suite *s = suite_create("device-channel");
+	TCase *tc;
+
+	tc = tcase_create("stream");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, channel_stream_sizes, 0,
+	    (int)(sizeof(stream_sizes) / sizeof(stream_sizes[0])));
+	tcase_add_test(tc, channel_random_writes_both_ways);
+	tcase_add_test(tc, channel_message_mode);
+	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stream-64mib");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, channel_stream_64mib);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("semantics");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, channel_callbacks_like_bufferevent);
+	tcase_add_test(tc, channel_shutdown_then_eof);
+	tcase_add_loop_test(tc, channel_free_in_callback, 0, FI_COUNT);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("many");
+	tcase_set_timeout(tc, 400);
+	tcase_add_test(tc, channel_many);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("peer-failure");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, channel_peer_killed);
+	tcase_add_loop_test(tc, channel_peer_frees_unsent, 0, 3);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("protocol");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, channel_protocol_violation, 0, PV_COUNT);
+	tcase_add_loop_test(tc, channel_protocol_handshake, 0, HS_COUNT);
+	suite_add_tcase(s, tc);
+	return s;
+}
