@@ -911,6 +911,9 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 	}
 	ch->conn->pre_connect = ch_pre_connect;
 	ch->conn->owner = ch;
+	/* credits guarantee a posted receive: an RNR is a protocol bug and
+	 * must fail at once, not stall for retries */
+	ch->conn->rnr_retry = 0;
 	evrdma_conn_setcb(ch->conn, ch_conn_event, ch);
 	return ch;
 }
@@ -986,6 +989,7 @@ evrdma__channel_passive(struct evrdma_listener *lst, struct evrdma_conn *conn,
 		return -1;
 	}
 	conn->accept_pdata_len = CH_HS_LEN;
+	conn->rnr_retry = 0;	/* see evrdma_channel_new() */
 	evrdma_conn_setcb(conn, ch_conn_event, ch);
 	return 0;
 }

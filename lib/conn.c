@@ -55,6 +55,7 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 	conn->flags = flags;
 	conn->sq_depth = base->cfg.sq_depth;
 	conn->rq_depth = base->cfg.rq_depth;
+	conn->rnr_retry = (uint8_t)base->cfg.rnr_retry;
 	TAILQ_INIT(&conn->reqs);
 	conn->timer = evrdma__ev_timer_new(base, conn_timer_cb, conn);
 	conn->fin_ev = evrdma__ev_timer_new(base, conn_fin_cb, conn);
@@ -252,7 +253,7 @@ conn_param_init(struct evrdma_conn *conn, struct rdma_conn_param *p,
 	p->responder_resources = (uint8_t)rd;
 	p->initiator_depth = (uint8_t)rd;
 	p->retry_count = 7;
-	p->rnr_retry_count = (uint8_t)conn->base->cfg.rnr_retry;
+	p->rnr_retry_count = conn->rnr_retry;
 	p->private_data = pdata;
 	p->private_data_len = (uint8_t)len;
 }

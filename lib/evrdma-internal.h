@@ -205,6 +205,7 @@ struct evrdma_conn {
 	struct evrdma_listener *listener;	/* passive, until accepted */
 	LIST_ENTRY(evrdma_conn) lst_link;
 	unsigned sq_depth, rq_depth, max_inline;
+	uint8_t rnr_retry;		/* into the connection parameters */
 	unsigned sq_out, rq_out;
 	TAILQ_HEAD(, evrdma_req) reqs;
 	struct event *timer;		/* step timeout / teardown timeout */
