@@ -27,7 +27,7 @@ cq_ack_all(struct evrdma_cq *cq)
 }
 
 /*
- * The completion channel is readable: take every pending CQ event, ack it
+ * The completion channel is readable: take a pending CQ event, ack it
  * (batched), re-arm the CQ *before* polling so that a completion that lands
  * between the last poll and the re-arm still raises an event, then poll.
  * A CQ event may come with no completion behind it; that is harmless.
@@ -39,7 +39,10 @@ cc_readable(int fd, void *arg)
 	struct ibv_cq *ibcq;
 	void *ctx;
 
-	while (EVRDMA_SYM(ibv_get_cq_event)(dev->cc, &ibcq, &ctx) == 0) {
+	/* One event per wake-up: the fd is level-triggered, so another
+	 * pending event wakes the loop again, and draining until EAGAIN
+	 * would cost a system call on every wake-up. */
+	if (EVRDMA_SYM(ibv_get_cq_event)(dev->cc, &ibcq, &ctx) == 0) {
 		struct evrdma_cq *cq = ctx;
 
 		if (++cq->unacked >= CQ_ACK_BATCH)
