@@ -678,12 +678,23 @@ ch_send_data(struct evrdma_channel *ch)
 		uint32_t imm;
 		int idx = -1;
 
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 			n = lenq_front(&ch->out_msgs);
-		else
+			if (n > ch_chunk(ch)) {
+				/* written before connect, larger than the
+				 * peer's slots: it cannot go as one message */
+				evrdma__fail(EMSGSIZE, "queued message of %zu "
+				    "bytes exceeds the peer's %zu", n,
+				    ch_chunk(ch));
+				ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+				    EVRDMA_REASON_RESOURCE);
+				return -1;
+			}
+		} else {
 			n = evbuffer_get_length(ch->output);
-		if (n > ch_chunk(ch))
-			n = ch_chunk(ch);
+			if (n > ch_chunk(ch))
+				n = ch_chunk(ch);
+		}
 		/* a staged slot at the front, exactly this message: post it
 		 * where it is; anything else is copied into a free slot */
 		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&

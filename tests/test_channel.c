@@ -2446,6 +2446,88 @@ START_TEST(channel_protocol_handshake)
 }
 END_TEST
 
+/*
+ * A message queued before connect that is larger than the peer's slots
+ * (the peer was configured with smaller ones) cannot go as one message:
+ * the channel fails once with ERROR|WRITING instead of splitting it.
+ */
+static int qm_events;
+static short qm_what;
+static int qm_accepted;
+
+static void
+qm_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	(void)ch;
+	(void)arg;
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	qm_events++;
+	qm_what = what;
+}
+
+static void
+qm_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	(void)l;
+	(void)peer;
+	(void)socklen;
+	*(struct evrdma_channel **)arg = ch;
+	qm_accepted = 1;
+}
+
+START_TEST(channel_queued_message_too_big_for_peer)
+{
+	struct event_base *eb;
+	struct evrdma_config *ccfg = ring_config(8, 8192, 0);
+	struct evrdma_config *scfg = ring_config(8, 4096, 0);
+	struct evrdma_base *cb, *sb;
+	struct evrdma_listener *lst;
+	struct evrdma_channel *cli, *srv = NULL;
+	struct sockaddr_storage ss;
+	static char msg[6000];
+	int len, never = 0;
+
+	dt_log_init();
+	eb = event_base_new();
+	cb = evrdma_base_new(eb, ccfg);
+	sb = evrdma_base_new(eb, scfg);
+	ck_assert_ptr_nonnull(cb);
+	ck_assert_ptr_nonnull(sb);
+	evrdma_config_free(ccfg);
+	evrdma_config_free(scfg);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_channel_listener_new(sb, (struct sockaddr *)&ss, len, 4,
+	    EVRDMA_CHANNEL_MESSAGE, qm_accept, &srv);
+	ck_assert_ptr_nonnull(lst);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	cli = evrdma_channel_new(cb, EVRDMA_CHANNEL_MESSAGE);
+	ck_assert_ptr_nonnull(cli);
+	evrdma_channel_setcb(cli, NULL, NULL, qm_event, NULL);
+	/* before connect the limit is our own slot size */
+	ck_assert_uint_eq(evrdma_channel_max_message(cli), 8192);
+	ck_assert_int_eq(evrdma_channel_write(cli, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(evrdma_channel_connect(cli, (struct sockaddr *)&ss,
+	    len), 0);
+	ck_assert_int_eq(tu_loop_until(eb, &qm_events, 10000), 0);
+	tu_loop_until(eb, &never, 200);
+	ck_assert_int_eq(qm_events, 1);
+	ck_assert_int_eq(qm_what, BEV_EVENT_ERROR | BEV_EVENT_WRITING);
+	ck_assert_int_eq(evrdma_channel_get_error(cli), EVRDMA_REASON_RESOURCE);
+	/* after connect the limit is the peer's */
+	ck_assert_uint_eq(evrdma_channel_max_message(cli), 4096);
+	evrdma_channel_free(cli);
+	if (qm_accepted)
+		evrdma_channel_free(srv);
+	evrdma_listener_free(lst);
+	tu_loop_until(eb, &never, 500);
+	evrdma_base_free(cb);
+	evrdma_base_free(sb);
+	event_base_free(eb);
+}
+END_TEST
+
 Suite *
 dt_suite_channel(void)
 {
@@ -2458,6 +2540,7 @@ dt_suite_channel(void)
 	    (int)(sizeof(stream_sizes) / sizeof(stream_sizes[0])));
 	tcase_add_test(tc, channel_random_writes_both_ways);
 	tcase_add_test(tc, channel_message_mode);
+	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
 	suite_add_tcase(s, tc);
 

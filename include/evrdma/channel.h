@@ -28,7 +28,10 @@
  * EVRDMA_CHANNEL_MESSAGE (each evrdma_channel_write() is one message that
  * arrives whole; read it with evrdma_channel_read_message()). A message is
  * at most evrdma_channel_max_message() bytes; larger ones fail with
- * EMSGSIZE at the sender.
+ * EMSGSIZE at the sender. Before the connection is up the limit is the
+ * local slot size; if the peer's slots are smaller, a message queued before
+ * that which does not fit them fails the channel (BEV_EVENT_ERROR |
+ * BEV_EVENT_WRITING, reason EVRDMA_REASON_RESOURCE).
  *
  * Flow control: the receiver advertises a ring of registered slots; the
  * sender writes into free slots with RDMA WRITE with immediate and may use
