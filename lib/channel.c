@@ -161,6 +161,13 @@ get32(const uint8_t *p)
 	return (uint32_t)get16(p) << 16 | get16(p + 2);
 }
 
+static void
+timer_arm(struct event *ev, const struct timeval *tv)
+{
+	evrdma__ev_timer_start(ev, (unsigned)(tv->tv_sec * 1000 +
+	    tv->tv_usec / 1000));
+}
+
 static int
 lenq_push(struct ch_lenq *q, size_t len)
 {
@@ -441,8 +448,7 @@ ch_deliver(struct evrdma_channel *ch)
 		moved = 1;
 	}
 	if (moved && ch->has_tv_read)
-		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
-		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+		timer_arm(ch->rd_timer, &ch->tv_read);
 	if (moved && evbuffer_get_length(ch->input) >= ch->rd_lo &&
 	    evbuffer_get_length(ch->input) > before && ch->readcb) {
 		ch->in_pump++;
@@ -781,9 +787,7 @@ ch_pump(struct evrdma_channel *ch)
 		if (!evbuffer_get_length(ch->output))
 			evrdma__ev_stop(ch->wr_timer);
 		else if (sent || !evrdma__ev_pending(ch->wr_timer))
-			evrdma__ev_timer_start(ch->wr_timer, (unsigned)(
-			    ch->tv_write.tv_sec * 1000 +
-			    ch->tv_write.tv_usec / 1000));
+			timer_arm(ch->wr_timer, &ch->tv_write);
 	}
 	if (sent && evbuffer_get_length(ch->output) <= ch->wr_lo &&
 	    ch->writecb)
@@ -857,7 +861,6 @@ ch_alloc(struct evrdma_base *base, int flags)
 {
 	const struct evrdma_config *cfg = &base->cfg;
 	struct evrdma_channel *ch;
-	unsigned i;
 
 	if (flags & ~EVRDMA_CHANNEL_MESSAGE) {
 		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
@@ -880,30 +883,20 @@ ch_alloc(struct evrdma_base *base, int flags)
 	ch->max_input = cfg->ch_max_input;
 	ch->input = evbuffer_new();
 	ch->output = evbuffer_new();
-	ch->ring = calloc(1, sizeof(*ch->ring));
+	ch->ring = ch_ring_new(ch);
+	ch->sring = ch_ring_new(ch);
 	ch->rlen = calloc(ch->slots, sizeof(*ch->rlen));
 	ch->rheld = calloc(ch->slots, 1);
 	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
 	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
 	ch->pump_ev = evrdma__ev_timer_new(base, ch_pump_cb, ch);
-	if (!ch->input || !ch->output || !ch->ring || !ch->rlen ||
-	    !ch->rheld || !ch->rd_timer || !ch->wr_timer || !ch->pump_ev)
-		goto nomem;
-	ch->ring->ch = ch;
-	ch->ring->refs = 1;
-	ch->ring->mem = malloc((size_t)ch->slots * ch->slot_size);
-	ch->ring->slot = calloc(ch->slots, sizeof(*ch->ring->slot));
-	ch->sring = ch_ring_new(ch);
 	ch->sstate = calloc(ch->slots, 1);
 	ch->sfifo = calloc(ch->slots, sizeof(*ch->sfifo));
-	if (!ch->ring->mem || !ch->ring->slot || !ch->sring || !ch->sstate ||
-	    !ch->sfifo)
+	if (!ch->input || !ch->output || !ch->ring || !ch->sring ||
+	    !ch->rlen || !ch->rheld || !ch->sstate || !ch->sfifo ||
+	    !ch->rd_timer || !ch->wr_timer || !ch->pump_ev)
 		goto nomem;
 	ch->sfree = ch->slots;
-	for (i = 0; i < ch->slots; i++) {
-		ch->ring->slot[i].ring = ch->ring;
-		ch->ring->slot[i].idx = i;
-	}
 	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch) ||
 	    !evbuffer_add_cb(ch->input, ch_input_cb, ch))
 		goto nomem;
@@ -1155,8 +1148,7 @@ evrdma_channel_enable(struct evrdma_channel *ch, short events)
 {
 	ch->enabled |= events & (EV_READ | EV_WRITE);
 	if ((events & EV_READ) && ch->has_tv_read)
-		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
-		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+		timer_arm(ch->rd_timer, &ch->tv_read);
 	ch_schedule(ch);
 	return 0;
 }
@@ -1339,8 +1331,7 @@ evrdma_channel_set_timeouts(struct evrdma_channel *ch,
 	if (tv_write)
 		ch->tv_write = *tv_write;
 	if (ch->has_tv_read && (ch->enabled & EV_READ) && ch->connected)
-		evrdma__ev_timer_start(ch->rd_timer, (unsigned)(
-		    ch->tv_read.tv_sec * 1000 + ch->tv_read.tv_usec / 1000));
+		timer_arm(ch->rd_timer, &ch->tv_read);
 	else if (!ch->has_tv_read)
 		evrdma__ev_stop(ch->rd_timer);
 	if (!ch->has_tv_write)

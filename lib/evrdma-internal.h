@@ -17,8 +17,6 @@ struct event;
 struct evdns_base;
 struct evrdma__resolve_req;
 
-#define EVRDMA_UNUSED __attribute__((unused))
-
 /* ---- errors and logging (util.c) ---- */
 void evrdma__set_errmsg(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
