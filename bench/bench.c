@@ -22,9 +22,11 @@
  * divides by 0x100000 unless --report_gbits), and a message rate in
  * millions of writes per second.
  *
- * Both sides are event-driven on one event_base: no thread, no busy
- * polling (each wake-up goes through the completion channel, as with
- * ib_send_lat -e). Without --lat and --bw the client runs both: --lat 1000
+ * Both sides are event-driven on one event_base, without threads. By default
+ * nothing busy-polls (each wake-up goes through the completion channel, as
+ * with ib_send_lat -e); --busy-poll US enables evrdma's bounded busy
+ * polling (evrdma_config_set_busy_poll), the counterpart of perftest's
+ * default busy polling. Without --lat and --bw the client runs both: --lat 1000
  * --bw 67108864. The server serves clients one after another until SIGINT
  * or SIGTERM, or until the first one leaves (--once).
  *
@@ -38,6 +40,7 @@
  *   --inline BYTES    evrdma_config_set_inline_threshold() (default 64;
  *                     perftest uses no inline data on Soft-RoCE: --inline 0
  *                     compares like with like there)
+ *   --busy-poll US    evrdma_config_set_busy_poll() (default 0: none)
  *
  * Wire format between client and server (on the channel, big-endian):
  * a 24-byte request "EVB1", type (1 latency, 2 bandwidth), size, 0, count
@@ -77,6 +80,7 @@ struct opts {
 	uint64_t bw;
 	unsigned slots, slot_size;
 	int inl;			/* inline threshold; -1: default */
+	unsigned busy_us;		/* busy polling, 0: none */
 	const char *raw;		/* file for every latency sample */
 };
 
@@ -599,7 +603,8 @@ usage(void)
 	    "options: --size S (bandwidth write size, 65536)  --lat-size S "
 	    "(64)\n"
 	    "         --warmup N  --message  --flush  --slots N  "
-	    "--slot-size S  --inline BYTES  --raw FILE\n");
+	    "--slot-size S  --inline BYTES  --raw FILE\n"
+	    "         --busy-poll US\n");
 }
 
 static int
@@ -621,7 +626,7 @@ int
 main(int argc, char **argv)
 {
 	enum { O_LAT = 256, O_BW, O_SIZE, O_LATSIZE, O_WARMUP, O_MESSAGE,
-	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW };
+	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY };
 	static const struct option longopts[] = {
 		{ "lat", required_argument, NULL, O_LAT },
 		{ "bw", required_argument, NULL, O_BW },
@@ -635,6 +640,7 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, O_ONCE },
 		{ "inline", required_argument, NULL, O_INLINE },
 		{ "raw", required_argument, NULL, O_RAW },
+		{ "busy-poll", required_argument, NULL, O_BUSY },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench b = { .o = { .lat = -1, .warmup = -1, .lat_size = 64,
@@ -693,6 +699,11 @@ main(int argc, char **argv)
 				goto bad;
 			b.o.inl = (int)v;
 			break;
+		case O_BUSY:
+			if (parse_num(optarg, 0, 100000, &v) < 0)
+				goto bad;
+			b.o.busy_us = (unsigned)v;
+			break;
 		case O_SLOTSIZE:
 			if (parse_num(optarg, 64, 4u << 20, &v) < 0)
 				goto bad;
@@ -719,7 +730,7 @@ main(int argc, char **argv)
 	b.eb = event_base_new();
 	if (!b.eb)
 		return 1;
-	if (b.o.slots || b.o.slot_size || b.o.inl >= 0) {
+	if (b.o.slots || b.o.slot_size || b.o.inl >= 0 || b.o.busy_us) {
 		unsigned slots = b.o.slots ? b.o.slots : 16;
 		/* queues hold a ring's worth of requests and the control
 		 * messages besides (at least the default 128) */
@@ -728,6 +739,7 @@ main(int argc, char **argv)
 		cfg = evrdma_config_new();
 		if (!cfg || (b.o.inl >= 0 && evrdma_config_set_inline_threshold(
 		    cfg, (unsigned)b.o.inl) < 0) ||
+		    evrdma_config_set_busy_poll(cfg, b.o.busy_us) < 0 ||
 		    evrdma_config_set_channel_ring(cfg, slots,
 		    b.o.slot_size ? b.o.slot_size : 65536, 4u << 20) < 0 ||
 		    evrdma_config_set_queue_depth(cfg, depth, depth) < 0 ||

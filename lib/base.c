@@ -56,6 +56,67 @@ cm_channel_cb(int fd, void *arg)
 		    strerror(errno));
 }
 
+/* ---- work due after a poll pass ---- */
+
+enum { WORK_NEXT = 1, WORK_RUNNING };
+
+static void
+work_timer_cb(void *arg)
+{
+	evrdma__work_run(arg);
+}
+
+void
+evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w)
+{
+	if (w->queued)
+		return;
+	w->queued = WORK_NEXT;
+	TAILQ_INSERT_TAIL(&base->work, w, link);
+	/* inside a poll pass, its end runs the list */
+	if (!base->in_poll && !evrdma__ev_pending(base->work_ev) &&
+	    evrdma__ev_timer_start(base->work_ev, 0) < 0)
+		evrdma__log(EVRDMA_LOG_ERROR, "cannot schedule work");
+}
+
+void
+evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w)
+{
+	if (w->queued == WORK_NEXT)
+		TAILQ_REMOVE(&base->work, w, link);
+	else if (w->queued == WORK_RUNNING)
+		TAILQ_REMOVE(&base->work_running, w, link);
+	w->queued = 0;
+}
+
+/*
+ * Run what is queued now, in queue order (first due, first served: that
+ * is what keeps many channels fair). Work queued by the items themselves
+ * waits for the next pass or iteration, so this always ends.
+ */
+void
+evrdma__work_run(struct evrdma_base *base)
+{
+	struct evrdma__work *w;
+
+	/* (called after every poll, also each busy-poll round: the common
+	 * case, nothing due, costs nothing; a stale timer finds nothing) */
+	if (TAILQ_EMPTY(&base->work))
+		return;
+	evrdma__ev_stop(base->work_ev);
+	TAILQ_CONCAT(&base->work_running, &base->work, link);
+	TAILQ_FOREACH(w, &base->work_running, link)
+		w->queued = WORK_RUNNING;
+	while ((w = TAILQ_FIRST(&base->work_running))) {
+		TAILQ_REMOVE(&base->work_running, w, link);
+		w->queued = 0;
+		w->fn(w);
+	}
+	if (!TAILQ_EMPTY(&base->work) &&
+	    evrdma__ev_timer_start(base->work_ev, 0) < 0)
+		evrdma__log(EVRDMA_LOG_ERROR, "cannot schedule work");
+}
+
 struct evrdma_base *
 evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 {
@@ -87,7 +148,14 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	TAILQ_INIT(&base->conns);
 	LIST_INIT(&base->listeners);
 	LIST_INIT(&base->mrs);
+	TAILQ_INIT(&base->work);
+	TAILQ_INIT(&base->work_running);
 	base->next_gen = 1;
+	if (!(base->work_ev = evrdma__ev_timer_new(base, work_timer_cb,
+	    base))) {
+		free(base);
+		return NULL;
+	}
 
 	base->cm_ch = EVRDMA_SYM(rdma_create_event_channel)();
 	if (!base->cm_ch) {
@@ -95,6 +163,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		evrdma__fail(err, "rdma_create_event_channel: %s (no RDMA "
 		    "device or the rdma_ucm module is not loaded)",
 		    strerror(err));
+		evrdma__ev_free(base->work_ev);
 		free(base);
 		return NULL;
 	}
@@ -103,6 +172,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		cm_channel_cb, base))) {
 		int err = errno;
 		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
+		evrdma__ev_free(base->work_ev);
 		free(base);
 		evrdma__fail(err, "evrdma_base_new: cannot watch the rdma_cm "
 		    "channel");
@@ -127,6 +197,7 @@ evrdma_base_free(struct evrdma_base *base)
 		evrdma__conn_destroy_now(conn);
 	evrdma__mr_free_all(base);
 	evrdma__dev_free_all(base);
+	evrdma__ev_free(base->work_ev);
 	evrdma__ev_free(base->cm_ev);
 	EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
 	evrdma__dns_free(base->own_dns);

@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +80,8 @@ struct evrdma_channel {
 	size_t rd_lo, rd_hi, wr_lo, wr_hi;
 	struct timeval tv_read, tv_write;
 	int has_tv_read, has_tv_write;
-	struct event *rd_timer, *wr_timer, *pump_ev;
+	struct event *rd_timer, *wr_timer;
+	struct evrdma__work pump_work;	/* ch_pump() is due */
 
 	/* our receive ring */
 	unsigned slots, slot_size;
@@ -125,6 +127,7 @@ struct evrdma_channel {
 	int shut_wr, eof_sent, eof_recv, eof_reported;
 	int peer_gone;			/* DISCONNECTED: no more sending */
 	int failed, freed, in_pump;
+	int pre_send;			/* ch_pump() sends after this */
 	int error;
 };
 
@@ -243,7 +246,7 @@ ch_destroy(struct evrdma_channel *ch)
 {
 	evrdma__ev_free(ch->rd_timer);
 	evrdma__ev_free(ch->wr_timer);
-	evrdma__ev_free(ch->pump_ev);
+	evrdma__work_cancel(ch->base, &ch->pump_work);
 	if (ch->ring)
 		ch->ring->ch = NULL;	/* evbuffer_free runs our cleanups */
 	if (ch->sring)
@@ -299,7 +302,7 @@ evrdma_channel_free(struct evrdma_channel *ch)
 	ch->eventcb = NULL;
 	evrdma__ev_stop(ch->rd_timer);
 	evrdma__ev_stop(ch->wr_timer);
-	evrdma__ev_stop(ch->pump_ev);
+	evrdma__work_cancel(ch->base, &ch->pump_work);
 	conn = ch->conn;
 	ch->conn = NULL;
 	if (conn) {
@@ -381,7 +384,8 @@ ch_slot_free(struct evrdma_channel *ch, unsigned idx)
 		ch->rtail++;
 		ch->ret_data++;
 	}
-	ch_schedule(ch);
+	if (!ch->pre_send)
+		ch_schedule(ch);
 }
 
 static void
@@ -552,10 +556,10 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		}
 		break;
 	}
-	/* From the next loop iteration, not from inside the poll loop:
-	 * sending there lets channels with traffic in flight refill ahead of
-	 * the others (measured: unfair with 200 channels), and one pass per
-	 * iteration batches what all completions made due. */
+	/* After the poll pass, not from inside it: sending there lets
+	 * channels with traffic in flight refill ahead of the others
+	 * (measured: unfair with 200 channels), and one pump per pass
+	 * batches what all of its completions made due. */
 	if (!ch->freed && !ch->failed)
 		ch_schedule(ch);
 }
@@ -621,7 +625,9 @@ ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		    EVRDMA_REASON_QP_FATAL);
 		return;
 	}
-	ch_schedule(ch);
+	/* a free slot matters only to output waiting for one */
+	if (evbuffer_get_length(ch->output))
+		ch_schedule(ch);
 }
 
 static void
@@ -760,9 +766,12 @@ ch_pump(struct evrdma_channel *ch)
 	if (ch->freed || ch->failed || !ch->connected)
 		return;
 	/* this pass does what a scheduled one would */
-	evrdma__ev_stop(ch->pump_ev);
+	evrdma__work_cancel(ch->base, &ch->pump_work);
 	ch->in_pump++;
+	/* what the read callback writes or frees is sent below */
+	ch->pre_send = 1;
 	ch_deliver(ch);
+	ch->pre_send = 0;
 	if (ch->freed || ch->failed || ch->peer_gone)
 		goto out;
 	/* one doorbell for everything this pass sends */
@@ -798,17 +807,18 @@ out:
 }
 
 static void
-ch_pump_cb(void *arg)
+ch_pump_work(struct evrdma__work *w)
 {
-	ch_pump(arg);
+	ch_pump((struct evrdma_channel *)((char *)w -
+	    offsetof(struct evrdma_channel, pump_work)));
 }
 
+/* ch_pump() at the end of this poll pass, or at the next iteration. */
 static void
 ch_schedule(struct evrdma_channel *ch)
 {
-	if (!ch->freed && !ch->failed && ch->connected &&
-	    !evrdma__ev_pending(ch->pump_ev))
-		evrdma__ev_timer_start(ch->pump_ev, 0);
+	if (!ch->freed && !ch->failed && ch->connected)
+		evrdma__work_queue(ch->base, &ch->pump_work);
 }
 
 /* Output grew (the user added data): send it at the end of the
@@ -819,7 +829,7 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct evrdma_channel *ch = arg;
 
-	if (info->n_added)
+	if (info->n_added && !ch->pre_send)
 		ch_schedule(ch);
 }
 
@@ -889,12 +899,12 @@ ch_alloc(struct evrdma_base *base, int flags)
 	ch->rheld = calloc(ch->slots, 1);
 	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
 	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
-	ch->pump_ev = evrdma__ev_timer_new(base, ch_pump_cb, ch);
+	ch->pump_work.fn = ch_pump_work;
 	ch->sstate = calloc(ch->slots, 1);
 	ch->sfifo = calloc(ch->slots, sizeof(*ch->sfifo));
 	if (!ch->input || !ch->output || !ch->ring || !ch->sring ||
 	    !ch->rlen || !ch->rheld || !ch->sstate || !ch->sfifo ||
-	    !ch->rd_timer || !ch->wr_timer || !ch->pump_ev)
+	    !ch->rd_timer || !ch->wr_timer)
 		goto nomem;
 	ch->sfree = ch->slots;
 	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch) ||

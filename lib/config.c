@@ -14,6 +14,7 @@
 #define INLINE_MAX		1024
 #define TIMEOUT_MAX_MS		600000
 #define POLL_BUDGET_MAX		65536
+#define BUSY_POLL_MAX		100000	/* us: a tenth of a second */
 #define RNR_RETRY_MAX		7
 
 void
@@ -122,6 +123,19 @@ evrdma_config_set_poll_budget(struct evrdma_config *cfg, unsigned completions)
 		return evrdma__fail(EINVAL, "evrdma_config_set_poll_budget: "
 		    "%u outside 1..%u", completions, POLL_BUDGET_MAX);
 	cfg->poll_budget = completions;
+	return 0;
+}
+
+int
+evrdma_config_set_busy_poll(struct evrdma_config *cfg, unsigned usec)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "evrdma_config_set_busy_poll: "
+		    "NULL configuration");
+	if (usec > BUSY_POLL_MAX)
+		return evrdma__fail(EINVAL, "evrdma_config_set_busy_poll: "
+		    "%u outside 0..%u microseconds", usec, BUSY_POLL_MAX);
+	cfg->busy_poll_us = usec;
 	return 0;
 }
 

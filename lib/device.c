@@ -6,8 +6,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "evrdma-internal.h"
 
@@ -15,7 +17,7 @@
  * before ibv_destroy_cq (which waits for all events to be acked). */
 #define CQ_ACK_BATCH 64
 
-static void dev_poll(struct evrdma_dev *dev);
+static unsigned dev_poll(struct evrdma_dev *dev);
 
 static void
 cq_ack_all(struct evrdma_cq *cq)
@@ -33,6 +35,36 @@ cq_ack_all(struct evrdma_cq *cq)
  * A CQ event may come with no completion behind it; that is harmless.
  */
 static void
+cq_arm(struct evrdma_cq *cq)
+{
+	if (ibv_req_notify_cq(cq->cq, 0))
+		evrdma__log(EVRDMA_LOG_ERROR, "ibv_req_notify_cq failed");
+	else
+		cq->armed = 1;
+}
+
+/*
+ * Before the loop sleeps: arm every CQ that is not, then poll once more,
+ * so that a completion that came before the arm is not left behind.
+ */
+static void
+cq_arm_all(struct evrdma_dev *dev)
+{
+	struct evrdma_cq *cq;
+	int any = 0;
+
+	LIST_FOREACH(cq, &dev->cqs, link) {
+		if (!cq->armed) {
+			cq_arm(cq);
+			cq->armed_pending = 1;
+			any = 1;
+		}
+	}
+	if (any)
+		dev_poll(dev);
+}
+
+static void
 cc_readable(int fd, void *arg)
 {
 	struct evrdma_dev *dev = arg;
@@ -47,9 +79,14 @@ cc_readable(int fd, void *arg)
 
 		if (++cq->unacked >= CQ_ACK_BATCH)
 			cq_ack_all(cq);
-		if (ibv_req_notify_cq(ibcq, 0))
-			evrdma__log(EVRDMA_LOG_ERROR, "ibv_req_notify_cq failed");
+		cq->armed = 0;
 		cq->armed_pending = 1;
+		/* busy polling re-arms only when it stops spinning
+		 * (dev_poll -> cq_arm_all): while traffic flows, an armed
+		 * CQ would raise an event (and the provider a notification)
+		 * for every completion the spin finds anyway */
+		if (!dev->base->cfg.busy_poll_us)
+			cq_arm(cq);
 	}
 	dev_poll(dev);
 }
@@ -60,6 +97,50 @@ poll_resume(void *arg)
 	dev_poll(arg);
 }
 
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/*
+ * Busy polling (evrdma_config_set_busy_poll): poll every CQ of the device
+ * until a completion turns up or the time is over. The CQs stay as the
+ * last wake-up left them (armed, or with an event pending that a
+ * completion found here raised), so sleeping needs no extra step. A spin
+ * that finds work ends with that work: dev_poll() schedules the next spin
+ * from a 0 ms timer, so the loop serves its other events in between.
+ */
+static void
+dev_spin(void *arg)
+{
+	struct evrdma_dev *dev = arg;
+	uint64_t end = now_us() + dev->base->cfg.busy_poll_us;
+	struct evrdma_cq *cq;
+	unsigned i, found;
+
+	dev->refcnt++;
+	/* the clock is read every 64th round: where it is not in the vDSO
+	 * (an HPET clock source) reading it costs more than a poll */
+	for (i = 1; !dev->dead; i++) {
+		LIST_FOREACH(cq, &dev->cqs, link)
+			cq->armed_pending = 1;
+		dev->spinning = 1;
+		found = dev_poll(dev);
+		dev->spinning = 0;
+		if (found)
+			break;		/* it scheduled the next spin */
+		if (i % 64 == 0 && now_us() >= end) {
+			cq_arm_all(dev);	/* going to sleep */
+			break;
+		}
+	}
+	evrdma__dev_put(dev);
+}
+
 /*
  * Poll the CQs that were signalled, at most cfg.poll_budget completions per
  * call, round-robin over the CQs. When the budget runs out, polling resumes from a 0 ms timer, i.e.
@@ -67,11 +148,11 @@ poll_resume(void *arg)
  * starve the loop, and no completion is left behind (the CQs stay marked
  * until a poll finds them empty).
  */
-static void
+static unsigned
 dev_poll(struct evrdma_dev *dev)
 {
 	struct evrdma_base *base = dev->base;
-	unsigned budget = base->cfg.poll_budget;
+	unsigned budget = base->cfg.poll_budget, found;
 	struct ibv_wc wc[16];
 	struct evrdma_cq *cq;
 	int again;
@@ -81,6 +162,7 @@ dev_poll(struct evrdma_dev *dev)
 	 * the head). Round-robin, 16 completions per CQ per round, so the
 	 * connections of one busy CQ cannot starve those of the others. */
 	dev->refcnt++;
+	base->in_poll++;
 	do {
 		again = 0;
 		LIST_FOREACH(cq, &dev->cqs, link) {
@@ -119,7 +201,20 @@ dev_poll(struct evrdma_dev *dev)
 		if (cq)
 			evrdma__ev_timer_start(dev->poll_ev, 0);
 	}
+	/* what this pass's completions made due, before the loop sleeps */
+	if (!--base->in_poll)
+		evrdma__work_run(base);
+	found = base->cfg.poll_budget - budget;
+	if (base->cfg.busy_poll_us && !dev->dead) {
+		/* traffic: look for the next completion before sleeping;
+		 * none: sleep (unless the budget ran out: resuming) */
+		if (found)
+			evrdma__ev_timer_start(dev->spin_ev, 0);
+		else if (!dev->spinning && !evrdma__ev_pending(dev->poll_ev))
+			cq_arm_all(dev);
+	}
 	evrdma__dev_put(dev);
+	return found;
 }
 
 /*
@@ -213,6 +308,7 @@ dev_destroy(struct evrdma_dev *dev)
 	evrdma__ev_free(dev->cc_ev);
 	evrdma__ev_free(dev->async_ev);
 	evrdma__ev_free(dev->poll_ev);
+	evrdma__ev_free(dev->spin_ev);
 	while ((cq = LIST_FIRST(&dev->cqs))) {
 		LIST_REMOVE(cq, link);
 		cq_ack_all(cq);
@@ -278,7 +374,8 @@ evrdma__dev_get(struct evrdma_base *base, struct ibv_context *verbs)
 	dev->async_ev = evrdma__ev_fd_new(base, verbs->async_fd,
 	    async_readable, dev);
 	dev->poll_ev = evrdma__ev_timer_new(base, poll_resume, dev);
-	if (!dev->cc_ev || !dev->async_ev || !dev->poll_ev) {
+	dev->spin_ev = evrdma__ev_timer_new(base, dev_spin, dev);
+	if (!dev->cc_ev || !dev->async_ev || !dev->poll_ev || !dev->spin_ev) {
 		evrdma__fail(ENOMEM, "cannot add device events to the loop");
 		goto fail;
 	}
@@ -349,6 +446,7 @@ evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n)
 		evrdma__fail(EIO, "ibv_req_notify_cq failed");
 		return NULL;
 	}
+	cq->armed = 1;
 	cq->dev = dev;
 	cq->cap = cap;
 	cq->reserved = n;

@@ -34,6 +34,7 @@ struct evrdma_config {
 	unsigned inline_threshold;
 	unsigned timeout_ms[4];		/* indexed by enum evrdma_timeout */
 	unsigned poll_budget;
+	unsigned busy_poll_us;		/* 0: sleep at once */
 	unsigned rnr_retry;
 	unsigned ch_slots;		/* channel ring */
 	unsigned ch_slot_size;
@@ -75,6 +76,7 @@ struct evrdma_cq {
 	unsigned reserved;	/* sum of sq+rq of its QPs */
 	unsigned unacked;	/* CQ events got but not yet acked */
 	int armed_pending;	/* needs polling */
+	int armed;		/* notification requested, no event since */
 	LIST_ENTRY(evrdma_cq) link;
 };
 
@@ -86,6 +88,8 @@ struct evrdma_dev {
 	struct event *cc_ev;		/* completion channel readable */
 	struct event *async_ev;		/* async event fd readable */
 	struct event *poll_ev;		/* resumes polling after the budget */
+	struct event *spin_ev;		/* busy polling, between loop events */
+	int spinning;			/* inside dev_spin() */
 	struct ibv_device_attr attr;
 	LIST_HEAD(, evrdma_cq) cqs;
 	unsigned refcnt;		/* conns + mrs */
@@ -95,6 +99,21 @@ struct evrdma_dev {
 };
 
 struct evrdma_req;
+
+/*
+ * Work that completions make due (a channel's pump) runs once, after the
+ * whole poll pass that made it due: every completion of the pass is in, so
+ * one pass of work batches them, and it runs before the loop sleeps again
+ * instead of one loop iteration later. Queued outside a poll pass, it runs
+ * from a 0 ms timer, i.e. at the next iteration (that is what coalesces the
+ * writes a user makes during one iteration).
+ */
+struct evrdma__work {
+	void (*fn)(struct evrdma__work *w);
+	int queued;			/* 0, WORK_NEXT or WORK_RUNNING */
+	TAILQ_ENTRY(evrdma__work) link;
+};
+TAILQ_HEAD(evrdma__work_list, evrdma__work);
 
 struct evrdma_base {
 	struct event_base *eb;
@@ -115,6 +134,10 @@ struct evrdma_base {
 	uint32_t nfree;
 	uint32_t next_gen;
 	struct evrdma_req *req_cache;	/* recycled request structs */
+	struct evrdma__work_list work;	/* due at the end of a poll pass */
+	struct evrdma__work_list work_running;
+	struct event *work_ev;		/* runs work queued outside a pass */
+	unsigned in_poll;		/* inside a poll pass */
 	int freeing;
 };
 
@@ -124,6 +147,10 @@ void evrdma__dev_put(struct evrdma_dev *dev);
 struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
 void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
 void evrdma__dev_poll_soon(struct evrdma_dev *dev);
+/* Queue @p w (no-op if queued); cancel; run what is due (base.c). */
+void evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w);
+void evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w);
+void evrdma__work_run(struct evrdma_base *base);
 void evrdma__dev_free_all(struct evrdma_base *base);
 
 /* ---- requests (conn.c) ---- */

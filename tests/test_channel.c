@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -627,17 +628,40 @@ rw_pump(struct rw_side *s)
 	}
 }
 
+static uint64_t
+cpu_ms(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * _i = 0: the default configuration; _i = 1: busy polling (300 us), which
+ * must move the same bytes, stop spinning when the traffic stops (CPU
+ * time while idle) and wake up again for the next message (the CQs were
+ * re-armed when the spinning stopped).
+ */
 START_TEST(channel_random_writes_both_ways)
 {
 	struct dt_env env;
 	struct chp p;
 	struct rw_side a, b;
+	struct evrdma_config *cfg = NULL;
 	uint64_t dl, t0;
 
 	memset(&p, 0, sizeof(p));
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
-	dt_env_init(&env, NULL);
+	if (_i == 1) {
+		cfg = evrdma_config_new();
+		ck_assert_ptr_nonnull(cfg);
+		ck_assert_int_eq(evrdma_config_set_busy_poll(cfg, 300), 0);
+	}
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
 	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
 	a.e = &p.cli;
 	b.e = p.srv;
@@ -664,9 +688,9 @@ START_TEST(channel_random_writes_both_ways)
 		rw_pump(&b);
 		ch_step(env.eb, 5);
 	}
-	fprintf(stderr, "channel random writes: %llu + %llu bytes in %llu ms "
-	    "(write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d)\n",
-	    (unsigned long long)p.cli.tx_queued,
+	fprintf(stderr, "channel random writes%s: %llu + %llu bytes in %llu "
+	    "ms (write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d)\n",
+	    _i ? " (busy polling)" : "", (unsigned long long)p.cli.tx_queued,
 	    (unsigned long long)p.srv->tx_queued,
 	    (unsigned long long)(tu_now_ms() - t0), a.by[0], a.by[1], a.by[2],
 	    b.by[0], b.by[1], b.by[2]);
@@ -675,6 +699,26 @@ START_TEST(channel_random_writes_both_ways)
 	ck_assert_uint_eq(p.cli.rx, p.srv->tx_queued);
 	ck_assert_int_eq(p.cli.nevent, 1);
 	ck_assert_int_eq(p.srv->ends, 0);
+	if (_i == 1) {
+		uint64_t c0 = cpu_ms(), w0 = tu_now_ms(), c, w;
+
+		/* idle: the loop sleeps (a spin that never stopped would
+		 * take all of the second) */
+		ch_loop_for(env.eb, 1000);
+		c = cpu_ms() - c0;
+		w = tu_now_ms() - w0;
+		fprintf(stderr, "channel busy polling: %llu ms CPU in %llu ms "
+		    "idle\n", (unsigned long long)c, (unsigned long long)w);
+		ck_assert_msg(c * 4 < w, "busy polling went on while idle: "
+		    "%llu ms CPU in %llu ms", (unsigned long long)c,
+		    (unsigned long long)w);
+		/* and the next message wakes the loop */
+		pat_fill(tx_tmp, p.cli.tx_queued, 100, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, tx_tmp, 100),
+		    0);
+		p.cli.tx_queued += 100;
+		CH_WAIT(env.eb, p.srv->rx == p.cli.tx_queued, 5000);
+	}
 	evbuffer_free(a.tmp);
 	evbuffer_free(b.tmp);
 	chp_close(&p);
@@ -2538,7 +2582,7 @@ dt_suite_channel(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_stream_sizes, 0,
 	    (int)(sizeof(stream_sizes) / sizeof(stream_sizes[0])));
-	tcase_add_test(tc, channel_random_writes_both_ways);
+	tcase_add_loop_test(tc, channel_random_writes_both_ways, 0, 2);
 	tcase_add_test(tc, channel_message_mode);
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);

@@ -45,6 +45,7 @@ START_TEST(test_config_defaults)
 	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN], 2000);
 	ck_assert_uint_eq(cfg->poll_budget, 64);
 	ck_assert_uint_eq(cfg->rnr_retry, 7);
+	ck_assert_uint_eq(cfg->busy_poll_us, 0);	/* never spins */
 	/* The defaults pass their own setters and the CQ check of
 	 * evrdma_base_new(). */
 	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, cfg->sq_depth,
@@ -176,6 +177,23 @@ START_TEST(test_config_poll_budget)
 	ck_assert_uint_eq(cfg->poll_budget, 1);
 	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, 65536), 0);
 	ck_assert_uint_eq(cfg->poll_budget, 65536);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_config_busy_poll)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_einval(evrdma_config_set_busy_poll(NULL, 50));
+	ck_assert_einval(evrdma_config_set_busy_poll(cfg, 100001));
+	ck_assert_einval(evrdma_config_set_busy_poll(cfg, UINT32_MAX));
+	ck_assert_uint_eq(cfg->busy_poll_us, 0);
+	ck_assert_int_eq(evrdma_config_set_busy_poll(cfg, 100000), 0);
+	ck_assert_uint_eq(cfg->busy_poll_us, 100000);
+	ck_assert_int_eq(evrdma_config_set_busy_poll(cfg, 0), 0);
+	ck_assert_uint_eq(cfg->busy_poll_us, 0);
 	evrdma_config_free(cfg);
 }
 END_TEST
@@ -701,6 +719,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_inline);
 	tcase_add_test(tc, test_config_timeout);
 	tcase_add_test(tc, test_config_poll_budget);
+	tcase_add_test(tc, test_config_busy_poll);
 	tcase_add_test(tc, test_config_rnr_retry);
 	tcase_add_test(tc, test_config_errmsg);
 	tcase_add_test(tc, test_config_channel_ring);

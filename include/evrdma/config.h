@@ -89,6 +89,22 @@ EVRDMA_EXPORT int evrdma_config_set_poll_budget(struct evrdma_config *cfg,
     unsigned completions);
 
 /**
+ * Busy polling, the RDMA counterpart of the kernel's SO_BUSY_POLL: after a
+ * wake-up that found completions, keep polling the device's completion
+ * queues for up to @p usec microseconds before going back to sleep on the
+ * completion channel. A reply that arrives within that time is handled
+ * without the wake-up (an interrupt, a context switch and two system calls
+ * per message), which is most of an event-driven round trip. Each spin
+ * runs as its own loop callback and ends at the first completion, so the
+ * loop serves its other events between spins; it still takes CPU time up
+ * to @p usec after each burst of traffic. 0 (the default) never spins.
+ * @param usec 0..100000 microseconds
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_busy_poll(struct evrdma_config *cfg,
+    unsigned usec);
+
+/**
  * Set the RNR retry count put into the connection parameters (0..7, 7 means
  * retry forever). The raw core leaves flow control to the user.
  * @return 0, or -1 with errno EINVAL
