@@ -28,12 +28,6 @@ cq_ack_all(struct evrdma_cq *cq)
 	}
 }
 
-/*
- * The completion channel is readable: take a pending CQ event, ack it
- * (batched), re-arm the CQ *before* polling so that a completion that lands
- * between the last poll and the re-arm still raises an event, then poll.
- * A CQ event may come with no completion behind it; that is harmless.
- */
 static void
 cq_arm(struct evrdma_cq *cq)
 {
@@ -64,6 +58,14 @@ cq_arm_all(struct evrdma_dev *dev)
 		dev_poll(dev);
 }
 
+/*
+ * The completion channel is readable: take a pending CQ event, ack it
+ * (batched), re-arm the CQ *before* polling so that a completion that lands
+ * between the last poll and the re-arm still raises an event, then poll.
+ * With busy polling the re-arm waits until the spinning stops (and then
+ * comes with a poll of its own, cq_arm_all()). A CQ event may come with no
+ * completion behind it; that is harmless.
+ */
 static void
 cc_readable(int fd, void *arg)
 {
@@ -108,11 +110,11 @@ now_us(void)
 
 /*
  * Busy polling (evrdma_config_set_busy_poll): poll every CQ of the device
- * until a completion turns up or the time is over. The CQs stay as the
- * last wake-up left them (armed, or with an event pending that a
- * completion found here raised), so sleeping needs no extra step. A spin
- * that finds work ends with that work: dev_poll() schedules the next spin
- * from a 0 ms timer, so the loop serves its other events in between.
+ * until a completion turns up or the time is over. The CQs stay unarmed
+ * meanwhile; when the time is over, cq_arm_all() arms them and polls once
+ * more before the loop sleeps. A spin that finds work ends with that work:
+ * dev_poll() schedules the next spin from a 0 ms timer, so the loop serves
+ * its other events in between.
  */
 static void
 dev_spin(void *arg)
