@@ -39,7 +39,9 @@ cq_arm(struct evrdma_cq *cq)
 
 /*
  * Before the loop sleeps: arm every CQ that is not, then poll once more,
- * so that a completion that came before the arm is not left behind.
+ * so that a completion that came before the arm is not left behind. When
+ * a resume poll is already due (the budget ran out), that poll comes
+ * after the arm and does the same.
  */
 static void
 cq_arm_all(struct evrdma_dev *dev)
@@ -54,28 +56,17 @@ cq_arm_all(struct evrdma_dev *dev)
 			any = 1;
 		}
 	}
-	if (any)
+	if (any && !evrdma__ev_pending(dev->poll_ev))
 		dev_poll(dev);
 }
 
-/*
- * The completion channel is readable: take a pending CQ event, ack it
- * (batched), re-arm the CQ *before* polling so that a completion that lands
- * between the last poll and the re-arm still raises an event, then poll.
- * With busy polling the re-arm waits until the spinning stops (and then
- * comes with a poll of its own, cq_arm_all()). A CQ event may come with no
- * completion behind it; that is harmless.
- */
+/* Take one pending CQ event (if any) and ack it, batched. */
 static void
-cc_readable(int fd, void *arg)
+cq_take_event(struct evrdma_dev *dev)
 {
-	struct evrdma_dev *dev = arg;
 	struct ibv_cq *ibcq;
 	void *ctx;
 
-	/* One event per wake-up: the fd is level-triggered, so another
-	 * pending event wakes the loop again, and draining until EAGAIN
-	 * would cost a system call on every wake-up. */
 	if (EVRDMA_SYM(ibv_get_cq_event)(dev->cc, &ibcq, &ctx) == 0) {
 		struct evrdma_cq *cq = ctx;
 
@@ -83,14 +74,48 @@ cc_readable(int fd, void *arg)
 			cq_ack_all(cq);
 		cq->armed = 0;
 		cq->armed_pending = 1;
-		/* busy polling re-arms only when it stops spinning
-		 * (dev_poll -> cq_arm_all): while traffic flows, an armed
-		 * CQ would raise an event (and the provider a notification)
-		 * for every completion the spin finds anyway */
-		if (!dev->base->cfg.busy_poll_us)
-			cq_arm(cq);
 	}
+}
+
+/*
+ * The completion channel is readable: some CQ of the device has
+ * completions. Poll first and take the event afterwards: reading the
+ * event and re-arming are two system calls, and doing them after the
+ * pass (whose work has by then posted the replies) takes them off the
+ * path from a completion to the send it causes. cq_arm_all() re-arms and
+ * polls once more, so a completion that lands between the last poll and
+ * the re-arm is still found. A CQ event may come with no completion
+ * behind it; that is harmless.
+ *
+ * One event per wake-up: the fd is level-triggered, so another pending
+ * event (another CQ) wakes the loop again, and draining until EAGAIN
+ * would cost a system call on every wake-up.
+ *
+ * With busy polling the event is taken first and the CQ is not re-armed
+ * here: that waits until the spinning stops (dev_poll -> cq_arm_all),
+ * because while traffic flows an armed CQ would raise an event (and the
+ * provider a notification) for every completion the spin finds anyway.
+ */
+static void
+cc_readable(int fd, void *arg)
+{
+	struct evrdma_dev *dev = arg;
+	struct evrdma_cq *cq;
+
+	if (dev->base->cfg.busy_poll_us) {
+		cq_take_event(dev);
+		dev_poll(dev);
+		return;
+	}
+	dev->refcnt++;
+	/* the event has not told which CQ yet: look at all of them */
+	LIST_FOREACH(cq, &dev->cqs, link)
+		cq->armed_pending = 1;
 	dev_poll(dev);
+	cq_take_event(dev);
+	if (!dev->dead)
+		cq_arm_all(dev);
+	evrdma__dev_put(dev);
 }
 
 static void
