@@ -193,12 +193,12 @@ dev_poll(struct evrdma_dev *dev)
 	do {
 		again = 0;
 		LIST_FOREACH(cq, &dev->cqs, link) {
-			int n, i;
+			int n, i, want;
 
 			if (!cq->armed_pending || !budget)
 				continue;
-			n = ibv_poll_cq(cq->cq,
-			    budget < 16 ? (int)budget : 16, wc);
+			want = budget < 16 ? (int)budget : 16;
+			n = ibv_poll_cq(cq->cq, want, wc);
 			if (n < 0) {
 				evrdma__log(EVRDMA_LOG_ERROR,
 				    "ibv_poll_cq failed");
@@ -210,6 +210,11 @@ dev_poll(struct evrdma_dev *dev)
 				continue;
 			}
 			budget -= (unsigned)n;
+			/* fewer than asked: the CQ is empty, no need to come
+			 * back (what lands later raises an event, or the
+			 * spin or the re-arm's poll finds it) */
+			if (n < want)
+				cq->armed_pending = 0;
 			for (i = 0; i < n; i++) {
 				struct evrdma_req *req = evrdma__req_lookup(
 				    base, wc[i].wr_id);
@@ -218,7 +223,8 @@ dev_poll(struct evrdma_dev *dev)
 				/* else: a late completion of a request that
 				 * teardown already cancelled. */
 			}
-			again = 1;
+			if (cq->armed_pending)
+				again = 1;
 		}
 	} while (again && budget);
 	if (!budget) {
