@@ -94,6 +94,8 @@ struct evrdma_channel {
 	uint64_t rdeliv;		/* ... of which moved to input */
 	uint64_t rtail;			/* ... of which freed, in order */
 	unsigned refs_held;		/* slots referenced by input */
+	unsigned rq_posted;		/* receives posted, not completed */
+	unsigned rq_max;		/* slots + CH_CTRL + a refill batch */
 	unsigned ret_data;		/* data credits due to the peer */
 	unsigned ret_ctrl;		/* control messages not yet returned */
 	int peer_starved;
@@ -365,13 +367,39 @@ ch_protocol_error(struct evrdma_channel *ch, const char *why)
 static void ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
     void *arg);
 
+/*
+ * Keep at least @p min receives posted, refilling to rq_max in one batch.
+ * Every message of the peer takes a receive, and the peer may have at most
+ * slots + CH_CTRL messages unconsumed (its data and control credits), so
+ * that many must be posted whenever we return credits (ch_returns_ready);
+ * the rq_max - (slots + CH_CTRL) extra ones let the refill wait until the
+ * pass has posted its sends, off the path from a message to its reply.
+ */
 static int
-ch_post_recv(struct evrdma_channel *ch)
+ch_refill(struct evrdma_channel *ch, unsigned min)
 {
-	if (evrdma_conn_post_recv(ch->conn, NULL, 0, 0, ch_recv_cb, ch) < 0)
+	int n;
+
+	if (ch->rq_posted >= min)
+		return 0;
+	n = evrdma__conn_post_recvs(ch->conn, ch->rq_max - ch->rq_posted,
+	    ch_recv_cb, ch);
+	if (n < 0)
 		return -1;
-	ch->reqs++;
+	ch->rq_posted += (unsigned)n;
+	ch->reqs += (unsigned)n;
+	if (ch->rq_posted < min)
+		return evrdma__fail(ENOMEM, "cannot post receives");
 	return 0;
+}
+
+/* Before credits go back to the peer: enough receives for all it may send. */
+static int
+ch_returns_ready(struct evrdma_channel *ch)
+{
+	if (!ch->ret_data && !ch->ret_ctrl)
+		return 0;
+	return ch_refill(ch, ch->slots + CH_CTRL);
 }
 
 /* Free slot idx; advance the tail over freed slots (credits are returned
@@ -480,6 +508,7 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	uint32_t imm = wc->imm_data, dret, cret;
 
 	ch->reqs--;
+	ch->rq_posted--;
 	if (ch->freed || ch->failed) {
 		ch_maybe_destroy(ch);
 		return;
@@ -502,12 +531,6 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 	if (wc->opcode != EVRDMA_OP_RECV_WRITE_IMM || !wc->has_imm) {
 		ch_protocol_error(ch, "not a write with immediate");
-		return;
-	}
-	/* receives carry no buffer: repost at once */
-	if (ch_post_recv(ch) < 0) {
-		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
-		    EVRDMA_REASON_RESOURCE);
 		return;
 	}
 	if (IMM_TYPE(imm) > IMM_EOF || (imm & IMM_RESERVED)) {
@@ -658,6 +681,11 @@ ch_post_ctrl(struct evrdma_channel *ch, uint32_t type)
 
 	if (!ch->ctrl_credits)
 		return 0;
+	if (ch_returns_ready(ch) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
 	imm = ch_take_returns(ch, type);
 	if (evrdma_conn_post_write_imm(ch->conn, NULL, 0, 0, &ch->peer, 0,
 	    imm, ch_ctrl_cb, ch) < 0) {
@@ -734,6 +762,11 @@ ch_send_data(struct evrdma_channel *ch)
 		    (unsigned)idx;
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
 			lenq_pop(&ch->out_msgs);
+		if (ch_returns_ready(ch) < 0) {
+			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+			    EVRDMA_REASON_RESOURCE);
+			return -1;
+		}
 		imm = ch_take_returns(ch, IMM_DATA);
 		if (ch->sseq + 1 == ch->s_limit)
 			imm |= IMM_STARVED;
@@ -792,6 +825,14 @@ ch_pump(struct evrdma_channel *ch)
 	evrdma__conn_uncork(conn);
 	if (sent < 0 || ch->freed || ch->failed)
 		goto out;
+	/* the sends are out: now top up the receives, before half of the
+	 * spare ones are used */
+	if (ch_refill(ch, ch->rq_max - (ch->rq_max - ch->slots - CH_CTRL) / 2)
+	    < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		goto out;
+	}
 	if (ch->has_tv_write) {
 		if (!evbuffer_get_length(ch->output))
 			evrdma__ev_stop(ch->wr_timer);
@@ -922,8 +963,6 @@ nomem:
 static int
 ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 {
-	unsigned i;
-
 	ch->conn = conn;
 	conn->owner = ch;
 	conn->drop = ch_drop;
@@ -933,9 +972,11 @@ ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 	    (size_t)ch->slots * ch->slot_size, 0);
 	if (!ch->rmr || !ch->smr)
 		return -1;
-	for (i = 0; i < ch->slots + CH_CTRL; i++)
-		if (ch_post_recv(ch) < 0)
-			return -1;
+	/* a refill batch of up to a ring's worth where the queue allows */
+	ch->rq_max = conn->rq_depth < 2 * ch->slots + CH_CTRL ?
+	    conn->rq_depth : 2 * ch->slots + CH_CTRL;
+	if (ch_refill(ch, ch->rq_max) < 0)
+		return -1;
 	hs[0] = CH_MAGIC0;
 	hs[1] = CH_MAGIC1;
 	hs[2] = CH_VERSION;

@@ -944,6 +944,66 @@ evrdma_conn_post_recv(struct evrdma_conn *conn, struct evrdma_mr *mr,
 	return conn_post(conn, mr, off, len, NULL, EVRDMA_OP_RECV, cb, arg);
 }
 
+int
+evrdma__conn_post_recvs(struct evrdma_conn *conn, unsigned n,
+    evrdma_req_cb cb, void *arg)
+{
+	struct ibv_recv_wr wrs[32], *bad = NULL;
+	struct evrdma_req *reqs[32];
+	unsigned i, k, done = 0;
+	int rc;
+
+	if (conn_check_post(conn, 1) < 0)
+		return -1;
+	while (done < n) {
+		k = n - done < 32 ? n - done : 32;
+		if (k > conn->rq_depth - conn->rq_out)
+			k = conn->rq_depth - conn->rq_out;
+		for (i = 0; i < k; i++) {
+			struct evrdma_req *req = evrdma__req_new(conn->base);
+
+			if (!req)
+				break;
+			req->conn = conn;
+			req->cb = cb;
+			req->arg = arg;
+			req->opcode = EVRDMA_OP_RECV;
+			req->is_recv = 1;
+			reqs[i] = req;
+			memset(&wrs[i], 0, sizeof(wrs[i]));
+			wrs[i].wr_id = evrdma__req_wr_id(req);
+			wrs[i].next = &wrs[i + 1];
+		}
+		if (i == 0)
+			break;
+		k = i;
+		wrs[k - 1].next = NULL;
+		rc = ibv_post_recv(conn->qp, wrs, &bad);
+		/* the provider posted the requests before bad */
+		for (i = 0; i < k; i++) {
+			if (rc && (!bad || &wrs[i] >= bad)) {
+				evrdma__req_free(conn->base, reqs[i]);
+				continue;
+			}
+			TAILQ_INSERT_TAIL(&conn->reqs, reqs[i], link);
+			conn->rq_out++;
+			done++;
+		}
+		if (rc) {
+			if (!done)
+				return evrdma__fail(rc, "ibv_post_recv: %s",
+				    strerror(rc));
+			break;
+		}
+		if (k < 32 && done < n)
+			break;	/* queue full or out of memory */
+	}
+	if (!done)
+		return evrdma__fail(conn->rq_out >= conn->rq_depth ? EAGAIN :
+		    ENOMEM, "cannot post receives");
+	return (int)done;
+}
+
 static int
 post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
     size_t len, int with_imm, uint32_t imm, evrdma_req_cb cb, void *arg)

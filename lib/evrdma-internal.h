@@ -269,6 +269,14 @@ void evrdma__conn_drop_owner(struct evrdma_conn *conn);
  */
 void evrdma__conn_cork(struct evrdma_conn *conn);
 void evrdma__conn_uncork(struct evrdma_conn *conn);
+/*
+ * Post n receives without a buffer (for WRITE with immediate) in one
+ * ibv_post_recv() call; each gets cb(arg) once, like evrdma_conn_post_recv.
+ * Returns how many were posted (< n when the queue or memory ran out, or
+ * the provider refused some), or -1 with errno when none was.
+ */
+int evrdma__conn_post_recvs(struct evrdma_conn *conn, unsigned n,
+    evrdma_req_cb cb, void *arg);
 
 struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
 void evrdma__conn_cm_event(struct evrdma_conn *conn,
