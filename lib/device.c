@@ -133,34 +133,52 @@ now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Passes with completions one spin runs before it yields to the loop. */
+#define SPIN_WORK_PASSES 16
+
 /*
  * Busy polling (evrdma_config_set_busy_poll): poll every CQ of the device
- * until a completion turns up or the time is over. The CQs stay unarmed
- * meanwhile; when the time is over, cq_arm_all() arms them and polls once
- * more before the loop sleeps. A spin that finds work ends with that work:
- * dev_poll() schedules the next spin from a 0 ms timer, so the loop serves
- * its other events in between.
+ * until no completion has turned up for the configured time. The CQs stay
+ * unarmed meanwhile; when the time is over, cq_arm_all() arms them and
+ * polls once more before the loop sleeps.
+ *
+ * A pass that finds completions runs their work (dev_poll) and the spin
+ * goes on, so a reply costs neither a loop iteration nor a system call;
+ * after SPIN_WORK_PASSES such passes the spin yields: the next one runs
+ * from a 0 ms timer, after the loop has served its other events. The clock is read only every 64th empty round, and the
+ * idle time counts from the first of those reads: where the clock is not
+ * in the vDSO (an HPET clock source) a read costs more than a poll.
  */
 static void
 dev_spin(void *arg)
 {
 	struct evrdma_dev *dev = arg;
-	uint64_t end = now_us() + dev->base->cfg.busy_poll_us;
+	uint64_t idle_since = 0, now;
 	struct evrdma_cq *cq;
-	unsigned i, found;
+	unsigned i, found, work = 0;
 
 	dev->refcnt++;
-	/* the clock is read every 64th round: where it is not in the vDSO
-	 * (an HPET clock source) reading it costs more than a poll */
 	for (i = 1; !dev->dead; i++) {
 		LIST_FOREACH(cq, &dev->cqs, link)
 			cq->armed_pending = 1;
 		dev->spinning = 1;
 		found = dev_poll(dev);
 		dev->spinning = 0;
-		if (found)
-			break;		/* it scheduled the next spin */
-		if (i % 64 == 0 && now_us() >= end) {
+		if (found) {
+			if (++work == SPIN_WORK_PASSES) {
+				evrdma__ev_timer_start(dev->spin_ev, 0);
+				break;
+			}
+			idle_since = 0;
+			i = 0;
+			continue;
+		}
+		if (i % 64)
+			continue;
+		now = now_us();
+		if (!idle_since)
+			idle_since = now;
+		else if (now - idle_since >= dev->base->cfg.busy_poll_us) {
 			cq_arm_all(dev);	/* going to sleep */
 			break;
 		}
@@ -239,11 +257,14 @@ dev_poll(struct evrdma_dev *dev)
 		evrdma__work_run(base);
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {
-		/* traffic: look for the next completion before sleeping;
-		 * none: sleep (unless the budget ran out: resuming) */
-		if (found)
+		/* traffic: look for the next completion before sleeping
+		 * (a spin in progress goes on by itself); none: sleep
+		 * (unless the budget ran out: resuming) */
+		if (dev->spinning)
+			;
+		else if (found)
 			evrdma__ev_timer_start(dev->spin_ev, 0);
-		else if (!dev->spinning && !evrdma__ev_pending(dev->poll_ev))
+		else if (!evrdma__ev_pending(dev->poll_ev))
 			cq_arm_all(dev);
 	}
 	evrdma__dev_put(dev);
