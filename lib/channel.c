@@ -50,6 +50,7 @@
 #define SLOT_FREE	0
 #define SLOT_STAGED	1
 #define SLOT_POSTED	2
+#define SLOT_RESERVED	3		/* evrdma_channel_reserve(), not committed */
 /* writes from this size on are copied straight into a send slot */
 #define STAGE_MIN	1024
 
@@ -111,6 +112,9 @@ struct evrdma_channel {
 	uint8_t *sstate;
 	unsigned *sfifo, sfifo_head, sfifo_n;
 	unsigned snext;			/* where the free-slot search starts */
+	int resv;			/* reserved slot, or -1 */
+	size_t resv_len;
+	int resv_wanted;		/* a reserve failed: EAGAIN */
 	unsigned sfree;
 	struct evrdma_remote peer;
 	unsigned peer_slots, peer_slot_size;
@@ -648,8 +652,9 @@ ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		    EVRDMA_REASON_QP_FATAL);
 		return;
 	}
-	/* a free slot matters only to output waiting for one */
-	if (evbuffer_get_length(ch->output))
+	/* a free slot matters only to output waiting for one, or to a
+	 * reservation that found none */
+	if (evbuffer_get_length(ch->output) || ch->resv_wanted)
 		ch_schedule(ch);
 }
 
@@ -735,10 +740,15 @@ ch_send_data(struct evrdma_channel *ch)
 			if (n > ch_chunk(ch))
 				n = ch_chunk(ch);
 		}
-		/* a staged slot at the front, exactly this message: post it
-		 * where it is; anything else is copied into a free slot */
+		/* a staged slot at the front, exactly this message, or in
+		 * stream mode at least half a message (sent alone: copying
+		 * it to coalesce would cost more than the slot space saved):
+		 * post it where it is; anything else is copied into a free
+		 * slot */
 		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
-		    v.iov_len == n && (uint8_t *)v.iov_base >= ch->sring->mem &&
+		    (v.iov_len == n || (ch->mode != EVRDMA_CHANNEL_MESSAGE &&
+		    v.iov_len < n && v.iov_len >= ch_chunk(ch) / 2)) &&
+		    (uint8_t *)v.iov_base >= ch->sring->mem &&
 		    (uint8_t *)v.iov_base < ch->sring->mem +
 		    (size_t)ch->slots * ch->slot_size) {
 			off = (size_t)((uint8_t *)v.iov_base - ch->sring->mem);
@@ -747,6 +757,7 @@ ch_send_data(struct evrdma_channel *ch)
 				idx = (int)(off / ch->slot_size);
 		}
 		if (idx >= 0) {
+			n = v.iov_len;
 			ch->sstate[idx] = SLOT_POSTED;
 			evbuffer_drain(ch->output, n);
 		} else {
@@ -839,9 +850,11 @@ ch_pump(struct evrdma_channel *ch)
 		else if (sent || !evrdma__ev_pending(ch->wr_timer))
 			timer_arm(ch->wr_timer, &ch->tv_write);
 	}
-	if (sent && evbuffer_get_length(ch->output) <= ch->wr_lo &&
-	    ch->writecb)
+	if ((sent || (ch->resv_wanted && ch->sfree > 1)) &&
+	    evbuffer_get_length(ch->output) <= ch->wr_lo && ch->writecb) {
+		ch->resv_wanted = 0;
 		ch->writecb(ch, ch->cbarg);
+	}
 out:
 	ch->in_pump--;
 	ch_maybe_destroy(ch);
@@ -948,6 +961,7 @@ ch_alloc(struct evrdma_base *base, int flags)
 	    !ch->rd_timer || !ch->wr_timer)
 		goto nomem;
 	ch->sfree = ch->slots;
+	ch->resv = -1;
 	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch) ||
 	    !evbuffer_add_cb(ch->input, ch_input_cb, ch))
 		goto nomem;
@@ -1280,6 +1294,85 @@ ch_stage(struct evrdma_channel *ch, const void *data, size_t len)
 		ch->sring->refs--;
 		ch_slot_release(ch, (unsigned)idx);
 		return -1;
+	}
+	return 0;
+}
+
+void *
+evrdma_channel_reserve(struct evrdma_channel *ch, size_t len)
+{
+	int idx;
+
+	if (ch_check_write(ch, len) < 0)
+		return NULL;
+	if (!ch->connected) {
+		evrdma__fail(ENOTCONN, "channel not connected");
+		return NULL;
+	}
+	if (len == 0 || len > ch_chunk(ch)) {
+		evrdma__fail(len ? EMSGSIZE : EINVAL, "reservation of %zu "
+		    "bytes (1..%zu)", len, ch_chunk(ch));
+		return NULL;
+	}
+	/* a new reservation replaces an uncommitted one */
+	if (ch->resv >= 0) {
+		idx = ch->resv;
+	} else {
+		/* one slot stays for the copy path, as for staged writes */
+		idx = ch_slot_alloc(ch, 1);
+		if (idx < 0) {
+			/* the write callback tells when one is free */
+			ch->resv_wanted = 1;
+			evrdma__fail(EAGAIN, "no free send slot (all in "
+			    "flight or holding output)");
+			return NULL;
+		}
+		ch->sstate[idx] = SLOT_RESERVED;
+		ch->resv = idx;
+	}
+	ch->resv_len = len;
+	return ch->sring->mem + (size_t)idx * ch->slot_size;
+}
+
+int
+evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
+{
+	unsigned idx;
+	uint8_t *p;
+
+	if (!ch || ch->freed)
+		return evrdma__fail(EINVAL, "no channel");
+	if (ch->resv < 0)
+		return evrdma__fail(EINVAL, "nothing reserved");
+	if (len > ch->resv_len)
+		return evrdma__fail(EINVAL, "commit of %zu bytes exceeds the "
+		    "reserved %zu", len, ch->resv_len);
+	idx = (unsigned)ch->resv;
+	ch->resv = -1;
+	if (len == 0 || ch_check_write(ch, len) < 0) {
+		int err = errno;
+
+		ch_slot_release(ch, idx);
+		if (len == 0)
+			return 0;
+		errno = err;
+		return -1;
+	}
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    lenq_push(&ch->out_msgs, len) < 0) {
+		ch_slot_release(ch, idx);
+		return evrdma__fail(ENOMEM, "out of memory");
+	}
+	p = ch->sring->mem + (size_t)idx * ch->slot_size;
+	ch->sstate[idx] = SLOT_STAGED;
+	ch->sring->refs++;
+	if (evbuffer_add_reference(ch->output, p, len, ch_staged_cleanup,
+	    &ch->sring->slot[idx]) < 0) {
+		ch->sring->refs--;
+		ch_slot_release(ch, idx);
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			ch->out_msgs.count--;
+		return evrdma__fail(ENOMEM, "out of memory");
 	}
 	return 0;
 }

@@ -150,6 +150,36 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  */
 EVRDMA_EXPORT int evrdma_channel_write(struct evrdma_channel *ch,
     const void *data, size_t len);
+/**
+ * Zero-copy write, in two steps like evbuffer_reserve_space() and
+ * evbuffer_commit_space(): reserve returns @p len bytes of the channel's
+ * registered send memory (a free send slot) for the caller to fill, and
+ * evrdma_channel_commit() queues the filled bytes. They are then sent from
+ * where they are, with no copy: as one message in message mode, and in
+ * stream mode as a message of their own when they fill at least half of
+ * one (smaller commits are coalesced with the rest of output, by copy).
+ * Committed bytes are part of output like written ones (watermarks,
+ * drains, free). At most one reservation is open; reserving again
+ * replaces it (same memory, new length). The memory stays valid until
+ * the commit, a new reservation, or evrdma_channel_free().
+ * @param len 1..evrdma_channel_max_message() bytes
+ * @return the memory, or NULL with errno ENOTCONN (not connected yet:
+ *   use evrdma_channel_write()), EAGAIN (every send slot is in flight or
+ *   holds output: the write callback runs when one is free again and
+ *   output is at or below its low watermark), EMSGSIZE, EINVAL, EPIPE
+ */
+EVRDMA_EXPORT void *evrdma_channel_reserve(struct evrdma_channel *ch,
+    size_t len);
+/**
+ * Queue the first @p len bytes of the open reservation; 0 gives the
+ * reservation back unused.
+ * @return 0, or -1 with errno EINVAL (nothing reserved, or @p len beyond
+ *   the reservation: it stays open), EPIPE (shut down or failed since:
+ *   the bytes are dropped) or ENOMEM; but for EINVAL the reservation is
+ *   closed
+ */
+EVRDMA_EXPORT int evrdma_channel_commit(struct evrdma_channel *ch,
+    size_t len);
 /** Move all of @p buf to the output (stream), or as one message. */
 EVRDMA_EXPORT int evrdma_channel_write_buffer(struct evrdma_channel *ch,
     struct evbuffer *buf);
