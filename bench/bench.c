@@ -41,6 +41,12 @@
  *                     perftest uses no inline data on Soft-RoCE: --inline 0
  *                     compares like with like there)
  *   --busy-poll US    evrdma_config_set_busy_poll() (default 0: none)
+ *   --zero-copy       (client) bandwidth writes with evrdma_channel_reserve()
+ *                     and evrdma_channel_commit(): each write is made in
+ *                     the channel's send memory, where the bench stores
+ *                     an 8-byte sequence number and leaves the rest as it
+ *                     is (as ib_write_bw sends its buffer without touching
+ *                     it); default: evrdma_channel_write() of a buffer
  *
  * Wire format between client and server (on the channel, big-endian):
  * a 24-byte request "EVB1", type (1 latency, 2 bandwidth), size, 0, count
@@ -76,7 +82,7 @@
 #define FILL_LOW	2	/* ... refilled when it drains to this many */
 
 struct opts {
-	int server, client, message, flush, once;
+	int server, client, message, flush, once, zero_copy;
 	const char *addr, *port;
 	long lat, warmup;		/* round trips; -1: default */
 	size_t lat_size, bw_size;
@@ -443,9 +449,10 @@ report_bandwidth(struct bench *b, uint64_t server_ns)
 	double s = (double)(now_ns() - b->t_start) / 1e9;
 	uint64_t writes = (b->o.bw + b->o.bw_size - 1) / b->o.bw_size;
 
-	printf("bandwidth: %zu-byte writes, %llu bytes in %.3f s "
+	printf("bandwidth: %zu-byte writes%s, %llu bytes in %.3f s "
 	    "(receiver busy %.3f s); MB = 2^20 bytes, as perftest\n",
-	    b->o.bw_size, (unsigned long long)b->o.bw, s,
+	    b->o.bw_size, b->o.zero_copy ? " (zero-copy)" : "",
+	    (unsigned long long)b->o.bw, s,
 	    (double)server_ns / 1e9);
 	printf(" #bytes     #iterations    BW average[MB/sec]   "
 	    "MsgRate[Mpps]\n");
@@ -485,7 +492,22 @@ client_write(struct evrdma_channel *ch, void *arg)
 	    evbuffer_get_length(out) < FILL * b->o.bw_size) {
 		n = b->o.bw - b->bw_sent < b->o.bw_size ?
 		    (size_t)(b->o.bw - b->bw_sent) : b->o.bw_size;
-		if (evrdma_channel_write(ch, b->data, n) < 0) {
+		if (b->o.zero_copy) {
+			uint8_t *p = evrdma_channel_reserve(ch, n);
+
+			if (!p && errno == EAGAIN)
+				return;	/* the write callback comes back */
+			if (!p) {
+				fail(b, "reserve: %s", strerror(errno));
+				return;
+			}
+			if (n >= 8)
+				put64(p, b->bw_sent / b->o.bw_size);
+			if (evrdma_channel_commit(ch, n) < 0) {
+				fail(b, "commit: %s", strerror(errno));
+				return;
+			}
+		} else if (evrdma_channel_write(ch, b->data, n) < 0) {
 			fail(b, "write: %s", strerror(errno));
 			return;
 		}
@@ -629,7 +651,7 @@ usage(void)
 	    "(64)\n"
 	    "         --warmup N  --message  --flush  --slots N  "
 	    "--slot-size S  --inline BYTES  --raw FILE\n"
-	    "         --busy-poll US\n");
+	    "         --busy-poll US  --zero-copy\n");
 }
 
 static int
@@ -651,7 +673,8 @@ int
 main(int argc, char **argv)
 {
 	enum { O_LAT = 256, O_BW, O_SIZE, O_LATSIZE, O_WARMUP, O_MESSAGE,
-	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY };
+	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY,
+	    O_ZC };
 	static const struct option longopts[] = {
 		{ "lat", required_argument, NULL, O_LAT },
 		{ "bw", required_argument, NULL, O_BW },
@@ -666,6 +689,7 @@ main(int argc, char **argv)
 		{ "inline", required_argument, NULL, O_INLINE },
 		{ "raw", required_argument, NULL, O_RAW },
 		{ "busy-poll", required_argument, NULL, O_BUSY },
+		{ "zero-copy", no_argument, NULL, O_ZC },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench b = { .o = { .lat = -1, .warmup = -1, .lat_size = 64,
@@ -686,6 +710,7 @@ main(int argc, char **argv)
 		case 'p': b.o.port = optarg; break;
 		case O_MESSAGE: b.o.message = 1; break;
 		case O_FLUSH: b.o.flush = 1; break;
+		case O_ZC: b.o.zero_copy = 1; break;
 		case O_ONCE: b.o.once = 1; break;
 		case O_RAW: b.o.raw = optarg; break;
 		case O_LAT:
