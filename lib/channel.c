@@ -51,7 +51,9 @@
 #define SLOT_STAGED	1
 #define SLOT_POSTED	2
 #define SLOT_RESERVED	3		/* evrdma_channel_reserve(), not committed */
-/* writes from this size on are copied straight into a send slot */
+/* writes from this size on (and any write into an empty output) are
+ * copied straight into a send slot; received messages up to it are copied
+ * into input rather than referenced */
 #define STAGE_MIN	1024
 
 /*
@@ -454,11 +456,17 @@ ch_deliver(struct evrdma_channel *ch)
 		unsigned idx = (unsigned)(ch->rdeliv % ch->slots);
 		size_t len = ch->rlen[idx], have;
 		uint8_t *p = ch->ring->mem + (size_t)idx * ch->slot_size;
+		int small;
 
 		have = evbuffer_get_length(ch->input);
 		if (ch->rd_hi && have >= ch->rd_hi)
 			break;
-		if (ch->refs_held < ch->slots / 2) {
+		/* by reference (zero-copy) while the user holds at most
+		 * half of the slots, except small messages, which are
+		 * copied within max_input: a reference costs more than
+		 * their copy, and the slot goes back to the peer at once */
+		small = len < STAGE_MIN && have + len <= ch->max_input;
+		if (!small && ch->refs_held < ch->slots / 2) {
 			ch->ring->refs++;
 			if (evbuffer_add_reference(ch->input, p, len,
 			    ch_ref_cleanup, &ch->ring->slot[idx]) < 0) {
@@ -1270,9 +1278,11 @@ ch_check_write(struct evrdma_channel *ch, size_t len)
 
 /*
  * Copy a write straight into a free send slot and put the slot in output
- * by reference, so that sending it needs no second copy. Small writes are
- * left to evbuffer (and coalesced); one slot always stays for the copy
- * path, which must make progress when staged data does not fit a message.
+ * by reference, so that sending it needs no second copy. Small writes
+ * behind others are left to evbuffer (and coalesced with them when sent);
+ * a small write into an empty output is staged too: the common request
+ * and reply, sent alone. One slot always stays for the copy path, which
+ * must make progress when staged data does not fit a message.
  */
 static int
 ch_stage(struct evrdma_channel *ch, const void *data, size_t len)
@@ -1280,7 +1290,8 @@ ch_stage(struct evrdma_channel *ch, const void *data, size_t len)
 	int idx;
 	uint8_t *p;
 
-	if (len < STAGE_MIN || len > ch_chunk(ch) || !ch->sstate)
+	if ((len < STAGE_MIN && evbuffer_get_length(ch->output)) ||
+	    len > ch_chunk(ch) || !ch->sstate)
 		return -1;
 	idx = ch_slot_alloc(ch, 1);
 	if (idx < 0)
