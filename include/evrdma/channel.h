@@ -38,10 +38,12 @@
  * a slot only when the receiver has returned it (credits), so a receiver
  * that does not read holds the sender back, and no receive is ever missing
  * (no RNR). Received bytes enter input by reference (zero-copy) and the
- * slot returns to the sender when the user drains them. Memory per channel
- * is fixed by evrdma_channel_config_set_ring(): slots * slot_size for
- * receiving and the same for sending, plus at most max_input bytes copied
- * when the user holds more than half of the slots.
+ * slot returns to the sender when the user drains them; messages under
+ * 1 KiB are copied instead (cheaper than a reference) while input holds
+ * less than max_input. Memory per channel is fixed by
+ * evrdma_config_set_channel_ring(): slots * slot_size for receiving and
+ * the same for sending, plus at most max_input bytes copied (small
+ * messages, and any when the user holds more than half of the slots).
  */
 
 #include <sys/socket.h>
@@ -81,7 +83,10 @@ typedef void (*evrdma_channel_accept_cb)(struct evrdma_listener *lst,
  * Set the channel ring of a configuration (used by every channel of a base
  * made with it): @p slots receive slots of @p slot_size bytes each, the same
  * again for sending, and @p max_input bytes that may be copied into input
- * when the user holds more than half of the slots.
+ * (messages under 1 KiB, and any when the user holds more than half of the
+ * slots by reference). Queue depths (evrdma_config_set_queue_depth()) must
+ * be at least slots + 4; a receive queue of 2 * slots + 4 or more lets
+ * receives be reposted in batches after the sends of a pass.
  * Defaults: 16 slots of 65536 bytes, max_input 4 MiB.
  * @param slots 2..4096
  * @param slot_size 64..4194304, a multiple of 64; also the largest message

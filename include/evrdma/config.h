@@ -94,10 +94,12 @@ EVRDMA_EXPORT int evrdma_config_set_poll_budget(struct evrdma_config *cfg,
  * queues for up to @p usec microseconds before going back to sleep on the
  * completion channel. A reply that arrives within that time is handled
  * without the wake-up (an interrupt, a context switch and two system calls
- * per message), which is most of an event-driven round trip. Each spin
- * runs as its own loop callback and ends at the first completion, so the
- * loop serves its other events between spins; it still takes CPU time up
- * to @p usec after each burst of traffic. 0 (the default) never spins.
+ * per message), which is most of an event-driven round trip. A spin goes
+ * on through up to 16 polls that find completions (their callbacks run
+ * inside it) and then yields, so the loop serves its other events between
+ * spins; the spin ends, and the loop sleeps, once no completion has come
+ * for about @p usec. It takes CPU time up to @p usec after each burst of
+ * traffic. 0 (the default) never spins.
  * @param usec 0..100000 microseconds
  * @return 0, or -1 with errno EINVAL
  */
