@@ -390,6 +390,9 @@ ch_refill(struct evrdma_channel *ch, unsigned min)
 		return 0;
 	n = evrdma__conn_post_recvs(ch->conn, ch->rq_max - ch->rq_posted,
 	    ch_recv_cb, ch);
+	if (n < 0 && errno == EPIPE)
+		return 0;	/* closing: nothing more arrives; the close
+				 * itself reports how the channel ended */
 	if (n < 0)
 		return -1;
 	ch->rq_posted += (unsigned)n;
