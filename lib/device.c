@@ -145,9 +145,10 @@ now_us(void)
  * A pass that finds completions runs their work (dev_poll) and the spin
  * goes on, so a reply costs neither a loop iteration nor a system call;
  * after SPIN_WORK_PASSES such passes the spin yields: the next one runs
- * from a 0 ms timer, after the loop has served its other events. The clock is read only every 64th empty round, and the
- * idle time counts from the first of those reads: where the clock is not
- * in the vDSO (an HPET clock source) a read costs more than a poll.
+ * from a 0 ms timer, after the loop has served its other events. The
+ * clock is read only every 64th empty round, and the idle time counts
+ * from the first of those reads: where the clock is not in the vDSO (an
+ * HPET clock source) a read costs more than a poll.
  */
 static void
 dev_spin(void *arg)
@@ -257,14 +258,13 @@ dev_poll(struct evrdma_dev *dev)
 		evrdma__work_run(base);
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {
-		/* traffic: look for the next completion before sleeping
-		 * (a spin in progress goes on by itself); none: sleep
-		 * (unless the budget ran out: resuming) */
-		if (dev->spinning)
-			;
-		else if (found)
+		/* traffic: look for the next completion before sleeping;
+		 * none: sleep (unless the budget ran out: resuming). A spin
+		 * in progress decides that itself. */
+		if (!dev->spinning && found)
 			evrdma__ev_timer_start(dev->spin_ev, 0);
-		else if (!evrdma__ev_pending(dev->poll_ev))
+		else if (!dev->spinning &&
+		    !evrdma__ev_pending(dev->poll_ev))
 			cq_arm_all(dev);
 	}
 	evrdma__dev_put(dev);
