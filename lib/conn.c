@@ -57,6 +57,7 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 	conn->rq_depth = base->cfg.rq_depth;
 	conn->rnr_retry = (uint8_t)base->cfg.rnr_retry;
 	TAILQ_INIT(&conn->reqs);
+	TAILQ_INIT(&conn->rreqs);
 	conn->timer = evrdma__ev_timer_new(base, conn_timer_cb, conn);
 	conn->fin_ev = evrdma__ev_timer_new(base, conn_fin_cb, conn);
 	if (!conn->timer || !conn->fin_ev) {
@@ -634,11 +635,13 @@ conn_deliver(struct evrdma_conn *conn, struct evrdma_req *req,
 	evrdma_req_cb cb = req->cb;
 	void *arg = req->arg;
 
-	TAILQ_REMOVE(&conn->reqs, req, link);
-	if (req->is_recv)
+	if (req->is_recv) {
+		TAILQ_REMOVE(&conn->rreqs, req, link);
 		conn->rq_out--;
-	else
+	} else {
+		TAILQ_REMOVE(&conn->reqs, req, link);
 		conn->sq_out--;
+	}
 	if (req->mr)
 		evrdma__mr_release(req->mr);
 	evrdma__req_free(conn->base, req);
@@ -682,7 +685,7 @@ conn_complete_unsignaled(struct evrdma_conn *conn, struct evrdma_req *upto)
 
 	for (r = TAILQ_FIRST(&conn->reqs); r && r != upto; r = next) {
 		next = TAILQ_NEXT(r, link);
-		if (r->is_recv || !r->unsignaled)
+		if (!r->unsignaled)
 			continue;
 		memset(&w, 0, sizeof(w));
 		w.wc_status = IBV_WC_SUCCESS;
@@ -787,7 +790,8 @@ conn_cancel_all(struct evrdma_conn *conn)
 	struct evrdma_req *req;
 	struct evrdma_wc w;
 
-	while ((req = TAILQ_FIRST(&conn->reqs))) {
+	while ((req = TAILQ_FIRST(&conn->rreqs)) ||
+	    (req = TAILQ_FIRST(&conn->reqs))) {
 		memset(&w, 0, sizeof(w));
 		w.status = ECANCELED;
 		w.wc_status = -1;
@@ -926,11 +930,13 @@ conn_post(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 		req->mr = mr;
 		evrdma__mr_hold(mr);
 	}
-	TAILQ_INSERT_TAIL(&conn->reqs, req, link);
-	if (recv)
+	if (recv) {
+		TAILQ_INSERT_TAIL(&conn->rreqs, req, link);
 		conn->rq_out++;
-	else
+	} else {
+		TAILQ_INSERT_TAIL(&conn->reqs, req, link);
 		conn->sq_out++;
+	}
 	return 0;
 }
 
@@ -985,7 +991,7 @@ evrdma__conn_post_recvs(struct evrdma_conn *conn, unsigned n,
 				evrdma__req_free(conn->base, reqs[i]);
 				continue;
 			}
-			TAILQ_INSERT_TAIL(&conn->reqs, reqs[i], link);
+			TAILQ_INSERT_TAIL(&conn->rreqs, reqs[i], link);
 			conn->rq_out++;
 			done++;
 		}
@@ -1153,7 +1159,8 @@ conn_check_done(struct evrdma_conn *conn)
 {
 	if (conn->finalizing || conn->state != EVRDMA_CONN_CLOSING)
 		return;
-	if (!TAILQ_EMPTY(&conn->reqs) || conn->await_disconnect)
+	if (!TAILQ_EMPTY(&conn->reqs) || !TAILQ_EMPTY(&conn->rreqs) ||
+	    conn->await_disconnect)
 		return;
 	conn->finalizing = 1;
 	evrdma__ev_timer_start(conn->fin_ev, 0);

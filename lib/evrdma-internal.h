@@ -232,7 +232,10 @@ struct evrdma_conn {
 	unsigned sq_depth, rq_depth, max_inline;
 	uint8_t rnr_retry;		/* into the connection parameters */
 	unsigned sq_out, rq_out;
+	/* outstanding requests in post order: sends (walked to complete the
+	 * unsignaled ones) and receives apart */
 	TAILQ_HEAD(, evrdma_req) reqs;
+	TAILQ_HEAD(, evrdma_req) rreqs;
 	struct event *timer;		/* step timeout / teardown timeout */
 	struct event *fin_ev;		/* deferred finalisation */
 	struct evrdma__resolve_req *dns_req;
