@@ -35,6 +35,7 @@
 #define CH_MAGIC1	'H'
 #define CH_VERSION	1
 #define CH_HS_LEN	24
+#define CH_HS_PULL_LEN	40		/* with the pull extension */
 #define CH_CTRL		4		/* control credits granted */
 
 #define IMM_DATA	0u
@@ -44,13 +45,22 @@
 #define IMM_DRET(x)	(((x) >> 16) & 0x3fff)
 #define IMM_CRET(x)	(((x) >> 8) & 0xff)
 #define IMM_STARVED	0x80u
-#define IMM_RESERVED	0x7fu
+#define IMM_PULL	0x40u		/* DATA: pull it with an RDMA READ */
+#define IMM_PDONE(x)	((x) & 0x3f)	/* pulls completed */
+#define IMM_PDONE_MAX	0x3fu
 #define IMM_DRET_MAX	0x3fffu
 
 #define SLOT_FREE	0
 #define SLOT_STAGED	1
 #define SLOT_POSTED	2
 #define SLOT_RESERVED	3		/* evrdma_channel_reserve(), not committed */
+#define SFIFO_PULL	0x80000000u	/* sfifo: a pull, its slot waits for the
+					 * credit (the peer reads it) */
+/* receive slot states */
+#define RS_READY	0		/* bytes in the slot (or slot free) */
+#define RS_PULL_WANT	1		/* a pull whose READ is not posted yet */
+#define RS_PULL_POSTED	2		/* its READ is in flight */
+#define PULL_DESC_LEN	8		/* offset, length (big-endian) */
 /* writes from this size on (and any write into an empty output) are
  * copied straight into a send slot; received messages up to it are copied
  * into input rather than referenced */
@@ -102,6 +112,18 @@ struct evrdma_channel {
 	unsigned ret_data;		/* data credits due to the peer */
 	unsigned ret_ctrl;		/* control messages not yet returned */
 	int peer_starved;
+	/* pulls: DATA messages of at least pull_min bytes the peer leaves in
+	 * its send ring for us to READ into the receive slot (0: none) */
+	unsigned pull_min;
+	uint8_t *rstate;		/* RS_* of each receive slot */
+	uint32_t *rpoff;		/* where a pull's bytes are in the peer's
+					 * send ring */
+	uint64_t rpull;			/* messages before this have no READ to
+					 * post */
+	unsigned pull_wait;		/* RS_PULL_WANT slots */
+	unsigned ret_pull;		/* pulls done, not yet told the peer */
+	unsigned pull_out, pull_cap;	/* READs in flight, and the most the
+					 * send queue has room for */
 
 	/* our send ring and the peer's receive ring */
 	/* Send ring: a slot is FREE, STAGED (a write was copied into it and
@@ -120,6 +142,15 @@ struct evrdma_channel {
 	unsigned sfree;
 	struct evrdma_remote peer;
 	unsigned peer_slots, peer_slot_size;
+	/* the peer pulls DATA of at least peer_pull_min bytes from our send
+	 * ring, if pullable; the send slots of pulls not yet done (the peer
+	 * says so in order) in a FIFO */
+	unsigned peer_pull_min;
+	int pullable;
+	unsigned *spq, spq_head, spq_n;
+	int linger;			/* freed, waiting for the peer's pulls */
+	struct evrdma_remote peer_src;	/* the peer's send ring, if it may be
+					 * pulled from */
 	uint64_t sseq;			/* DATA messages sent */
 	uint64_t s_limit;		/* may send while sseq < s_limit */
 	unsigned ctrl_credits;
@@ -212,8 +243,9 @@ lenq_pop(struct ch_lenq *q)
 	q->count--;
 }
 
+/* A ring of slots, and @p extra bytes after them. */
 static struct ch_ring *
-ch_ring_new(struct evrdma_channel *ch)
+ch_ring_new(struct evrdma_channel *ch, size_t extra)
 {
 	struct ch_ring *r = calloc(1, sizeof(*r));
 	unsigned i;
@@ -222,7 +254,7 @@ ch_ring_new(struct evrdma_channel *ch)
 		return NULL;
 	r->ch = ch;
 	r->refs = 1;
-	r->mem = malloc((size_t)ch->slots * ch->slot_size);
+	r->mem = malloc((size_t)ch->slots * ch->slot_size + extra);
 	r->slot = calloc(ch->slots, sizeof(*r->slot));
 	if (!r->mem || !r->slot) {
 		free(r->mem);
@@ -273,6 +305,9 @@ ch_destroy(struct evrdma_channel *ch)
 	free(ch->sfifo);
 	free(ch->rlen);
 	free(ch->rheld);
+	free(ch->rstate);
+	free(ch->rpoff);
+	free(ch->spq);
 	free(ch->in_msgs.v);
 	free(ch->out_msgs.v);
 	free(ch);
@@ -295,7 +330,60 @@ ch_drop(void *arg)
 	/* the library frees the connection itself */
 	ch->conn = NULL;
 	ch->freed = 1;
+	ch->linger = 0;
 	ch_maybe_destroy(ch);
+}
+
+static int ch_post_ctrl(struct evrdma_channel *ch, uint32_t type,
+    uint32_t flags);
+
+/*
+ * Freed while the peer has yet to pull messages from our send ring: they
+ * were sent as far as the user can tell (they left output), so keep the
+ * connection until the peer says it has them, at most the teardown
+ * timeout. A CREDIT with STARVED asks for that answer as soon as all its
+ * pulls are done.
+ */
+static int
+ch_linger_start(struct evrdma_channel *ch)
+{
+	const struct evrdma_config *cfg = &ch->base->cfg;
+	struct timeval tv;
+
+	if (!ch->spq_n || !ch->conn || !ch->connected || ch->failed ||
+	    ch->peer_gone)
+		return 0;
+	ch->in_pump++;
+	if (ch_post_ctrl(ch, IMM_CREDIT, IMM_STARVED) <= 0) {
+		ch->in_pump--;
+		return 0;	/* no control credit left: no answer comes */
+	}
+	ch->in_pump--;
+	ch->linger = 1;
+	tv.tv_sec = cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] / 1000;
+	tv.tv_usec = cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] % 1000 * 1000;
+	timer_arm(ch->wr_timer, &tv);
+	return 1;
+}
+
+/* The lingering is over (the peer has done our pulls, has gone, or did not
+ * answer in time): close. The caller calls ch_maybe_destroy(). */
+static void
+ch_linger_end(struct evrdma_channel *ch)
+{
+	struct evrdma_conn *conn = ch->conn;
+
+	if (!ch->linger)
+		return;
+	ch->linger = 0;
+	evrdma__ev_stop(ch->wr_timer);
+	ch->conn = NULL;
+	if (conn) {
+		ch->in_pump++;
+		conn->drop = NULL;
+		evrdma_conn_free(conn);	/* cancels our requests */
+		ch->in_pump--;
+	}
 }
 
 void
@@ -311,6 +399,8 @@ evrdma_channel_free(struct evrdma_channel *ch)
 	evrdma__ev_stop(ch->rd_timer);
 	evrdma__ev_stop(ch->wr_timer);
 	evrdma__work_cancel(ch->base, &ch->pump_work);
+	if (ch_linger_start(ch))
+		return;
 	conn = ch->conn;
 	ch->conn = NULL;
 	if (conn) {
@@ -461,6 +551,8 @@ ch_deliver(struct evrdma_channel *ch)
 		uint8_t *p = ch->ring->mem + (size_t)idx * ch->slot_size;
 		int small;
 
+		if (ch->rstate[idx] != RS_READY)
+			break;	/* its READ is not done: input stays in order */
 		have = evbuffer_get_length(ch->input);
 		if (ch->rd_hi && have >= ch->rd_hi)
 			break;
@@ -516,6 +608,113 @@ ch_deliver(struct evrdma_channel *ch)
 	}
 }
 
+/*
+ * A pull (DATA with IMM_PULL): the peer wrote an 8-byte descriptor into the
+ * slot, the offset and length of the message in its send ring; check it and
+ * queue the READ of those bytes into the same slot (ch_post_pulls).
+ */
+static int
+ch_pull_take(struct evrdma_channel *ch, uint32_t byte_len)
+{
+	unsigned idx = (unsigned)(ch->rseq % ch->slots);
+	const uint8_t *d = ch->ring->mem + (size_t)idx * ch->slot_size;
+	uint32_t off, len;
+
+	if (!ch->pull_min || !ch->peer_src.len) {
+		ch_protocol_error(ch, "pull not offered");
+		return -1;
+	}
+	if (byte_len != PULL_DESC_LEN) {
+		ch_protocol_error(ch, "bad pull descriptor length");
+		return -1;
+	}
+	off = get32(d);
+	len = get32(d + 4);
+	if (len == 0 || len > ch->slot_size || off > ch->peer_src.len ||
+	    len > ch->peer_src.len - off) {
+		ch_protocol_error(ch, "pull descriptor out of range");
+		return -1;
+	}
+	ch->rlen[idx] = len;
+	ch->rpoff[idx] = off;
+	ch->rstate[idx] = RS_PULL_WANT;
+	ch->pull_wait++;
+	return 0;
+}
+
+static void
+ch_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct evrdma_channel *ch = ref->ring->ch;
+
+	ch->reqs--;
+	ch->pull_out--;
+	if (ch->freed || ch->failed) {
+		ch_maybe_destroy(ch);
+		return;
+	}
+	if (wc->status) {
+		/* the message's bytes are lost: an error, not EOF */
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    wc->status == ECANCELED && ch->peer_gone ?
+		    EVRDMA_REASON_DISCONNECTED : EVRDMA_REASON_QP_FATAL);
+		return;
+	}
+	ch->rstate[ref->idx] = RS_READY;
+	ch->ret_pull++;
+	ch_schedule(ch);
+}
+
+/* Post the READs of pulls, in ring order, as far as the send queue has
+ * room for them beside our own messages. */
+static int
+ch_post_pulls(struct evrdma_channel *ch)
+{
+	while (ch->rpull < ch->rseq) {
+		unsigned idx = (unsigned)(ch->rpull % ch->slots);
+
+		if (ch->rstate[idx] == RS_PULL_WANT) {
+			if (ch->pull_out >= ch->pull_cap)
+				break;	/* ch_pull_cb resumes */
+			if (evrdma_conn_post_read(ch->conn, ch->rmr,
+			    (size_t)idx * ch->slot_size, ch->rlen[idx],
+			    &ch->peer_src, ch->rpoff[idx], ch_pull_cb,
+			    &ch->ring->slot[idx]) < 0) {
+				if (errno == EAGAIN)
+					break;	/* a completion resumes */
+				return -1;
+			}
+			ch->rstate[idx] = RS_PULL_POSTED;
+			ch->pull_wait--;
+			ch->pull_out++;
+			ch->reqs++;
+		}
+		ch->rpull++;
+	}
+	return 0;
+}
+
+static void ch_slot_release(struct evrdma_channel *ch, unsigned idx);
+static void ch_linger_end(struct evrdma_channel *ch);
+
+/* The peer has done @p n more of our pulls (in order): their send slots
+ * are free. -1 when it claims more than we made. */
+static int
+ch_pulls_done(struct evrdma_channel *ch, unsigned n)
+{
+	if (n > ch->spq_n)
+		return -1;
+	for (; n; n--) {
+		ch_slot_release(ch, ch->spq[ch->spq_head]);
+		ch->spq_head = (ch->spq_head + 1) % ch->slots;
+		ch->spq_n--;
+	}
+	if (ch->linger && !ch->spq_n)
+		ch_linger_end(ch);
+	return 0;
+}
+
 static void
 ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
@@ -524,6 +723,9 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 
 	ch->reqs--;
 	ch->rq_posted--;
+	if (ch->linger && !wc->status && wc->has_imm &&
+	    ch_pulls_done(ch, IMM_PDONE(imm)) < 0)
+		ch_linger_end(ch);	/* a lie: no point waiting */
 	if (ch->freed || ch->failed) {
 		ch_maybe_destroy(ch);
 		return;
@@ -540,6 +742,11 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 			ch->in_pump++;
 			ch_deliver(ch);
 			ch->in_pump--;
+			/* bytes still in its send ring are lost with it */
+			if (ch->pull_wait && !ch->freed)
+				ch_fail(ch, BEV_EVENT_ERROR |
+				    BEV_EVENT_READING,
+				    EVRDMA_REASON_DISCONNECTED);
 		}
 		ch_maybe_destroy(ch);
 		return;
@@ -548,7 +755,8 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		ch_protocol_error(ch, "not a write with immediate");
 		return;
 	}
-	if (IMM_TYPE(imm) > IMM_EOF || (imm & IMM_RESERVED)) {
+	if (IMM_TYPE(imm) > IMM_EOF ||
+	    ((imm & IMM_PULL) && IMM_TYPE(imm) != IMM_DATA)) {
 		ch_protocol_error(ch, "bad immediate");
 		return;
 	}
@@ -558,6 +766,10 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	if (ch->s_limit + dret > ch->sseq + ch->peer_slots ||
 	    ch->ctrl_credits + cret > CH_CTRL) {
 		ch_protocol_error(ch, "credits returned that were not lent");
+		return;
+	}
+	if (ch_pulls_done(ch, IMM_PDONE(imm)) < 0) {
+		ch_protocol_error(ch, "pulls acknowledged that were not made");
 		return;
 	}
 	ch->s_limit += dret;
@@ -580,7 +792,10 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 			ch_protocol_error(ch, "data beyond its credits");
 			return;
 		}
-		ch->rlen[ch->rseq % ch->slots] = wc->byte_len;
+		if ((imm & IMM_PULL) && ch_pull_take(ch, wc->byte_len) < 0)
+			return;
+		if (!(imm & IMM_PULL))
+			ch->rlen[ch->rseq % ch->slots] = wc->byte_len;
 		ch->rheld[ch->rseq % ch->slots] = 1;
 		ch->rseq++;
 		break;
@@ -651,7 +866,9 @@ ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	struct evrdma_channel *ch = arg;
 
 	ch->reqs--;
-	ch_slot_release(ch, ch->sfifo[ch->sfifo_head]);
+	/* a pull's slot is freed when the peer has done it (ch_pulls_done) */
+	if (!(ch->sfifo[ch->sfifo_head] & SFIFO_PULL))
+		ch_slot_release(ch, ch->sfifo[ch->sfifo_head]);
 	ch->sfifo_head = (ch->sfifo_head + 1) % ch->slots;
 	ch->sfifo_n--;
 	if (ch->freed || ch->failed) {
@@ -664,8 +881,9 @@ ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		return;
 	}
 	/* a free slot matters only to output waiting for one, or to a
-	 * reservation that found none */
-	if (evbuffer_get_length(ch->output) || ch->resv_wanted)
+	 * reservation that found none; send queue room to waiting pulls */
+	if (evbuffer_get_length(ch->output) || ch->resv_wanted ||
+	    ch->pull_wait)
 		ch_schedule(ch);
 }
 
@@ -683,15 +901,18 @@ ch_take_returns(struct evrdma_channel *ch, uint32_t type)
 {
 	unsigned d = ch->ret_data > IMM_DRET_MAX ? IMM_DRET_MAX : ch->ret_data;
 	unsigned c = ch->ret_ctrl;
+	unsigned p = ch->ret_pull > IMM_PDONE_MAX ? IMM_PDONE_MAX :
+	    ch->ret_pull;
 
 	ch->ret_data -= d;
 	ch->ret_ctrl = 0;
+	ch->ret_pull -= p;
 	ch->peer_starved = 0;
-	return type << 30 | (uint32_t)d << 16 | (uint32_t)c << 8;
+	return type << 30 | (uint32_t)d << 16 | (uint32_t)c << 8 | p;
 }
 
 static int
-ch_post_ctrl(struct evrdma_channel *ch, uint32_t type)
+ch_post_ctrl(struct evrdma_channel *ch, uint32_t type, uint32_t flags)
 {
 	uint32_t imm;
 
@@ -702,7 +923,7 @@ ch_post_ctrl(struct evrdma_channel *ch, uint32_t type)
 		    EVRDMA_REASON_RESOURCE);
 		return -1;
 	}
-	imm = ch_take_returns(ch, type);
+	imm = ch_take_returns(ch, type) | flags;
 	if (evrdma_conn_post_write_imm(ch->conn, NULL, 0, 0, &ch->peer, 0,
 	    imm, ch_ctrl_cb, ch) < 0) {
 		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
@@ -732,7 +953,7 @@ ch_send_data(struct evrdma_channel *ch)
 		struct evbuffer_iovec v;
 		size_t n, off;
 		uint32_t imm;
-		int idx = -1;
+		int idx = -1, pull;
 
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 			n = lenq_front(&ch->out_msgs);
@@ -780,18 +1001,42 @@ ch_send_data(struct evrdma_channel *ch)
 			evbuffer_remove(ch->output, ch->sring->mem + off, n);
 		}
 		off = (size_t)idx * ch->slot_size;
+		/* pull while the peer keeps up with our pulls, write when
+		 * it lags: the bytes move either way, but on a software
+		 * device the work of moving them falls on the CPU of the
+		 * side that posts the request, so this shares it */
+		pull = ch->pullable && n >= ch->peer_pull_min &&
+		    ch->spq_n < (ch->slots / 4 ? ch->slots / 4 : 1);
 		ch->sfifo[(ch->sfifo_head + ch->sfifo_n++) % ch->slots] =
-		    (unsigned)idx;
+		    (unsigned)idx | (pull ? SFIFO_PULL : 0);
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
 			lenq_pop(&ch->out_msgs);
+		if (pull) {
+			/* the peer READs the bytes where they are; we write
+			 * only where: the descriptor after the slots */
+			uint8_t *d = ch->sring->mem + (size_t)ch->slots *
+			    ch->slot_size + (size_t)idx * PULL_DESC_LEN;
+
+			put32(d, (uint32_t)off);
+			put32(d + 4, (uint32_t)n);
+			ch->spq[(ch->spq_head + ch->spq_n++) % ch->slots] =
+			    (unsigned)idx;
+			off = (size_t)ch->slots * ch->slot_size +
+			    (size_t)idx * PULL_DESC_LEN;
+			n = PULL_DESC_LEN;
+		}
 		if (ch_returns_ready(ch) < 0) {
 			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
 			    EVRDMA_REASON_RESOURCE);
 			return -1;
 		}
 		imm = ch_take_returns(ch, IMM_DATA);
-		if (ch->sseq + 1 == ch->s_limit)
+		/* out of credits, or of send slots that pulls hold: the
+		 * peer answers at once (ch_pump's CREDIT rule) */
+		if (ch->sseq + 1 == ch->s_limit || (pull && !ch->sfree))
 			imm |= IMM_STARVED;
+		if (pull)
+			imm |= IMM_PULL;
 		if (evrdma_conn_post_write_imm(ch->conn, ch->smr, off, n,
 		    &ch->peer, (ch->sseq % ch->peer_slots) *
 		    (uint64_t)ch->peer_slot_size, imm, ch_send_cb, ch) < 0) {
@@ -801,6 +1046,10 @@ ch_send_data(struct evrdma_channel *ch)
 		}
 		ch->reqs++;
 		ch->sseq++;
+		if (pull)
+			ch->base->stats.ch_pulled++;
+		else
+			ch->base->stats.ch_written++;
 		sent = 1;
 	}
 	return sent;
@@ -831,18 +1080,27 @@ ch_pump(struct evrdma_channel *ch)
 		goto out;
 	/* one doorbell for everything this pass sends */
 	evrdma__conn_cork(conn);
+	if (ch->pull_wait && ch_post_pulls(ch) < 0) {
+		evrdma__conn_uncork(conn);
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		goto out;
+	}
 	sent = ch_send_data(ch);
 	if (sent >= 0 && ch->shut_wr && !ch->eof_sent &&
 	    !evbuffer_get_length(ch->output)) {
-		int r = ch_post_ctrl(ch, IMM_EOF);
+		int r = ch_post_ctrl(ch, IMM_EOF, 0);
 		if (r < 0)
 			sent = -1;
 		else
 			ch->eof_sent = r;
 	}
 	thresh = ch->peer_starved ? 1 : (ch->slots / 4 ? ch->slots / 4 : 1);
-	if (sent >= 0 && (ch->ret_data >= thresh || ch->ret_ctrl >= 2) &&
-	    ch_post_ctrl(ch, IMM_CREDIT) < 0)
+	if (sent >= 0 && (ch->ret_data >= thresh || ch->ret_ctrl >= 2 ||
+	    ch->ret_pull >= (thresh < IMM_PDONE_MAX ? thresh : IMM_PDONE_MAX) ||
+	    (ch->peer_starved && ch->ret_pull && !ch->pull_wait &&
+	    !ch->pull_out)) &&
+	    ch_post_ctrl(ch, IMM_CREDIT, 0) < 0)
 		sent = -1;
 	evrdma__conn_uncork(conn);
 	if (sent < 0 || ch->freed || ch->failed)
@@ -924,6 +1182,13 @@ ch_wr_timeout(void *arg)
 {
 	struct evrdma_channel *ch = arg;
 
+	if (ch->linger) {
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: the peer did not "
+		    "confirm its pulls in time; closing", (void *)ch);
+		ch_linger_end(ch);
+		ch_maybe_destroy(ch);
+		return;
+	}
 	ch->enabled &= ~EV_WRITE;
 	ch_event(ch, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING);
 	ch_maybe_destroy(ch);
@@ -958,17 +1223,22 @@ ch_alloc(struct evrdma_base *base, int flags)
 	ch->max_input = cfg->ch_max_input;
 	ch->input = evbuffer_new();
 	ch->output = evbuffer_new();
-	ch->ring = ch_ring_new(ch);
-	ch->sring = ch_ring_new(ch);
+	ch->ring = ch_ring_new(ch, 0);
+	/* after the send slots: a pull descriptor for each */
+	ch->sring = ch_ring_new(ch, (size_t)ch->slots * PULL_DESC_LEN);
 	ch->rlen = calloc(ch->slots, sizeof(*ch->rlen));
 	ch->rheld = calloc(ch->slots, 1);
+	ch->rstate = calloc(ch->slots, 1);
+	ch->rpoff = calloc(ch->slots, sizeof(*ch->rpoff));
 	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
 	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
 	ch->pump_work.fn = ch_pump_work;
 	ch->sstate = calloc(ch->slots, 1);
 	ch->sfifo = calloc(ch->slots, sizeof(*ch->sfifo));
+	ch->spq = calloc(ch->slots, sizeof(*ch->spq));
 	if (!ch->input || !ch->output || !ch->ring || !ch->sring ||
-	    !ch->rlen || !ch->rheld || !ch->sstate || !ch->sfifo ||
+	    !ch->rlen || !ch->rheld || !ch->rstate || !ch->rpoff ||
+	    !ch->sstate || !ch->sfifo || !ch->spq ||
 	    !ch->rd_timer || !ch->wr_timer)
 		goto nomem;
 	ch->sfree = ch->slots;
@@ -988,13 +1258,27 @@ nomem:
 static int
 ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 {
+	const struct ibv_device_attr *da = &conn->dev->attr;
+	size_t sring_len = (size_t)ch->slots * ch->slot_size;
+
 	ch->conn = conn;
 	conn->owner = ch;
 	conn->drop = ch_drop;
+	/* We pull when the device can issue READs and the send queue has
+	 * room for them beside our own messages (slots + CH_CTRL at most);
+	 * the peer may READ our send ring when the device can answer. */
+	ch->pull_cap = conn->sq_depth - ch->slots - CH_CTRL;
+	if (ch->pull_cap > ch->slots)
+		ch->pull_cap = ch->slots;
+	ch->pull_min = da->max_qp_init_rd_atom > 0 && ch->pull_cap ?
+	    ch->base->cfg.ch_pull_min : 0;
 	ch->rmr = evrdma_mr_reg(conn, ch->ring->mem,
 	    (size_t)ch->slots * ch->slot_size, EVRDMA_ACCESS_REMOTE_WRITE);
-	ch->smr = evrdma_mr_reg(conn, ch->sring->mem,
-	    (size_t)ch->slots * ch->slot_size, 0);
+	/* with the pull descriptors, which are local only in effect: the
+	 * peer's READs are checked against the slots (ch_pull_take) */
+	ch->smr = evrdma_mr_reg(conn, ch->sring->mem, sring_len +
+	    (size_t)ch->slots * PULL_DESC_LEN, da->max_qp_rd_atom > 0 ?
+	    EVRDMA_ACCESS_REMOTE_READ : 0);
 	if (!ch->rmr || !ch->smr)
 		return -1;
 	/* a refill batch of up to a ring's worth where the queue allows */
@@ -1012,6 +1296,35 @@ ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 	put32(hs + 12, ch->rmr->mr->rkey);
 	put32(hs + 16, (uint32_t)((uintptr_t)ch->ring->mem >> 32));
 	put32(hs + 20, (uint32_t)(uintptr_t)ch->ring->mem);
+	/* the pull extension: what we pull, and where the peer may pull
+	 * from (rkey 0, address 0: nowhere) */
+	put32(hs + 24, ch->pull_min);
+	put32(hs + 28, da->max_qp_rd_atom > 0 ? ch->smr->mr->rkey : 0);
+	put32(hs + 32, (uint32_t)((uintptr_t)ch->sring->mem >> 32));
+	put32(hs + 36, (uint32_t)(uintptr_t)ch->sring->mem);
+	return 0;
+}
+
+/* The peer's pull extension: whether it pulls (then we leave messages of
+ * its size in our send ring, if our device answers READs), and where we
+ * may pull from. */
+static int
+ch_parse_pull(struct evrdma_channel *ch, const uint8_t *p)
+{
+	uint64_t src = (uint64_t)get32(p + 32) << 32 | get32(p + 36);
+	uint64_t src_len = (uint64_t)ch->peer_slots * ch->peer_slot_size;
+	uint32_t src_rkey = get32(p + 28);
+
+	if (src + src_len < src)
+		return -1;
+	if (src_rkey || src) {
+		ch->peer_src.addr = src;
+		ch->peer_src.len = src_len;
+		ch->peer_src.rkey = src_rkey;
+	}
+	ch->peer_pull_min = get32(p + 24);
+	ch->pullable = ch->peer_pull_min && ch->conn->dev &&
+	    ch->conn->dev->attr.max_qp_rd_atom > 0;
 	return 0;
 }
 
@@ -1046,6 +1359,8 @@ ch_parse_peer(struct evrdma_channel *ch, int *code)
 	ch->peer.rkey = get32(p + 12);
 	ch->s_limit = slots;
 	ch->ctrl_credits = CH_CTRL;
+	if (len >= CH_HS_PULL_LEN)
+		return ch_parse_pull(ch, p);
 	return 0;
 }
 
@@ -1056,7 +1371,7 @@ ch_pre_connect(struct evrdma_conn *conn, void *arg)
 
 	if (ch_prepare(ch, conn, conn->pdata) < 0)
 		return -1;
-	conn->pdata_len = CH_HS_LEN;
+	conn->pdata_len = CH_HS_PULL_LEN;
 	return 0;
 }
 
@@ -1066,6 +1381,13 @@ ch_conn_event(struct evrdma_conn *conn, short what, int reason, void *arg)
 	struct evrdma_channel *ch = arg;
 	int code;
 
+	if (ch->linger) {
+		/* the peer went away or the connection failed while we
+		 * waited for its pulls: nothing more to wait for */
+		ch_linger_end(ch);
+		ch_maybe_destroy(ch);
+		return;
+	}
 	if (what & EVRDMA_EV_CONNECTED) {
 		if (ch_parse_peer(ch, &code) < 0) {
 			ch_fail(ch, BEV_EVENT_ERROR, EVRDMA_REASON_PROTOCOL);
@@ -1188,7 +1510,7 @@ evrdma__channel_passive(struct evrdma_listener *lst, struct evrdma_conn *conn,
 		conn->drop = ch_drop;
 		return -1;
 	}
-	conn->accept_pdata_len = CH_HS_LEN;
+	conn->accept_pdata_len = CH_HS_PULL_LEN;
 	conn->rnr_retry = 0;	/* see evrdma_channel_new() */
 	evrdma_conn_setcb(conn, ch_conn_event, ch);
 	return 0;

@@ -27,6 +27,7 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->ch_slots = 16;
 	cfg->ch_slot_size = 65536;
 	cfg->ch_max_input = 4u << 20;
+	cfg->ch_pull_min = 32768;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR] = 2000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE] = 2000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT] = 5000;
@@ -165,5 +166,15 @@ evrdma_config_set_channel_ring(struct evrdma_config *cfg, unsigned slots,
 	cfg->ch_slots = slots;
 	cfg->ch_slot_size = slot_size;
 	cfg->ch_max_input = max_input;
+	return 0;
+}
+
+int
+evrdma_config_set_channel_pull(struct evrdma_config *cfg, unsigned min_bytes)
+{
+	if (cfg == NULL || min_bytes > (4u << 20))
+		return evrdma__fail(EINVAL, "evrdma_config_set_channel_pull: "
+		    "%u bytes out of range (0..4 MiB)", min_bytes);
+	cfg->ch_pull_min = min_bytes;
 	return 0;
 }

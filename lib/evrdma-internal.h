@@ -39,6 +39,7 @@ struct evrdma_config {
 	unsigned ch_slots;		/* channel ring */
 	unsigned ch_slot_size;
 	size_t ch_max_input;
+	unsigned ch_pull_min;		/* pull DATA of this size on; 0: never */
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
 

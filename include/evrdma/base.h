@@ -63,10 +63,15 @@ struct evrdma_stats {
 	unsigned mrs;		/**< registered memory regions */
 	unsigned devices;	/**< opened devices (PD + completion channel) */
 	unsigned reqs;		/**< work requests posted and not yet completed */
+	/** channel data messages sent by RDMA WRITE, since the base was made */
+	unsigned long long ch_written;
+	/** channel data messages left for the peer to pull (RDMA READ), see
+	 * evrdma_config_set_channel_pull() */
+	unsigned long long ch_pulled;
 };
 
 /**
- * Read the object counts of @p base.
+ * Read the object counts (and channel message counters) of @p base.
  * @param base the context
  * @param out filled in
  */

@@ -34,7 +34,9 @@
  * BEV_EVENT_WRITING, reason EVRDMA_REASON_RESOURCE).
  *
  * Flow control: the receiver advertises a ring of registered slots; the
- * sender writes into free slots with RDMA WRITE with immediate and may use
+ * sender writes into free slots with RDMA WRITE with immediate (or, for
+ * large messages, leaves them for the receiver to pull with an RDMA READ,
+ * see evrdma_config_set_channel_pull()) and may use
  * a slot only when the receiver has returned it (credits), so a receiver
  * that does not read holds the sender back, and no receive is ever missing
  * (no RNR). Received bytes enter input by reference (zero-copy) and the
@@ -95,6 +97,29 @@ typedef void (*evrdma_channel_accept_cb)(struct evrdma_listener *lst,
  */
 EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
     unsigned slots, unsigned slot_size, size_t max_input);
+
+/**
+ * Set from which size on messages this side receives may be pulled: the
+ * sender leaves such a message in its send ring and writes only where it
+ * is (8 bytes); the receiver fetches it with an RDMA READ into its receive
+ * slot. The bytes move as they would by the sender's RDMA WRITE, but the
+ * work of moving them is the receiver's: a software RDMA device
+ * (Soft-RoCE) does that work on the CPU of the side that posts the
+ * request. A sender pulls only while fewer than a quarter of its slots
+ * wait for the receiver's READs, and writes the rest itself, so a busy
+ * receiver hands the work back and both sides share it. On hardware a
+ * pull costs a round trip, hidden while the ring keeps several messages
+ * in flight. Pulls are used only where both devices support READs and the
+ * send queue has room for them (depth above slots + 4). A sender freed
+ * before the receiver has done its pulls keeps the connection for them,
+ * up to the teardown timeout (EVRDMA_TIMEOUT_TEARDOWN); if the sender goes
+ * away before, the receiver gets BEV_EVENT_ERROR. Counters:
+ * evrdma_stats.ch_written and ch_pulled. Default 32768; 0: no pulls.
+ * @param min_bytes 0..4194304
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
+    unsigned min_bytes);
 
 /**
  * Create an unconnected channel.
