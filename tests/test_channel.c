@@ -674,7 +674,11 @@ START_TEST(channel_random_writes_both_ways)
 	struct chp p;
 	struct rw_side a, b;
 	struct evrdma_config *cfg = NULL;
+	struct evrdma_stats st;
 	uint64_t dl, t0;
+	static const char *const rw_names[] = { "default", "busy polling",
+		"queues of slots + 4", "receive queue of slots + 7",
+		"no pulls", "pulls of any size" };
 
 	memset(&p, 0, sizeof(p));
 	memset(&a, 0, sizeof(a));
@@ -693,6 +697,12 @@ START_TEST(channel_random_writes_both_ways)
 		ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 20), 0);
 	if (_i == 3)
 		ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 32, 23), 0);
+	/* large messages by RDMA WRITE only; every size pulled (while the
+	 * peer keeps up) */
+	if (_i == 4)
+		ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 0), 0);
+	if (_i == 5)
+		ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 1), 0);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
@@ -721,12 +731,20 @@ START_TEST(channel_random_writes_both_ways)
 		rw_pump(&b);
 		ch_step(env.eb, 5);
 	}
-	fprintf(stderr, "channel random writes%s: %llu + %llu bytes in %llu "
-	    "ms (write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d)\n",
-	    _i == 1 ? " (busy polling)" : _i ? " (short receive queue)" : "", (unsigned long long)p.cli.tx_queued,
+	evrdma_base_get_stats(env.base, &st);
+	fprintf(stderr, "channel random writes (%s): %llu + %llu bytes in "
+	    "%llu ms (write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d; "
+	    "messages written %llu, pulled %llu)\n", rw_names[_i],
+	    (unsigned long long)p.cli.tx_queued,
 	    (unsigned long long)p.srv->tx_queued,
 	    (unsigned long long)(tu_now_ms() - t0), a.by[0], a.by[1], a.by[2],
-	    b.by[0], b.by[1], b.by[2]);
+	    b.by[0], b.by[1], b.by[2], st.ch_written, st.ch_pulled);
+	/* sq 20 = slots + 4 leaves no room for READs: no pulls */
+	if (_i == 2 || _i == 4)
+		ck_assert_uint_eq(st.ch_pulled, 0);
+	else
+		ck_assert_uint_gt(st.ch_pulled, 0);
+	ck_assert_uint_gt(st.ch_written, 0);
 	ch_loop_for(env.eb, 300);
 	ck_assert_uint_eq(p.srv->rx, p.cli.tx_queued);
 	ck_assert_uint_eq(p.cli.rx, p.srv->tx_queued);
@@ -2241,12 +2259,16 @@ END_TEST
 /* ==== 11. protocol violations by a raw peer ==== */
 
 #define CH_HS_LEN 24
+#define CH_HS_PULL_LEN 40	/* with the pull extension */
 
 struct ch_hs {
 	uint8_t magic[2];
 	unsigned version, mode, slots, credits;
 	uint32_t slot_size, rkey;
 	uint64_t addr;
+	/* pull extension */
+	uint32_t pull_min, src_rkey;
+	uint64_t src_addr;
 };
 
 static void
@@ -2270,6 +2292,12 @@ ch_hs_put(uint8_t *b, const struct ch_hs *h)
 	memcpy(b + 12, &v32, 4);
 	v64 = htobe64(h->addr);
 	memcpy(b + 16, &v64, 8);
+	v32 = htobe32(h->pull_min);
+	memcpy(b + 24, &v32, 4);
+	v32 = htobe32(h->src_rkey);
+	memcpy(b + 28, &v32, 4);
+	v64 = htobe64(h->src_addr);
+	memcpy(b + 32, &v64, 8);
 }
 
 static void
@@ -2293,12 +2321,21 @@ ch_hs_get(struct ch_hs *h, const uint8_t *b)
 	h->rkey = be32toh(v32);
 	memcpy(&v64, b + 16, 8);
 	h->addr = be64toh(v64);
+	memcpy(&v32, b + 24, 4);
+	h->pull_min = be32toh(v32);
+	memcpy(&v32, b + 28, 4);
+	h->src_rkey = be32toh(v32);
+	memcpy(&v64, b + 32, 8);
+	h->src_addr = be64toh(v64);
 }
 
 /* immediate data of a channel message (host order; see the protocol) */
 #define IMM_DATA	(0u << 30)
 #define IMM_TYPE3	(3u << 30)
-#define IMM_RESERVED	0x20u
+#define IMM_CREDIT	(1u << 30)
+#define IMM_PULL	0x40u
+#define IMM_PDONE32	0x20u	/* 32 pulls done */
+#define IMM_STARVED	0x80u
 
 struct rawp {
 	struct evrdma_conn *conn;
@@ -2306,6 +2343,7 @@ struct rawp {
 	short what;
 	int reason;
 	int wdone, wok, rdone;
+	int rpulls, rstarved;	/* DATA marked PULL, messages marked STARVED */
 };
 
 static void
@@ -2338,8 +2376,12 @@ rawp_rc(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	struct rawp *r = arg;
 
 	(void)c;
-	(void)wc;
 	r->rdone++;
+	if (wc->status == 0 && wc->has_imm && (wc->imm_data >> 30) == 0 &&
+	    (wc->imm_data & IMM_PULL))
+		r->rpulls++;
+	if (wc->status == 0 && wc->has_imm && (wc->imm_data & IMM_STARVED))
+		r->rstarved++;
 }
 
 /* Connect a raw evrdma connection carrying handshake @p hs (@p len bytes). */
@@ -2347,7 +2389,7 @@ static void
 rawp_connect(struct dt_env *env, struct rawp *r, struct chl *l,
     const struct ch_hs *hs, size_t len)
 {
-	uint8_t b[CH_HS_LEN];
+	uint8_t b[CH_HS_PULL_LEN];
 
 	ch_hs_put(b, hs);
 	r->conn = evrdma_conn_new(env->base, 0);
@@ -2374,11 +2416,37 @@ healthy_open(struct dt_env *env, struct chl *l, int idx, struct ep *cli)
 	ck_assert_int_eq(l->naccepted, idx + 1);
 }
 
-enum { PV_CREDITS, PV_LONG, PV_RESERVED, PV_TYPE3, PV_COUNT };
+enum {
+	PV_CREDITS, PV_LONG, PV_PDONE, PV_TYPE3, PV_PULL_UNOFFERED,
+	PV_PULL_DESC_LEN, PV_PULL_BOUNDS, PV_PULL_LONG, PV_PULL_CREDIT,
+	PV_COUNT
+};
 static const char *const pv_names[PV_COUNT] = {
 	"DATA beyond credits", "DATA longer than a slot",
-	"reserved imm bits", "imm type 3"
+	"pulls acknowledged that were never made", "imm type 3",
+	"pull from a peer that offered no send ring",
+	"pull descriptor of 64 bytes", "pull outside the peer's send ring",
+	"pull longer than a slot", "CREDIT marked as a pull"
 };
+/* what the victim logs for each: it caught the violation itself, not a
+ * symptom of it */
+static const char *const pv_why[PV_COUNT] = {
+	"data beyond its credits", "bad data length",
+	"pulls acknowledged that were not made", "bad immediate",
+	"pull not offered", "bad pull descriptor length",
+	"pull descriptor out of range", "pull descriptor out of range",
+	"bad immediate"
+};
+
+static char pv_log[256];
+
+static void
+pv_log_cb(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == EVRDMA_LOG_WARN && strstr(msg, "protocol violation"))
+		snprintf(pv_log, sizeof(pv_log), "%s", msg);
+}
 
 #define PV_SLOTS	8
 #define PV_SLOT		4096
@@ -2400,29 +2468,37 @@ START_TEST(channel_protocol_violation)
 	struct ep *victim = &l.acc[0], hcli;
 	struct rawp rp;
 	struct ch_hs hs, peer;
-	struct evrdma_remote own, rem;
+	struct evrdma_remote own, rem, src;
 	struct evrdma_mr *mr;
 	static uint8_t mem[64 * 1024];	/* our ring, then a send area */
 	const size_t send_off = 32 * 1024;
+	const size_t desc_off = 60 * 1024;	/* a pull descriptor */
 	const void *pd;
 	size_t pdlen;
 	unsigned i;
+	uint32_t d[2];
 
 	memset(&hp, 0, sizeof(hp));
 	memset(&l, 0, sizeof(l));
 	memset(&hcli, 0, sizeof(hcli));
 	memset(&rp, 0, sizeof(rp));
 	fprintf(stderr, "channel protocol violation: %s\n", pv_names[_i]);
+	pv_log[0] = 0;
+	evrdma_set_log_callback(pv_log_cb, EVRDMA_LOG_WARN, NULL);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	/* a region must be registered before we connect (its rkey goes in
 	 * the handshake): use a helper connection of the same base */
 	dt_pair_connect(&hp, &env, dt_addr(), 0);
 	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
-	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE);
+	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE |
+	    EVRDMA_ACCESS_REMOTE_READ);
 	ck_assert_ptr_nonnull(mr);
 	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, &own),
 	    0);
+	/* our "send ring": the send area, PV_OWN_SLOTS * PV_SLOT bytes */
+	ck_assert_int_eq(evrdma_mr_export(mr, send_off,
+	    PV_OWN_SLOTS * PV_SLOT, &src), 0);
 	for (i = 0; i < sizeof(mem); i++)
 		mem[i] = (uint8_t)(i * 13 + 1);
 
@@ -2442,7 +2518,10 @@ START_TEST(channel_protocol_violation)
 	hs.slot_size = PV_SLOT;
 	hs.rkey = own.rkey;
 	hs.addr = own.addr;
-	rawp_connect(&env, &rp, &l, &hs, CH_HS_LEN);
+	hs.src_rkey = src.rkey;
+	hs.src_addr = src.addr;
+	rawp_connect(&env, &rp, &l, &hs,
+	    _i == PV_PULL_UNOFFERED ? CH_HS_LEN : CH_HS_PULL_LEN);
 	CH_WAIT(env.eb, (rp.connected && l.naccepted == 1) || rp.events > 1,
 	    15000);
 	ck_assert_int_eq(rp.connected, 1);
@@ -2455,7 +2534,7 @@ START_TEST(channel_protocol_violation)
 	/* the victim's handshake, from the accept reply */
 	pd = evrdma_conn_get_peer_private_data(rp.conn, &pdlen);
 	ck_assert_ptr_nonnull(pd);
-	ck_assert_uint_eq(pdlen, CH_HS_LEN);
+	ck_assert_uint_ge(pdlen, CH_HS_LEN);
 	ch_hs_get(&peer, pd);
 	ck_assert(peer.magic[0] == 'C' && peer.magic[1] == 'H');
 	ck_assert_uint_eq(peer.version, 1);
@@ -2465,6 +2544,10 @@ START_TEST(channel_protocol_violation)
 	ck_assert_uint_ge(peer.credits, 1);
 	ck_assert_uint_le(peer.credits, 255);
 	ck_assert_uint_ne(peer.addr, 0);
+	/* it pulls large messages, and may be pulled from */
+	ck_assert_uint_eq(pdlen, CH_HS_PULL_LEN);
+	ck_assert_uint_gt(peer.pull_min, 0);
+	ck_assert_uint_ne(peer.src_addr, 0);
 	memset(&rem, 0, sizeof(rem));
 	rem.addr = peer.addr;
 	rem.len = (uint64_t)peer.slots * peer.slot_size;
@@ -2490,10 +2573,27 @@ START_TEST(channel_protocol_violation)
 		    send_off, peer.slot_size + 64, &rem, 0, IMM_DATA, rawp_wc,
 		    &rp), 0);
 		break;
-	case PV_RESERVED:
+	case PV_PDONE:
 		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
-		    send_off, 64, &rem, 0, IMM_DATA | IMM_RESERVED, rawp_wc,
+		    send_off, 64, &rem, 0, IMM_DATA | IMM_PDONE32, rawp_wc,
 		    &rp), 0);
+		break;
+	case PV_PULL_CREDIT:
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, NULL,
+		    0, 0, &rem, 0, IMM_CREDIT | IMM_PULL, rawp_wc, &rp), 0);
+		break;
+	case PV_PULL_UNOFFERED:
+	case PV_PULL_DESC_LEN:
+	case PV_PULL_BOUNDS:
+	case PV_PULL_LONG:
+		/* the descriptor: offset and length in our send ring */
+		d[0] = htobe32(_i == PV_PULL_BOUNDS ?
+		    (PV_OWN_SLOTS - 1) * PV_SLOT + 64 : 0);
+		d[1] = htobe32(_i == PV_PULL_LONG ? PV_SLOT + 64 : PV_SLOT);
+		memcpy(mem + desc_off, d, sizeof(d));
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+		    desc_off, _i == PV_PULL_DESC_LEN ? 64 : 8, &rem, 0,
+		    IMM_DATA | IMM_PULL, rawp_wc, &rp), 0);
 		break;
 	case PV_TYPE3:
 		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
@@ -2512,6 +2612,10 @@ START_TEST(channel_protocol_violation)
 	    evrdma_reason_str(victim->reason));
 	ck_assert_int_eq(evrdma_channel_get_error(victim->ch),
 	    EVRDMA_REASON_PROTOCOL);
+	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, NULL);
+	fprintf(stderr, "  logged: %s\n", pv_log);
+	ck_assert_msg(strstr(pv_log, pv_why[_i]) != NULL, "logged \"%s\", "
+	    "expected \"%s\"", pv_log, pv_why[_i]);
 	ep_free(victim);
 	/* the victim's side went away: the raw peer sees it end */
 	CH_WAIT(env.eb, rp.events >= 2, 15000);
@@ -2528,6 +2632,134 @@ START_TEST(channel_protocol_violation)
 	chl_close(&l);
 	evrdma_mr_free(mr);
 	dt_pair_close(&hp);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * A channel freed while its peer has not done its pulls lingers for them,
+ * but not forever: a raw peer that says it pulls and never does gets the
+ * request to answer (CREDIT with STARVED) and, after the teardown timeout,
+ * the disconnect. Nothing leaks.
+ */
+START_TEST(channel_linger_timeout)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(PV_SLOTS, PV_SLOT, 0);
+	struct chl l;
+	struct ep *victim = &l.acc[0];
+	struct rawp rp;
+	struct ch_hs hs;
+	struct dt_pair hp;
+	struct evrdma_mr *mr;
+	struct evrdma_remote own;
+	static uint8_t mem[PV_OWN_SLOTS * PV_SLOT];	/* our ring */
+	uint64_t t_free, t_end;
+	unsigned i;
+
+	memset(&l, 0, sizeof(l));
+	memset(&rp, 0, sizeof(rp));
+	memset(&hp, 0, sizeof(hp));
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 600), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	dt_pair_connect(&hp, &env, dt_addr(), 0);
+	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
+	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE);
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(evrdma_mr_export(mr, 0, sizeof(mem), &own), 0);
+	victim->name = "lingering";
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	memset(&hs, 0, sizeof(hs));
+	hs.magic[0] = 'C';
+	hs.magic[1] = 'H';
+	hs.version = 1;
+	hs.slots = PV_OWN_SLOTS;
+	hs.credits = PV_OWN_CREDITS;
+	hs.slot_size = PV_SLOT;
+	hs.rkey = own.rkey;	/* where the pull descriptors land */
+	hs.addr = own.addr;
+	hs.pull_min = 1;	/* "I pull everything" (and never do) */
+	rawp_connect(&env, &rp, &l, &hs, CH_HS_PULL_LEN);
+	CH_WAIT(env.eb, (rp.connected && l.naccepted == 1) || rp.events > 1,
+	    15000);
+	ck_assert_int_eq(rp.connected, 1);
+	for (i = 0; i < PV_OWN_SLOTS + PV_OWN_CREDITS; i++)
+		ck_assert_int_eq(evrdma_conn_post_recv(rp.conn, NULL, 0, 0,
+		    rawp_rc, &rp), 0);
+
+	/* two messages, left for the peer to pull */
+	memset(tx_tmp, 0x5a, 2 * PV_SLOT);
+	ck_assert_int_eq(evrdma_channel_write(victim->ch, tx_tmp,
+	    2 * PV_SLOT), 0);
+	CH_WAIT(env.eb, rp.rpulls == 2, 10000);
+	ck_assert_int_eq(rp.rpulls, 2);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(victim->ch)), 0);
+	ep_free(victim);
+	t_free = tu_now_ms();
+	CH_WAIT(env.eb, rp.events >= 2, 10000);
+	t_end = tu_now_ms();
+	fprintf(stderr, "channel linger: the peer saw the end %llu ms after "
+	    "the free (timeout 600 ms), 0x%x; STARVED asks: %d\n",
+	    (unsigned long long)(t_end - t_free), rp.what, rp.rstarved);
+	ck_assert_int_ge(rp.events, 2);
+	ck_assert(rp.what & (EVRDMA_EV_EOF | EVRDMA_EV_ERROR));
+	ck_assert_int_ge(rp.rstarved, 1);
+	ck_assert_uint_ge(t_end - t_free, 500);
+	ck_assert_uint_lt(t_end - t_free, 5000);
+	evrdma_conn_free(rp.conn);
+	chl_close(&l);
+	evrdma_mr_free(mr);
+	dt_pair_close(&hp);
+	ch_drain(&env, 20000);	/* nothing leaks */
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * The common case of lingering: a sender frees its channel as soon as its
+ * output is empty (as a TCP program closes after its last write). Its last
+ * messages are pulls the peer has not done yet; the peer still gets every
+ * byte, then EOF, as soon as it has them, long before the teardown timeout.
+ */
+START_TEST(channel_linger_done)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct chp p;
+	struct evrdma_stats st;
+	const size_t total = sizeof(tx_tmp);	/* 4 messages of 64 KiB */
+	uint64_t t_free, t_end;
+
+	memset(&p, 0, sizeof(p));
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	pat_fill(tx_tmp, 0, total, p.cli.tx_seed);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, tx_tmp, total), 0);
+	CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_output(
+	    p.cli.ch)) == 0, 10000);
+	evrdma_base_get_stats(env.base, &st);
+	ck_assert_uint_gt(st.ch_pulled, 0);
+	ep_free(&p.cli);
+	t_free = tu_now_ms();
+	CH_WAIT(env.eb, p.srv->ends, 30000);
+	t_end = tu_now_ms();
+	fprintf(stderr, "channel linger: %zu bytes (%llu messages pulled), "
+	    "then 0x%x, %llu ms after the free\n", (size_t)p.srv->rx,
+	    st.ch_pulled, p.srv->what, (unsigned long long)(t_end - t_free));
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->eof, 1);
+	ck_assert_uint_lt(t_end - t_free, 5000);
+	chp_close(&p);
 	ch_drain(&env, 20000);
 	dt_env_fini(&env);
 }
@@ -2718,7 +2950,7 @@ dt_suite_channel(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_stream_sizes, 0,
 	    (int)(sizeof(stream_sizes) / sizeof(stream_sizes[0])));
-	tcase_add_loop_test(tc, channel_random_writes_both_ways, 0, 4);
+	tcase_add_loop_test(tc, channel_random_writes_both_ways, 0, 6);
 	tcase_add_test(tc, channel_zero_copy);
 	tcase_add_test(tc, channel_message_mode);
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
@@ -2751,6 +2983,8 @@ dt_suite_channel(void)
 	tc = tcase_create("protocol");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_protocol_violation, 0, PV_COUNT);
+	tcase_add_test(tc, channel_linger_timeout);
+	tcase_add_test(tc, channel_linger_done);
 	tcase_add_loop_test(tc, channel_protocol_handshake, 0, HS_COUNT);
 	suite_add_tcase(s, tc);
 	return s;

@@ -238,6 +238,14 @@ START_TEST(test_config_channel_ring)
 	    ((size_t)1 << 30) + 1), -1);
 	ck_assert_int_eq(evrdma_config_set_channel_ring(NULL, 16, 4096, 0),
 	    -1);
+	/* pulls: 0 (never) .. 4 MiB */
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 0), 0);
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 4u << 20), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, (4u << 20) + 1),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_config_set_channel_pull(NULL, 1), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	evrdma_config_free(cfg);
 }
