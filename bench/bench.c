@@ -41,6 +41,8 @@
  *                     perftest uses no inline data on Soft-RoCE: --inline 0
  *                     compares like with like there)
  *   --busy-poll US    evrdma_config_set_busy_poll() (default 0: none)
+ *   --pull BYTES      evrdma_config_set_channel_pull() (default: the
+ *                     library's, 32768); 0: every message by RDMA WRITE
  *   --zero-copy       (client) bandwidth writes with evrdma_channel_reserve()
  *                     and evrdma_channel_commit(): each write is made in
  *                     the channel's send memory, where the bench stores
@@ -90,6 +92,7 @@ struct opts {
 	unsigned slots, slot_size;
 	int inl;			/* inline threshold; -1: default */
 	unsigned busy_us;		/* busy polling, 0: none */
+	long pull;			/* pull size, -1: the default */
 	const char *raw;		/* file for every latency sample */
 };
 
@@ -651,7 +654,7 @@ usage(void)
 	    "(64)\n"
 	    "         --warmup N  --message  --flush  --slots N  "
 	    "--slot-size S  --inline BYTES  --raw FILE\n"
-	    "         --busy-poll US  --zero-copy\n");
+	    "         --busy-poll US  --zero-copy  --pull BYTES\n");
 }
 
 static int
@@ -674,7 +677,7 @@ main(int argc, char **argv)
 {
 	enum { O_LAT = 256, O_BW, O_SIZE, O_LATSIZE, O_WARMUP, O_MESSAGE,
 	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY,
-	    O_ZC };
+	    O_ZC, O_PULL };
 	static const struct option longopts[] = {
 		{ "lat", required_argument, NULL, O_LAT },
 		{ "bw", required_argument, NULL, O_BW },
@@ -690,10 +693,11 @@ main(int argc, char **argv)
 		{ "raw", required_argument, NULL, O_RAW },
 		{ "busy-poll", required_argument, NULL, O_BUSY },
 		{ "zero-copy", no_argument, NULL, O_ZC },
+		{ "pull", required_argument, NULL, O_PULL },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench b = { .o = { .lat = -1, .warmup = -1, .lat_size = 64,
-	    .bw_size = 65536, .port = DEFAULT_PORT, .inl = -1 } };
+	    .bw_size = 65536, .port = DEFAULT_PORT, .inl = -1, .pull = -1 } };
 	struct addrinfo hints = { 0 }, *ai = NULL;
 	struct evrdma_config *cfg = NULL;
 	struct evrdma_stats st;
@@ -754,6 +758,11 @@ main(int argc, char **argv)
 				goto bad;
 			b.o.busy_us = (unsigned)v;
 			break;
+		case O_PULL:
+			if (parse_num(optarg, 0, 4u << 20, &v) < 0)
+				goto bad;
+			b.o.pull = (long)v;
+			break;
 		case O_SLOTSIZE:
 			if (parse_num(optarg, 64, 4u << 20, &v) < 0)
 				goto bad;
@@ -780,7 +789,8 @@ main(int argc, char **argv)
 	b.eb = event_base_new();
 	if (!b.eb)
 		return 1;
-	if (b.o.slots || b.o.slot_size || b.o.inl >= 0 || b.o.busy_us) {
+	if (b.o.slots || b.o.slot_size || b.o.inl >= 0 || b.o.busy_us ||
+	    b.o.pull >= 0) {
 		unsigned slots = b.o.slots ? b.o.slots : 16;
 		/* queues hold a ring's worth of requests and the control
 		 * messages besides (at least the default 128) */
@@ -790,6 +800,8 @@ main(int argc, char **argv)
 		if (!cfg || (b.o.inl >= 0 && evrdma_config_set_inline_threshold(
 		    cfg, (unsigned)b.o.inl) < 0) ||
 		    evrdma_config_set_busy_poll(cfg, b.o.busy_us) < 0 ||
+		    (b.o.pull >= 0 && evrdma_config_set_channel_pull(cfg,
+		    (unsigned)b.o.pull) < 0) ||
 		    evrdma_config_set_channel_ring(cfg, slots,
 		    b.o.slot_size ? b.o.slot_size : 65536, 4u << 20) < 0 ||
 		    evrdma_config_set_queue_depth(cfg, depth, depth) < 0 ||
