@@ -2271,62 +2271,88 @@ struct ch_hs {
 	uint64_t src_addr;
 };
 
+/* big-endian fields of the handshake */
+static void
+be16_put(uint8_t *b, unsigned v)
+{
+	uint16_t x = htobe16((uint16_t)v);
+
+	memcpy(b, &x, 2);
+}
+
+static void
+be32_put(uint8_t *b, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(b, &v, 4);
+}
+
+static void
+be64_put(uint8_t *b, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(b, &v, 8);
+}
+
+static unsigned
+be16_get(const uint8_t *b)
+{
+	uint16_t x;
+
+	memcpy(&x, b, 2);
+	return be16toh(x);
+}
+
+static uint32_t
+be32_get(const uint8_t *b)
+{
+	uint32_t x;
+
+	memcpy(&x, b, 4);
+	return be32toh(x);
+}
+
+static uint64_t
+be64_get(const uint8_t *b)
+{
+	uint64_t x;
+
+	memcpy(&x, b, 8);
+	return be64toh(x);
+}
+
 static void
 ch_hs_put(uint8_t *b, const struct ch_hs *h)
 {
-	uint16_t v16;
-	uint32_t v32;
-	uint64_t v64;
-
 	b[0] = h->magic[0];
 	b[1] = h->magic[1];
 	b[2] = (uint8_t)h->version;
 	b[3] = (uint8_t)h->mode;
-	v16 = htobe16((uint16_t)h->slots);
-	memcpy(b + 4, &v16, 2);
-	v16 = htobe16((uint16_t)h->credits);
-	memcpy(b + 6, &v16, 2);
-	v32 = htobe32(h->slot_size);
-	memcpy(b + 8, &v32, 4);
-	v32 = htobe32(h->rkey);
-	memcpy(b + 12, &v32, 4);
-	v64 = htobe64(h->addr);
-	memcpy(b + 16, &v64, 8);
-	v32 = htobe32(h->pull_min);
-	memcpy(b + 24, &v32, 4);
-	v32 = htobe32(h->src_rkey);
-	memcpy(b + 28, &v32, 4);
-	v64 = htobe64(h->src_addr);
-	memcpy(b + 32, &v64, 8);
+	be16_put(b + 4, h->slots);
+	be16_put(b + 6, h->credits);
+	be32_put(b + 8, h->slot_size);
+	be32_put(b + 12, h->rkey);
+	be64_put(b + 16, h->addr);
+	be32_put(b + 24, h->pull_min);
+	be32_put(b + 28, h->src_rkey);
+	be64_put(b + 32, h->src_addr);
 }
 
 static void
 ch_hs_get(struct ch_hs *h, const uint8_t *b)
 {
-	uint16_t v16;
-	uint32_t v32;
-	uint64_t v64;
-
 	h->magic[0] = b[0];
 	h->magic[1] = b[1];
 	h->version = b[2];
 	h->mode = b[3];
-	memcpy(&v16, b + 4, 2);
-	h->slots = be16toh(v16);
-	memcpy(&v16, b + 6, 2);
-	h->credits = be16toh(v16);
-	memcpy(&v32, b + 8, 4);
-	h->slot_size = be32toh(v32);
-	memcpy(&v32, b + 12, 4);
-	h->rkey = be32toh(v32);
-	memcpy(&v64, b + 16, 8);
-	h->addr = be64toh(v64);
-	memcpy(&v32, b + 24, 4);
-	h->pull_min = be32toh(v32);
-	memcpy(&v32, b + 28, 4);
-	h->src_rkey = be32toh(v32);
-	memcpy(&v64, b + 32, 8);
-	h->src_addr = be64toh(v64);
+	h->slots = be16_get(b + 4);
+	h->credits = be16_get(b + 6);
+	h->slot_size = be32_get(b + 8);
+	h->rkey = be32_get(b + 12);
+	h->addr = be64_get(b + 16);
+	h->pull_min = be32_get(b + 24);
+	h->src_rkey = be32_get(b + 28);
+	h->src_addr = be64_get(b + 32);
 }
 
 /* immediate data of a channel message (host order; see the protocol) */
@@ -2419,14 +2445,15 @@ healthy_open(struct dt_env *env, struct chl *l, int idx, struct ep *cli)
 enum {
 	PV_CREDITS, PV_LONG, PV_PDONE, PV_TYPE3, PV_PULL_UNOFFERED,
 	PV_PULL_DESC_LEN, PV_PULL_BOUNDS, PV_PULL_LONG, PV_PULL_CREDIT,
-	PV_COUNT
+	PV_PULL_REFUSED, PV_COUNT
 };
 static const char *const pv_names[PV_COUNT] = {
 	"DATA beyond credits", "DATA longer than a slot",
 	"pulls acknowledged that were never made", "imm type 3",
 	"pull from a peer that offered no send ring",
 	"pull descriptor of 64 bytes", "pull outside the peer's send ring",
-	"pull longer than a slot", "CREDIT marked as a pull"
+	"pull longer than a slot", "CREDIT marked as a pull",
+	"pull that the peer's memory refuses (wrong rkey)"
 };
 /* what the victim logs for each: it caught the violation itself, not a
  * symptom of it */
@@ -2435,7 +2462,7 @@ static const char *const pv_why[PV_COUNT] = {
 	"pulls acknowledged that were not made", "bad immediate",
 	"pull not offered", "bad pull descriptor length",
 	"pull descriptor out of range", "pull descriptor out of range",
-	"bad immediate"
+	"bad immediate", NULL	/* not a protocol check: the READ fails */
 };
 
 static char pv_log[256];
@@ -2456,8 +2483,9 @@ pv_log_cb(int level, const char *msg, void *arg)
 /*
  * A raw evrdma connection speaks the channel protocol by hand, then breaks
  * it. The victim (the accepted channel) must close with BEV_EVENT_ERROR and
- * reason PROTOCOL, once, and a healthy channel on the same listener and
- * loop must go on working.
+ * reason PROTOCOL (QP_FATAL for a pull whose READ the peer's device
+ * refuses), once, and a healthy channel on the same listener and loop must
+ * go on working.
  */
 START_TEST(channel_protocol_violation)
 {
@@ -2476,7 +2504,6 @@ START_TEST(channel_protocol_violation)
 	const void *pd;
 	size_t pdlen;
 	unsigned i;
-	uint32_t d[2];
 
 	memset(&hp, 0, sizeof(hp));
 	memset(&l, 0, sizeof(l));
@@ -2518,7 +2545,8 @@ START_TEST(channel_protocol_violation)
 	hs.slot_size = PV_SLOT;
 	hs.rkey = own.rkey;
 	hs.addr = own.addr;
-	hs.src_rkey = src.rkey;
+	/* an rkey the peer's device refuses: the victim's READ fails */
+	hs.src_rkey = _i == PV_PULL_REFUSED ? src.rkey ^ 0x5a5a00u : src.rkey;
 	hs.src_addr = src.addr;
 	rawp_connect(&env, &rp, &l, &hs,
 	    _i == PV_PULL_UNOFFERED ? CH_HS_LEN : CH_HS_PULL_LEN);
@@ -2583,14 +2611,15 @@ START_TEST(channel_protocol_violation)
 		    0, 0, &rem, 0, IMM_CREDIT | IMM_PULL, rawp_wc, &rp), 0);
 		break;
 	case PV_PULL_UNOFFERED:
+	case PV_PULL_REFUSED:
 	case PV_PULL_DESC_LEN:
 	case PV_PULL_BOUNDS:
 	case PV_PULL_LONG:
 		/* the descriptor: offset and length in our send ring */
-		d[0] = htobe32(_i == PV_PULL_BOUNDS ?
+		be32_put(mem + desc_off, _i == PV_PULL_BOUNDS ?
 		    (PV_OWN_SLOTS - 1) * PV_SLOT + 64 : 0);
-		d[1] = htobe32(_i == PV_PULL_LONG ? PV_SLOT + 64 : PV_SLOT);
-		memcpy(mem + desc_off, d, sizeof(d));
+		be32_put(mem + desc_off + 4, _i == PV_PULL_LONG ?
+		    PV_SLOT + 64 : PV_SLOT);
 		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
 		    desc_off, _i == PV_PULL_DESC_LEN ? 64 : 8, &rem, 0,
 		    IMM_DATA | IMM_PULL, rawp_wc, &rp), 0);
@@ -2608,14 +2637,17 @@ START_TEST(channel_protocol_violation)
 	ck_assert_int_eq(victim->ends, 1);
 	ck_assert_int_eq(victim->error, 1);
 	ck_assert_int_eq(victim->eof, 0);
-	ck_assert_msg(victim->reason == EVRDMA_REASON_PROTOCOL, "reason %s",
+	ck_assert_msg(victim->reason == (_i == PV_PULL_REFUSED ?
+	    EVRDMA_REASON_QP_FATAL : EVRDMA_REASON_PROTOCOL), "reason %s",
 	    evrdma_reason_str(victim->reason));
-	ck_assert_int_eq(evrdma_channel_get_error(victim->ch),
-	    EVRDMA_REASON_PROTOCOL);
+	ck_assert_int_eq(evrdma_channel_get_error(victim->ch), victim->reason);
 	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, NULL);
 	fprintf(stderr, "  logged: %s\n", pv_log);
-	ck_assert_msg(strstr(pv_log, pv_why[_i]) != NULL, "logged \"%s\", "
-	    "expected \"%s\"", pv_log, pv_why[_i]);
+	if (pv_why[_i])
+		ck_assert_msg(strstr(pv_log, pv_why[_i]) != NULL, "logged "
+		    "\"%s\", expected \"%s\"", pv_log, pv_why[_i]);
+	else
+		ck_assert_str_eq(pv_log, "");
 	ep_free(victim);
 	/* the victim's side went away: the raw peer sees it end */
 	CH_WAIT(env.eb, rp.events >= 2, 15000);
