@@ -260,8 +260,11 @@ EVRDMA_EXPORT int evrdma_channel_get_error(struct evrdma_channel *ch);
 
 /**
  * Free the channel at any time, also from its callbacks. Unsent output is
- * discarded (as bufferevent does); the peer sees EOF. No callback runs
- * after this call.
+ * discarded (as bufferevent does); the peer sees EOF. What already left
+ * output arrives: messages the peer has yet to pull
+ * (evrdma_config_set_channel_pull()) keep the connection open in the
+ * background until the peer has them, at most the teardown timeout. No
+ * callback runs after this call.
  */
 EVRDMA_EXPORT void evrdma_channel_free(struct evrdma_channel *ch);
 
