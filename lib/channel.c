@@ -54,8 +54,8 @@
 #define SLOT_STAGED	1
 #define SLOT_POSTED	2
 #define SLOT_RESERVED	3		/* evrdma_channel_reserve(), not committed */
-#define SFIFO_PULL	0x80000000u	/* sfifo: a pull, its slot waits for the
-					 * credit (the peer reads it) */
+#define SFIFO_PULL	0x80000000u	/* sfifo: a pull; its slot waits for the
+					 * peer to report it done */
 /* receive slot states */
 #define RS_READY	0		/* bytes in the slot (or slot free) */
 #define RS_PULL_WANT	1		/* a pull whose READ is not posted yet */
@@ -93,7 +93,8 @@ struct evrdma_channel {
 	size_t rd_lo, rd_hi, wr_lo, wr_hi;
 	struct timeval tv_read, tv_write;
 	int has_tv_read, has_tv_write;
-	struct event *rd_timer, *wr_timer;
+	struct event *rd_timer, *wr_timer;	/* wr_timer: also the end of
+						 * lingering (ch_linger_start) */
 	struct evrdma__work pump_work;	/* ch_pump() is due */
 
 	/* our receive ring */
@@ -348,8 +349,6 @@ static int
 ch_linger_start(struct evrdma_channel *ch)
 {
 	const struct evrdma_config *cfg = &ch->base->cfg;
-	struct timeval tv;
-
 	if (!ch->spq_n || !ch->conn || !ch->connected || ch->failed ||
 	    ch->peer_gone)
 		return 0;
@@ -360,9 +359,9 @@ ch_linger_start(struct evrdma_channel *ch)
 	}
 	ch->in_pump--;
 	ch->linger = 1;
-	tv.tv_sec = cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] / 1000;
-	tv.tv_usec = cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] % 1000 * 1000;
-	timer_arm(ch->wr_timer, &tv);
+	/* the write timer is free: no writing after the free */
+	evrdma__ev_timer_start(ch->wr_timer,
+	    cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
 	return 1;
 }
 
@@ -792,10 +791,10 @@ ch_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 			ch_protocol_error(ch, "data beyond its credits");
 			return;
 		}
-		if ((imm & IMM_PULL) && ch_pull_take(ch, wc->byte_len) < 0)
-			return;
 		if (!(imm & IMM_PULL))
 			ch->rlen[ch->rseq % ch->slots] = wc->byte_len;
+		else if (ch_pull_take(ch, wc->byte_len) < 0)
+			return;
 		ch->rheld[ch->rseq % ch->slots] = 1;
 		ch->rseq++;
 		break;
@@ -1014,15 +1013,14 @@ ch_send_data(struct evrdma_channel *ch)
 		if (pull) {
 			/* the peer READs the bytes where they are; we write
 			 * only where: the descriptor after the slots */
-			uint8_t *d = ch->sring->mem + (size_t)ch->slots *
-			    ch->slot_size + (size_t)idx * PULL_DESC_LEN;
+			size_t doff = (size_t)ch->slots * ch->slot_size +
+			    (size_t)idx * PULL_DESC_LEN;
 
-			put32(d, (uint32_t)off);
-			put32(d + 4, (uint32_t)n);
+			put32(ch->sring->mem + doff, (uint32_t)off);
+			put32(ch->sring->mem + doff + 4, (uint32_t)n);
 			ch->spq[(ch->spq_head + ch->spq_n++) % ch->slots] =
 			    (unsigned)idx;
-			off = (size_t)ch->slots * ch->slot_size +
-			    (size_t)idx * PULL_DESC_LEN;
+			off = doff;
 			n = PULL_DESC_LEN;
 		}
 		if (ch_returns_ready(ch) < 0) {
@@ -1259,7 +1257,7 @@ static int
 ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 {
 	const struct ibv_device_attr *da = &conn->dev->attr;
-	size_t sring_len = (size_t)ch->slots * ch->slot_size;
+	size_t ring_len = (size_t)ch->slots * ch->slot_size;
 
 	ch->conn = conn;
 	conn->owner = ch;
@@ -1272,11 +1270,11 @@ ch_prepare(struct evrdma_channel *ch, struct evrdma_conn *conn, uint8_t *hs)
 		ch->pull_cap = ch->slots;
 	ch->pull_min = da->max_qp_init_rd_atom > 0 && ch->pull_cap ?
 	    ch->base->cfg.ch_pull_min : 0;
-	ch->rmr = evrdma_mr_reg(conn, ch->ring->mem,
-	    (size_t)ch->slots * ch->slot_size, EVRDMA_ACCESS_REMOTE_WRITE);
+	ch->rmr = evrdma_mr_reg(conn, ch->ring->mem, ring_len,
+	    EVRDMA_ACCESS_REMOTE_WRITE);
 	/* with the pull descriptors, which are local only in effect: the
 	 * peer's READs are checked against the slots (ch_pull_take) */
-	ch->smr = evrdma_mr_reg(conn, ch->sring->mem, sring_len +
+	ch->smr = evrdma_mr_reg(conn, ch->sring->mem, ring_len +
 	    (size_t)ch->slots * PULL_DESC_LEN, da->max_qp_rd_atom > 0 ?
 	    EVRDMA_ACCESS_REMOTE_READ : 0);
 	if (!ch->rmr || !ch->smr)
