@@ -86,6 +86,9 @@ struct evrdma_channel {
 	int mode;
 	struct evbuffer *input;
 	struct evbuffer *output;
+	/* ch_input_cb, registered only while the ring holds data back for
+	 * lack of room in input (ch_watch_input) */
+	struct evbuffer_cb_entry *in_cbent;
 	evrdma_channel_data_cb readcb, writecb;
 	evrdma_channel_event_cb eventcb;
 	void *cbarg;
@@ -528,6 +531,29 @@ ch_ref_cleanup(const void *data, size_t len, void *arg)
 	ring_unref(ring);
 }
 
+static void ch_input_cb(struct evbuffer *buf,
+    const struct evbuffer_cb_info *info, void *arg);
+
+/*
+ * Watch input for the user's reads while @p held: the ring then holds data
+ * back until input has room (high watermark, max_input). Otherwise input
+ * has no callback: a registered one costs each evbuffer operation on input
+ * some 80 instructions, twice on the path of every message.
+ */
+static int
+ch_watch_input(struct evrdma_channel *ch, int held)
+{
+	if (held && !ch->in_cbent) {
+		ch->in_cbent = evbuffer_add_cb(ch->input, ch_input_cb, ch);
+		if (!ch->in_cbent)
+			return -1;
+	} else if (!held && ch->in_cbent) {
+		evbuffer_remove_cb_entry(ch->input, ch->in_cbent);
+		ch->in_cbent = NULL;
+	}
+	return 0;
+}
+
 static int
 ch_reading(const struct evrdma_channel *ch)
 {
@@ -542,7 +568,7 @@ static void
 ch_deliver(struct evrdma_channel *ch)
 {
 	size_t before = evbuffer_get_length(ch->input);
-	int moved = 0;
+	int moved = 0, held = 0;
 
 	while (ch_reading(ch) && ch->rdeliv < ch->rseq) {
 		unsigned idx = (unsigned)(ch->rdeliv % ch->slots);
@@ -553,8 +579,10 @@ ch_deliver(struct evrdma_channel *ch)
 		if (ch->rstate[idx] != RS_READY)
 			break;	/* its READ is not done: input stays in order */
 		have = evbuffer_get_length(ch->input);
-		if (ch->rd_hi && have >= ch->rd_hi)
+		if (ch->rd_hi && have >= ch->rd_hi) {
+			held = 1;
 			break;
+		}
 		/* by reference (zero-copy) while the user holds at most
 		 * half of the slots, except small messages, which are
 		 * copied within max_input: a reference costs more than
@@ -565,16 +593,20 @@ ch_deliver(struct evrdma_channel *ch)
 			if (evbuffer_add_reference(ch->input, p, len,
 			    ch_ref_cleanup, &ch->ring->slot[idx]) < 0) {
 				ch->ring->refs--;
+				held = 1;
 				break;
 			}
 			ch->refs_held++;
 			ch->rdeliv++;
 		} else if (have + len <= ch->max_input) {
-			if (evbuffer_add(ch->input, p, len) < 0)
+			if (evbuffer_add(ch->input, p, len) < 0) {
+				held = 1;
 				break;
+			}
 			ch->rdeliv++;
 			ch_slot_free(ch, idx);
 		} else {
+			held = 1;
 			break;	/* held in the ring: the peer waits */
 		}
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
@@ -584,6 +616,12 @@ ch_deliver(struct evrdma_channel *ch)
 			return;
 		}
 		moved = 1;
+	}
+	/* before the read callback: what it reads may let more in */
+	if (ch_watch_input(ch, held) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		return;
 	}
 	if (moved && ch->has_tv_read)
 		timer_arm(ch->rd_timer, &ch->tv_read);
@@ -1241,8 +1279,7 @@ ch_alloc(struct evrdma_base *base, int flags)
 		goto nomem;
 	ch->sfree = ch->slots;
 	ch->resv = -1;
-	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch) ||
-	    !evbuffer_add_cb(ch->input, ch_input_cb, ch))
+	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch))
 		goto nomem;
 	return ch;
 nomem:
