@@ -12,7 +12,6 @@
  */
 #include "devtest.h"
 
-#include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -2271,54 +2270,24 @@ struct ch_hs {
 	uint64_t src_addr;
 };
 
-/* big-endian fields of the handshake */
+/* big-endian fields of the handshake: @p n bytes at @p b */
 static void
-be16_put(uint8_t *b, unsigned v)
+be_put(uint8_t *b, unsigned n, uint64_t v)
 {
-	uint16_t x = htobe16((uint16_t)v);
-
-	memcpy(b, &x, 2);
-}
-
-static void
-be32_put(uint8_t *b, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(b, &v, 4);
-}
-
-static void
-be64_put(uint8_t *b, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(b, &v, 8);
-}
-
-static unsigned
-be16_get(const uint8_t *b)
-{
-	uint16_t x;
-
-	memcpy(&x, b, 2);
-	return be16toh(x);
-}
-
-static uint32_t
-be32_get(const uint8_t *b)
-{
-	uint32_t x;
-
-	memcpy(&x, b, 4);
-	return be32toh(x);
+	while (n--) {
+		b[n] = (uint8_t)v;
+		v >>= 8;
+	}
 }
 
 static uint64_t
-be64_get(const uint8_t *b)
+be_get(const uint8_t *b, unsigned n)
 {
-	uint64_t x;
+	uint64_t v = 0;
 
-	memcpy(&x, b, 8);
-	return be64toh(x);
+	while (n--)
+		v = v << 8 | *b++;
+	return v;
 }
 
 static void
@@ -2328,14 +2297,14 @@ ch_hs_put(uint8_t *b, const struct ch_hs *h)
 	b[1] = h->magic[1];
 	b[2] = (uint8_t)h->version;
 	b[3] = (uint8_t)h->mode;
-	be16_put(b + 4, h->slots);
-	be16_put(b + 6, h->credits);
-	be32_put(b + 8, h->slot_size);
-	be32_put(b + 12, h->rkey);
-	be64_put(b + 16, h->addr);
-	be32_put(b + 24, h->pull_min);
-	be32_put(b + 28, h->src_rkey);
-	be64_put(b + 32, h->src_addr);
+	be_put(b + 4, 2, h->slots);
+	be_put(b + 6, 2, h->credits);
+	be_put(b + 8, 4, h->slot_size);
+	be_put(b + 12, 4, h->rkey);
+	be_put(b + 16, 8, h->addr);
+	be_put(b + 24, 4, h->pull_min);
+	be_put(b + 28, 4, h->src_rkey);
+	be_put(b + 32, 8, h->src_addr);
 }
 
 static void
@@ -2345,14 +2314,14 @@ ch_hs_get(struct ch_hs *h, const uint8_t *b)
 	h->magic[1] = b[1];
 	h->version = b[2];
 	h->mode = b[3];
-	h->slots = be16_get(b + 4);
-	h->credits = be16_get(b + 6);
-	h->slot_size = be32_get(b + 8);
-	h->rkey = be32_get(b + 12);
-	h->addr = be64_get(b + 16);
-	h->pull_min = be32_get(b + 24);
-	h->src_rkey = be32_get(b + 28);
-	h->src_addr = be64_get(b + 32);
+	h->slots = be_get(b + 4, 2);
+	h->credits = be_get(b + 6, 2);
+	h->slot_size = be_get(b + 8, 4);
+	h->rkey = be_get(b + 12, 4);
+	h->addr = be_get(b + 16, 8);
+	h->pull_min = be_get(b + 24, 4);
+	h->src_rkey = be_get(b + 28, 4);
+	h->src_addr = be_get(b + 32, 8);
 }
 
 /* immediate data of a channel message (host order; see the protocol) */
@@ -2616,9 +2585,9 @@ START_TEST(channel_protocol_violation)
 	case PV_PULL_BOUNDS:
 	case PV_PULL_LONG:
 		/* the descriptor: offset and length in our send ring */
-		be32_put(mem + desc_off, _i == PV_PULL_BOUNDS ?
+		be_put(mem + desc_off, 4, _i == PV_PULL_BOUNDS ?
 		    (PV_OWN_SLOTS - 1) * PV_SLOT + 64 : 0);
-		be32_put(mem + desc_off + 4, _i == PV_PULL_LONG ?
+		be_put(mem + desc_off + 4, 4, _i == PV_PULL_LONG ?
 		    PV_SLOT + 64 : PV_SLOT);
 		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
 		    desc_off, _i == PV_PULL_DESC_LEN ? 64 : 8, &rem, 0,
