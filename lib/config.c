@@ -16,6 +16,23 @@
 #define POLL_BUDGET_MAX		65536
 #define BUSY_POLL_MAX		100000	/* us: a tenth of a second */
 #define RNR_RETRY_MAX		7
+#define PULL_MIN_MAX		(4u << 20)
+
+/*
+ * The checks every one-value setter makes: a configuration, and @p v in
+ * lo..hi; fails with EINVAL and says which setter and which range.
+ */
+static int
+cfg_check(const struct evrdma_config *cfg, const char *fn, unsigned v,
+    unsigned lo, unsigned hi, const char *unit)
+{
+	if (cfg == NULL)
+		return evrdma__fail(EINVAL, "%s: NULL configuration", fn);
+	if (v < lo || v > hi)
+		return evrdma__fail(EINVAL, "%s: %u%s outside %u..%u", fn, v,
+		    unit, lo, hi);
+	return 0;
+}
 
 void
 evrdma__config_defaults(struct evrdma_config *cfg)
@@ -59,14 +76,9 @@ int
 evrdma_config_set_queue_depth(struct evrdma_config *cfg, unsigned send,
     unsigned recv)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_queue_depth: "
-		    "NULL configuration");
-	if (send < 1 || send > QUEUE_DEPTH_MAX || recv < 1 ||
-	    recv > QUEUE_DEPTH_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_queue_depth: "
-		    "send %u / recv %u outside 1..%u", send, recv,
-		    QUEUE_DEPTH_MAX);
+	if (cfg_check(cfg, __func__, send, 1, QUEUE_DEPTH_MAX, " (send)") < 0 ||
+	    cfg_check(cfg, __func__, recv, 1, QUEUE_DEPTH_MAX, " (recv)") < 0)
+		return -1;
 	cfg->sq_depth = send;
 	cfg->rq_depth = recv;
 	return 0;
@@ -75,12 +87,8 @@ evrdma_config_set_queue_depth(struct evrdma_config *cfg, unsigned send,
 int
 evrdma_config_set_cq_size(struct evrdma_config *cfg, unsigned entries)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_cq_size: "
-		    "NULL configuration");
-	if (entries < CQ_SIZE_MIN || entries > CQ_SIZE_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_cq_size: "
-		    "%u outside %u..%u", entries, CQ_SIZE_MIN, CQ_SIZE_MAX);
+	if (cfg_check(cfg, __func__, entries, CQ_SIZE_MIN, CQ_SIZE_MAX, "") < 0)
+		return -1;
 	cfg->cq_size = entries;
 	return 0;
 }
@@ -88,12 +96,8 @@ evrdma_config_set_cq_size(struct evrdma_config *cfg, unsigned entries)
 int
 evrdma_config_set_inline_threshold(struct evrdma_config *cfg, unsigned bytes)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_inline_threshold: "
-		    "NULL configuration");
-	if (bytes > INLINE_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_inline_threshold: "
-		    "%u outside 0..%u", bytes, INLINE_MAX);
+	if (cfg_check(cfg, __func__, bytes, 0, INLINE_MAX, " bytes") < 0)
+		return -1;
 	cfg->inline_threshold = bytes;
 	return 0;
 }
@@ -101,15 +105,11 @@ evrdma_config_set_inline_threshold(struct evrdma_config *cfg, unsigned bytes)
 int
 evrdma_config_set_timeout(struct evrdma_config *cfg, int which, unsigned ms)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
-		    "NULL configuration");
+	if (cfg_check(cfg, __func__, ms, 1, TIMEOUT_MAX_MS, " ms") < 0)
+		return -1;
 	if (which < EVRDMA_TIMEOUT_ADDR || which > EVRDMA_TIMEOUT_TEARDOWN)
-		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
-		    "unknown timeout %d", which);
-	if (ms < 1 || ms > TIMEOUT_MAX_MS)
-		return evrdma__fail(EINVAL, "evrdma_config_set_timeout: "
-		    "%u ms outside 1..%u", ms, TIMEOUT_MAX_MS);
+		return evrdma__fail(EINVAL, "%s: unknown timeout %d", __func__,
+		    which);
 	cfg->timeout_ms[which] = ms;
 	return 0;
 }
@@ -117,12 +117,8 @@ evrdma_config_set_timeout(struct evrdma_config *cfg, int which, unsigned ms)
 int
 evrdma_config_set_poll_budget(struct evrdma_config *cfg, unsigned completions)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_poll_budget: "
-		    "NULL configuration");
-	if (completions < 1 || completions > POLL_BUDGET_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_poll_budget: "
-		    "%u outside 1..%u", completions, POLL_BUDGET_MAX);
+	if (cfg_check(cfg, __func__, completions, 1, POLL_BUDGET_MAX, "") < 0)
+		return -1;
 	cfg->poll_budget = completions;
 	return 0;
 }
@@ -130,12 +126,8 @@ evrdma_config_set_poll_budget(struct evrdma_config *cfg, unsigned completions)
 int
 evrdma_config_set_busy_poll(struct evrdma_config *cfg, unsigned usec)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_busy_poll: "
-		    "NULL configuration");
-	if (usec > BUSY_POLL_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_busy_poll: "
-		    "%u outside 0..%u microseconds", usec, BUSY_POLL_MAX);
+	if (cfg_check(cfg, __func__, usec, 0, BUSY_POLL_MAX, " us") < 0)
+		return -1;
 	cfg->busy_poll_us = usec;
 	return 0;
 }
@@ -143,12 +135,8 @@ evrdma_config_set_busy_poll(struct evrdma_config *cfg, unsigned usec)
 int
 evrdma_config_set_rnr_retry(struct evrdma_config *cfg, unsigned count)
 {
-	if (cfg == NULL)
-		return evrdma__fail(EINVAL, "evrdma_config_set_rnr_retry: "
-		    "NULL configuration");
-	if (count > RNR_RETRY_MAX)
-		return evrdma__fail(EINVAL, "evrdma_config_set_rnr_retry: "
-		    "%u outside 0..%u", count, RNR_RETRY_MAX);
+	if (cfg_check(cfg, __func__, count, 0, RNR_RETRY_MAX, "") < 0)
+		return -1;
 	cfg->rnr_retry = count;
 	return 0;
 }
@@ -172,9 +160,8 @@ evrdma_config_set_channel_ring(struct evrdma_config *cfg, unsigned slots,
 int
 evrdma_config_set_channel_pull(struct evrdma_config *cfg, unsigned min_bytes)
 {
-	if (cfg == NULL || min_bytes > (4u << 20))
-		return evrdma__fail(EINVAL, "evrdma_config_set_channel_pull: "
-		    "%u bytes out of range (0..4 MiB)", min_bytes);
+	if (cfg_check(cfg, __func__, min_bytes, 0, PULL_MIN_MAX, " bytes") < 0)
+		return -1;
 	cfg->ch_pull_min = min_bytes;
 	return 0;
 }
