@@ -2450,6 +2450,67 @@ pv_log_cb(int level, const char *msg, void *arg)
 #define PV_OWN_CREDITS	4
 
 /*
+ * Connect raw peer @p rp to listener @p l, as its first channel: its
+ * receive ring is @p own (PV_OWN_SLOTS slots of PV_SLOT bytes), its send
+ * ring @p src, its handshake @p hs_len bytes. Posts the peer's receives
+ * and returns the victim's handshake in @p peer and its ring in @p rem.
+ */
+static void
+rawp_open(struct dt_env *env, struct rawp *rp, struct chl *l,
+    const struct evrdma_remote *own, const struct evrdma_remote *src,
+    size_t hs_len, struct ch_hs *peer, struct evrdma_remote *rem)
+{
+	struct ch_hs hs;
+	const void *pd;
+	size_t pdlen;
+	unsigned i;
+
+	memset(&hs, 0, sizeof(hs));
+	hs.magic[0] = 'C';
+	hs.magic[1] = 'H';
+	hs.version = 1;
+	hs.mode = 0;
+	hs.slots = PV_OWN_SLOTS;
+	hs.credits = PV_OWN_CREDITS;
+	hs.slot_size = PV_SLOT;
+	hs.rkey = own->rkey;
+	hs.addr = own->addr;
+	hs.src_rkey = src->rkey;
+	hs.src_addr = src->addr;
+	rawp_connect(env, rp, l, &hs, hs_len);
+	CH_WAIT(env->eb, (rp->connected && l->naccepted == 1) ||
+	    rp->events > 1, 15000);
+	ck_assert_int_eq(rp->connected, 1);
+	ck_assert_int_eq(l->naccepted, 1);
+	/* R + C zero-length receives, as the protocol asks of every side */
+	for (i = 0; i < PV_OWN_SLOTS + PV_OWN_CREDITS; i++)
+		ck_assert_int_eq(evrdma_conn_post_recv(rp->conn, NULL, 0, 0,
+		    rawp_rc, rp), 0);
+
+	/* the victim's handshake, from the accept reply */
+	pd = evrdma_conn_get_peer_private_data(rp->conn, &pdlen);
+	ck_assert_ptr_nonnull(pd);
+	ck_assert_uint_ge(pdlen, CH_HS_LEN);
+	ch_hs_get(peer, pd);
+	ck_assert(peer->magic[0] == 'C' && peer->magic[1] == 'H');
+	ck_assert_uint_eq(peer->version, 1);
+	ck_assert_uint_eq(peer->mode, 0);
+	ck_assert_uint_eq(peer->slots, PV_SLOTS);
+	ck_assert_uint_eq(peer->slot_size, PV_SLOT);
+	ck_assert_uint_ge(peer->credits, 1);
+	ck_assert_uint_le(peer->credits, 255);
+	ck_assert_uint_ne(peer->addr, 0);
+	/* it pulls large messages, and may be pulled from */
+	ck_assert_uint_eq(pdlen, CH_HS_PULL_LEN);
+	ck_assert_uint_gt(peer->pull_min, 0);
+	ck_assert_uint_ne(peer->src_addr, 0);
+	memset(rem, 0, sizeof(*rem));
+	rem->addr = peer->addr;
+	rem->len = (uint64_t)peer->slots * peer->slot_size;
+	rem->rkey = peer->rkey;
+}
+
+/*
  * A raw evrdma connection speaks the channel protocol by hand, then breaks
  * it. The victim (the accepted channel) must close with BEV_EVENT_ERROR and
  * reason PROTOCOL (QP_FATAL for a pull whose READ the peer's device
@@ -2464,14 +2525,12 @@ START_TEST(channel_protocol_violation)
 	struct chl l;
 	struct ep *victim = &l.acc[0], hcli;
 	struct rawp rp;
-	struct ch_hs hs, peer;
+	struct ch_hs peer;
 	struct evrdma_remote own, rem, src;
 	struct evrdma_mr *mr;
 	static uint8_t mem[64 * 1024];	/* our ring, then a send area */
 	const size_t send_off = 32 * 1024;
 	const size_t desc_off = 60 * 1024;	/* a pull descriptor */
-	const void *pd;
-	size_t pdlen;
 	unsigned i;
 
 	memset(&hp, 0, sizeof(hp));
@@ -2504,51 +2563,11 @@ START_TEST(channel_protocol_violation)
 	l.read[0] = _i != PV_CREDITS;
 	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
 
-	memset(&hs, 0, sizeof(hs));
-	hs.magic[0] = 'C';
-	hs.magic[1] = 'H';
-	hs.version = 1;
-	hs.mode = 0;
-	hs.slots = PV_OWN_SLOTS;
-	hs.credits = PV_OWN_CREDITS;
-	hs.slot_size = PV_SLOT;
-	hs.rkey = own.rkey;
-	hs.addr = own.addr;
 	/* an rkey the peer's device refuses: the victim's READ fails */
-	hs.src_rkey = _i == PV_PULL_REFUSED ? src.rkey ^ 0x5a5a00u : src.rkey;
-	hs.src_addr = src.addr;
-	rawp_connect(&env, &rp, &l, &hs,
-	    _i == PV_PULL_UNOFFERED ? CH_HS_LEN : CH_HS_PULL_LEN);
-	CH_WAIT(env.eb, (rp.connected && l.naccepted == 1) || rp.events > 1,
-	    15000);
-	ck_assert_int_eq(rp.connected, 1);
-	ck_assert_int_eq(l.naccepted, 1);
-	/* R + C zero-length receives, as the protocol asks of every side */
-	for (i = 0; i < PV_OWN_SLOTS + PV_OWN_CREDITS; i++)
-		ck_assert_int_eq(evrdma_conn_post_recv(rp.conn, NULL, 0, 0,
-		    rawp_rc, &rp), 0);
-
-	/* the victim's handshake, from the accept reply */
-	pd = evrdma_conn_get_peer_private_data(rp.conn, &pdlen);
-	ck_assert_ptr_nonnull(pd);
-	ck_assert_uint_ge(pdlen, CH_HS_LEN);
-	ch_hs_get(&peer, pd);
-	ck_assert(peer.magic[0] == 'C' && peer.magic[1] == 'H');
-	ck_assert_uint_eq(peer.version, 1);
-	ck_assert_uint_eq(peer.mode, 0);
-	ck_assert_uint_eq(peer.slots, PV_SLOTS);
-	ck_assert_uint_eq(peer.slot_size, PV_SLOT);
-	ck_assert_uint_ge(peer.credits, 1);
-	ck_assert_uint_le(peer.credits, 255);
-	ck_assert_uint_ne(peer.addr, 0);
-	/* it pulls large messages, and may be pulled from */
-	ck_assert_uint_eq(pdlen, CH_HS_PULL_LEN);
-	ck_assert_uint_gt(peer.pull_min, 0);
-	ck_assert_uint_ne(peer.src_addr, 0);
-	memset(&rem, 0, sizeof(rem));
-	rem.addr = peer.addr;
-	rem.len = (uint64_t)peer.slots * peer.slot_size;
-	rem.rkey = peer.rkey;
+	if (_i == PV_PULL_REFUSED)
+		src.rkey ^= 0x5a5a00u;
+	rawp_open(&env, &rp, &l, &own, &src,
+	    _i == PV_PULL_UNOFFERED ? CH_HS_LEN : CH_HS_PULL_LEN, &peer, &rem);
 
 	/* a healthy channel on the same listener and loop */
 	healthy_open(&env, &l, 1, &hcli);
@@ -2762,6 +2781,109 @@ START_TEST(channel_linger_done)
 	ck_assert_uint_lt(t_end - t_free, 5000);
 	chp_close(&p);
 	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * A peer that goes away before the receiver has done its pulls takes their
+ * bytes with it. The receiver can READ one pull at a time (its send queue
+ * has room for one READ beside its own messages), so most of them still
+ * wait to be posted when the peer disconnects. The receiver must deliver
+ * what did arrive, then end with BEV_EVENT_ERROR and DISCONNECTED: never
+ * EOF (bytes are missing), never a hang, and nothing leaks.
+ */
+#define PG_PULLS	6
+#define PG_LEN		1024	/* bytes per pull */
+
+START_TEST(channel_peer_gone_pulls_pending)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(PV_SLOTS, PV_SLOT, 0);
+	struct dt_pair hp;
+	struct chl l;
+	struct ep *victim = &l.acc[0];
+	struct rawp rp;
+	struct ch_hs peer;
+	struct evrdma_remote own, rem, src;
+	struct evrdma_mr *mr;
+	static uint8_t mem[64 * 1024];	/* our ring, send ring, descriptors */
+	const size_t send_off = 32 * 1024, desc_off = 60 * 1024;
+	const uint64_t seed = 0x9e11u;
+	const size_t first = 64;
+	unsigned i;
+
+	memset(&hp, 0, sizeof(hp));
+	memset(&l, 0, sizeof(l));
+	memset(&rp, 0, sizeof(rp));
+	/* send queue: slots + 4 for messages, room for one READ */
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, PV_SLOTS + 4 + 1,
+	    2 * PV_SLOTS + 4), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	dt_pair_connect(&hp, &env, dt_addr(), 0);
+	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
+	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE |
+	    EVRDMA_ACCESS_REMOTE_READ);
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, &own),
+	    0);
+	ck_assert_int_eq(evrdma_mr_export(mr, send_off,
+	    PV_OWN_SLOTS * PV_SLOT, &src), 0);
+	/* the stream: 64 bytes written, then PG_LEN per pull, all from the
+	 * send ring, where stream offset k is at send_off + k */
+	pat_fill(mem + send_off, 0, PV_OWN_SLOTS * PV_SLOT, seed);
+
+	victim->name = "pulling";
+	victim->drain = 1;
+	victim->rx_seed = seed;
+	l.read[0] = 1;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	rawp_open(&env, &rp, &l, &own, &src, CH_HS_PULL_LEN, &peer, &rem);
+	ck_assert_uint_ge(peer.slots, 1 + PG_PULLS);	/* data credits */
+
+	/* DATA written, then PG_PULLS pulls, in ring order */
+	ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr, send_off,
+	    first, &rem, 0, IMM_DATA, rawp_wc, &rp), 0);
+	for (i = 0; i < PG_PULLS; i++) {
+		uint8_t *d = mem + desc_off + (size_t)i * 8;
+
+		be_put(d, 4, first + (size_t)i * PG_LEN);
+		be_put(d + 4, 4, PG_LEN);
+		ck_assert_int_eq(evrdma_conn_post_write_imm(rp.conn, mr,
+		    desc_off + (size_t)i * 8, 8, &rem,
+		    (uint64_t)(1 + i) * peer.slot_size, IMM_DATA | IMM_PULL,
+		    rawp_wc, &rp), 0);
+	}
+	/* all landed in the victim's ring; then the peer is gone */
+	CH_WAIT(env.eb, rp.wdone == 1 + PG_PULLS, 15000);
+	ck_assert_int_eq(rp.wok, 1 + PG_PULLS);
+	evrdma_conn_free(rp.conn);
+	rp.conn = NULL;
+
+	CH_WAIT(env.eb, victim->ends, 15000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "channel peer gone with pulls pending: %llu of %zu "
+	    "bytes arrived, then 0x%x %s\n", (unsigned long long)victim->rx,
+	    first + (size_t)PG_PULLS * PG_LEN, victim->what,
+	    evrdma_reason_str(victim->reason));
+	ck_assert_int_eq(victim->ends, 1);
+	ck_assert_int_eq(victim->error, 1);
+	ck_assert_int_eq(victim->eof, 0);
+	ck_assert(victim->what & BEV_EVENT_READING);
+	ck_assert_msg(victim->reason == EVRDMA_REASON_DISCONNECTED, "reason %s",
+	    evrdma_reason_str(victim->reason));
+	/* what arrived was delivered (and checked byte by byte); the pulls
+	 * that were not done are missing, so not all of it */
+	ck_assert_uint_ge(victim->rx, first);
+	ck_assert_uint_lt(victim->rx, first + (size_t)PG_PULLS * PG_LEN);
+	ck_assert_int_eq(victim->reads_after_end, 0);
+
+	ep_free(victim);
+	chl_close(&l);
+	evrdma_mr_free(mr);
+	dt_pair_close(&hp);
+	ch_drain(&env, 20000);	/* nothing leaks */
 	dt_env_fini(&env);
 }
 END_TEST
@@ -2986,6 +3108,7 @@ dt_suite_channel(void)
 	tcase_add_loop_test(tc, channel_protocol_violation, 0, PV_COUNT);
 	tcase_add_test(tc, channel_linger_timeout);
 	tcase_add_test(tc, channel_linger_done);
+	tcase_add_test(tc, channel_peer_gone_pulls_pending);
 	tcase_add_loop_test(tc, channel_protocol_handshake, 0, HS_COUNT);
 	suite_add_tcase(s, tc);
 	return s;
