@@ -567,18 +567,18 @@ ch_reading(const struct evrdma_channel *ch)
 static void
 ch_deliver(struct evrdma_channel *ch)
 {
-	size_t before = evbuffer_get_length(ch->input);
+	/* input's length, kept here: only we add to it in this loop */
+	size_t before = evbuffer_get_length(ch->input), have = before;
 	int moved = 0, held = 0;
 
 	while (ch_reading(ch) && ch->rdeliv < ch->rseq) {
 		unsigned idx = (unsigned)(ch->rdeliv % ch->slots);
-		size_t len = ch->rlen[idx], have;
+		size_t len = ch->rlen[idx];
 		uint8_t *p = ch->ring->mem + (size_t)idx * ch->slot_size;
 		int small;
 
 		if (ch->rstate[idx] != RS_READY)
 			break;	/* its READ is not done: input stays in order */
-		have = evbuffer_get_length(ch->input);
 		if (ch->rd_hi && have >= ch->rd_hi) {
 			held = 1;
 			break;
@@ -598,12 +598,14 @@ ch_deliver(struct evrdma_channel *ch)
 			}
 			ch->refs_held++;
 			ch->rdeliv++;
+			have += len;
 		} else if (have + len <= ch->max_input) {
 			if (evbuffer_add(ch->input, p, len) < 0) {
 				held = 1;
 				break;
 			}
 			ch->rdeliv++;
+			have += len;
 			ch_slot_free(ch, idx);
 		} else {
 			held = 1;
@@ -625,8 +627,7 @@ ch_deliver(struct evrdma_channel *ch)
 	}
 	if (moved && ch->has_tv_read)
 		timer_arm(ch->rd_timer, &ch->tv_read);
-	if (moved && evbuffer_get_length(ch->input) >= ch->rd_lo &&
-	    evbuffer_get_length(ch->input) > before && ch->readcb) {
+	if (moved && have >= ch->rd_lo && have > before && ch->readcb) {
 		ch->in_pump++;
 		ch->readcb(ch, ch->cbarg);
 		ch->in_pump--;
@@ -983,10 +984,11 @@ ch_chunk(const struct evrdma_channel *ch)
 static int
 ch_send_data(struct evrdma_channel *ch)
 {
+	size_t olen;
 	int sent = 0;
 
-	while ((ch->enabled & EV_WRITE) && evbuffer_get_length(ch->output) &&
-	    ch->sseq < ch->s_limit) {
+	while ((ch->enabled & EV_WRITE) && ch->sseq < ch->s_limit &&
+	    (olen = evbuffer_get_length(ch->output))) {
 		struct evbuffer_iovec v;
 		size_t n, off;
 		uint32_t imm;
@@ -1005,9 +1007,7 @@ ch_send_data(struct evrdma_channel *ch)
 				return -1;
 			}
 		} else {
-			n = evbuffer_get_length(ch->output);
-			if (n > ch_chunk(ch))
-				n = ch_chunk(ch);
+			n = olen < ch_chunk(ch) ? olen : ch_chunk(ch);
 		}
 		/* a staged slot at the front, exactly this message, or in
 		 * stream mode at least half a message (sent alone: copying

@@ -138,6 +138,7 @@ struct evrdma_base {
 	struct evrdma__work_list work;	/* due at the end of a poll pass */
 	struct evrdma__work_list work_running;
 	struct event *work_ev;		/* runs work queued outside a pass */
+	int work_armed;			/* work_ev is pending */
 	unsigned in_poll;		/* inside a poll pass */
 	int freeing;
 };
