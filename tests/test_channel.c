@@ -2450,6 +2450,42 @@ pv_log_cb(int level, const char *msg, void *arg)
 #define PV_OWN_CREDITS	4
 
 /*
+ * The raw peer's memory, @p len bytes at @p mem: its receive ring at 0 and
+ * its send ring at @p send_off (PV_OWN_SLOTS slots of PV_SLOT bytes each),
+ * registered through helper pair @p hp of the same base (a region must be
+ * registered before the peer connects: its rkey goes in the handshake).
+ */
+static struct evrdma_mr *
+rawp_mem(struct dt_env *env, struct dt_pair *hp, uint8_t *mem, size_t len,
+    size_t send_off, struct evrdma_remote *own, struct evrdma_remote *src)
+{
+	struct evrdma_mr *mr;
+
+	dt_pair_connect(hp, env, dt_addr(), 0);
+	mr = evrdma_mr_reg(hp->cli, mem, len, EVRDMA_ACCESS_LOCAL_WRITE |
+	    EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_READ);
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, own),
+	    0);
+	ck_assert_int_eq(evrdma_mr_export(mr, send_off,
+	    PV_OWN_SLOTS * PV_SLOT, src), 0);
+	return mr;
+}
+
+/* Close listener @p l, the raw peer's memory @p mr and helper pair @p hp;
+ * then check that nothing leaks. */
+static void
+rawp_close(struct dt_env *env, struct chl *l, struct evrdma_mr *mr,
+    struct dt_pair *hp)
+{
+	chl_close(l);
+	evrdma_mr_free(mr);
+	dt_pair_close(hp);
+	ch_drain(env, 20000);	/* nothing leaks */
+	dt_env_fini(env);
+}
+
+/*
  * Connect raw peer @p rp to listener @p l, as its first channel: its
  * receive ring is @p own (PV_OWN_SLOTS slots of PV_SLOT bytes), its send
  * ring @p src, its handshake @p hs_len bytes. Posts the peer's receives
@@ -2542,18 +2578,7 @@ START_TEST(channel_protocol_violation)
 	evrdma_set_log_callback(pv_log_cb, EVRDMA_LOG_WARN, NULL);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
-	/* a region must be registered before we connect (its rkey goes in
-	 * the handshake): use a helper connection of the same base */
-	dt_pair_connect(&hp, &env, dt_addr(), 0);
-	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
-	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE |
-	    EVRDMA_ACCESS_REMOTE_READ);
-	ck_assert_ptr_nonnull(mr);
-	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, &own),
-	    0);
-	/* our "send ring": the send area, PV_OWN_SLOTS * PV_SLOT bytes */
-	ck_assert_int_eq(evrdma_mr_export(mr, send_off,
-	    PV_OWN_SLOTS * PV_SLOT, &src), 0);
+	mr = rawp_mem(&env, &hp, mem, sizeof(mem), send_off, &own, &src);
 	for (i = 0; i < sizeof(mem); i++)
 		mem[i] = (uint8_t)(i * 13 + 1);
 
@@ -2649,11 +2674,7 @@ START_TEST(channel_protocol_violation)
 	ck_assert_int_eq(l.acc[1].ends, 0);
 
 	ep_free(&hcli);
-	chl_close(&l);
-	evrdma_mr_free(mr);
-	dt_pair_close(&hp);
-	ch_drain(&env, 20000);
-	dt_env_fini(&env);
+	rawp_close(&env, &l, mr, &hp);
 }
 END_TEST
 
@@ -2731,11 +2752,7 @@ START_TEST(channel_linger_timeout)
 	ck_assert_uint_ge(t_end - t_free, 500);
 	ck_assert_uint_lt(t_end - t_free, 5000);
 	evrdma_conn_free(rp.conn);
-	chl_close(&l);
-	evrdma_mr_free(mr);
-	dt_pair_close(&hp);
-	ch_drain(&env, 20000);	/* nothing leaks */
-	dt_env_fini(&env);
+	rawp_close(&env, &l, mr, &hp);
 }
 END_TEST
 
@@ -2821,15 +2838,7 @@ START_TEST(channel_peer_gone_pulls_pending)
 	    2 * PV_SLOTS + 4), 0);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
-	dt_pair_connect(&hp, &env, dt_addr(), 0);
-	mr = evrdma_mr_reg(hp.cli, mem, sizeof(mem),
-	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE |
-	    EVRDMA_ACCESS_REMOTE_READ);
-	ck_assert_ptr_nonnull(mr);
-	ck_assert_int_eq(evrdma_mr_export(mr, 0, PV_OWN_SLOTS * PV_SLOT, &own),
-	    0);
-	ck_assert_int_eq(evrdma_mr_export(mr, send_off,
-	    PV_OWN_SLOTS * PV_SLOT, &src), 0);
+	mr = rawp_mem(&env, &hp, mem, sizeof(mem), send_off, &own, &src);
 	/* the stream: 64 bytes written, then PG_LEN per pull, all from the
 	 * send ring, where stream offset k is at send_off + k */
 	pat_fill(mem + send_off, 0, PV_OWN_SLOTS * PV_SLOT, seed);
@@ -2880,11 +2889,7 @@ START_TEST(channel_peer_gone_pulls_pending)
 	ck_assert_int_eq(victim->reads_after_end, 0);
 
 	ep_free(victim);
-	chl_close(&l);
-	evrdma_mr_free(mr);
-	dt_pair_close(&hp);
-	ch_drain(&env, 20000);	/* nothing leaks */
-	dt_env_fini(&env);
+	rawp_close(&env, &l, mr, &hp);
 }
 END_TEST
 
