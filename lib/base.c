@@ -118,8 +118,9 @@ evrdma__work_run(struct evrdma_base *base)
 	 * case, nothing due, costs nothing; a stale timer finds nothing) */
 	if (TAILQ_EMPTY(&base->work))
 		return;
-	/* (the flag spares event_del() of a timer not armed: it is on
-	 * every message's path, and costs some 90 instructions) */
+	/* (the flag spares an event_del() of a timer that is not armed:
+	 * three calls deep into libevent on every message's path; calls
+	 * are what costs most under emulation, see bench/README.md) */
 	if (base->work_armed) {
 		evrdma__ev_stop(base->work_ev);
 		base->work_armed = 0;

@@ -568,7 +568,7 @@ static void
 ch_deliver(struct evrdma_channel *ch)
 {
 	/* input's length, kept here: only we add to it in this loop */
-	size_t before = evbuffer_get_length(ch->input), have = before;
+	size_t have = evbuffer_get_length(ch->input);
 	int moved = 0, held = 0;
 
 	while (ch_reading(ch) && ch->rdeliv < ch->rseq) {
@@ -627,7 +627,7 @@ ch_deliver(struct evrdma_channel *ch)
 	}
 	if (moved && ch->has_tv_read)
 		timer_arm(ch->rd_timer, &ch->tv_read);
-	if (moved && have >= ch->rd_lo && have > before && ch->readcb) {
+	if (moved && have >= ch->rd_lo && ch->readcb) {
 		ch->in_pump++;
 		ch->readcb(ch, ch->cbarg);
 		ch->in_pump--;
