@@ -852,6 +852,23 @@ check_remote(const struct evrdma_remote *rem, uint64_t roff, uint64_t len,
 	return 0;
 }
 
+/* A request of @p conn for a post of @p opcode; NULL when out of memory. */
+static struct evrdma_req *
+conn_req_new(struct evrdma_conn *conn, int opcode, evrdma_req_cb cb,
+    void *arg)
+{
+	struct evrdma_req *req = evrdma__req_new(conn->base);
+
+	if (!req)
+		return NULL;
+	req->conn = conn;
+	req->cb = cb;
+	req->arg = arg;
+	req->opcode = (uint8_t)opcode;
+	req->is_recv = opcode == EVRDMA_OP_RECV;
+	return req;
+}
+
 /* Take a request, post it, account for it; -1 with errno on failure. */
 static int
 conn_post(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
@@ -866,14 +883,9 @@ conn_post(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 	    conn->sq_out >= conn->sq_depth)
 		return evrdma__fail(EAGAIN, "%s queue full",
 		    recv ? "receive" : "send");
-	req = evrdma__req_new(conn->base);
+	req = conn_req_new(conn, opcode, cb, arg);
 	if (!req)
 		return evrdma__fail(ENOMEM, "out of memory");
-	req->conn = conn;
-	req->cb = cb;
-	req->arg = arg;
-	req->opcode = (uint8_t)opcode;
-	req->is_recv = (uint8_t)recv;
 	if (mr && len) {
 		sge.addr = (uintptr_t)mr->addr + off;
 		sge.length = (uint32_t)len;
@@ -966,15 +978,11 @@ evrdma__conn_post_recvs(struct evrdma_conn *conn, unsigned n,
 		if (k > conn->rq_depth - conn->rq_out)
 			k = conn->rq_depth - conn->rq_out;
 		for (i = 0; i < k; i++) {
-			struct evrdma_req *req = evrdma__req_new(conn->base);
+			struct evrdma_req *req = conn_req_new(conn,
+			    EVRDMA_OP_RECV, cb, arg);
 
 			if (!req)
 				break;
-			req->conn = conn;
-			req->cb = cb;
-			req->arg = arg;
-			req->opcode = EVRDMA_OP_RECV;
-			req->is_recv = 1;
 			reqs[i] = req;
 			memset(&wrs[i], 0, sizeof(wrs[i]));
 			wrs[i].wr_id = evrdma__req_wr_id(req);
