@@ -16,6 +16,11 @@
  * bytes of input) so the sender is not stalled by a slow consumer of
  * references; past that, data waits in the ring and flow control holds the
  * peer.
+ *
+ * Replies skip the evbuffers: a write from the read callback into an empty
+ * output is copied into a send slot left open for the callback's next
+ * writes and posted by the same pass (ch_write_open), and a receive
+ * callback (evrdma_channel_set_recv_cb) gets the bytes where they landed.
  */
 #include "config.h"
 
@@ -54,6 +59,8 @@
 #define SLOT_STAGED	1
 #define SLOT_POSTED	2
 #define SLOT_RESERVED	3		/* evrdma_channel_reserve(), not committed */
+#define SLOT_OPEN	4		/* a write of this pass, not in output
+					 * (ch_write_open) */
 #define SFIFO_PULL	0x80000000u	/* sfifo: a pull; its slot waits for the
 					 * peer to report it done */
 /* receive slot states */
@@ -91,6 +98,7 @@ struct evrdma_channel {
 	struct evbuffer_cb_entry *in_cbent;
 	evrdma_channel_data_cb readcb, writecb;
 	evrdma_channel_event_cb eventcb;
+	evrdma_channel_recv_cb recvcb;	/* input bypassed while it is empty */
 	void *cbarg;
 	short enabled;
 	size_t rd_lo, rd_hi, wr_lo, wr_hi;
@@ -143,6 +151,11 @@ struct evrdma_channel {
 	int resv;			/* reserved slot, or -1 */
 	size_t resv_len;
 	int resv_wanted;		/* a reserve failed: EAGAIN */
+	/* A write made while the pass runs the user's read callbacks, into
+	 * an empty output, goes straight into this send slot (-1: none),
+	 * ahead of output; the pass posts it (ch_write_open). */
+	int wopen;
+	size_t wopen_len;
 	unsigned sfree;
 	struct evrdma_remote peer;
 	unsigned peer_slots, peer_slot_size;
@@ -231,6 +244,19 @@ lenq_push(struct ch_lenq *q, size_t len)
 		q->cap = ncap;
 	}
 	q->v[(q->head + q->count++) % q->cap] = len;
+	return 0;
+}
+
+/* The open write went into output after messages added there directly. */
+static int
+lenq_push_front(struct ch_lenq *q, size_t len)
+{
+	if (lenq_push(q, len) < 0)	/* makes room; the order is fixed below */
+		return -1;
+	q->count--;
+	q->head = (q->head + q->cap - 1) % q->cap;
+	q->v[q->head] = len;
+	q->count++;
 	return 0;
 }
 
@@ -562,14 +588,15 @@ ch_reading(const struct evrdma_channel *ch)
 
 /*
  * Move received slots into input while reading is enabled and input is
- * below the high watermark; then the read callback, then EOF.
+ * below the high watermark (or hand them to the receive callback while
+ * input is empty); then the read callback, then EOF.
  */
 static void
 ch_deliver(struct evrdma_channel *ch)
 {
 	/* input's length, kept here: only we add to it in this loop */
 	size_t have = evbuffer_get_length(ch->input);
-	int moved = 0, held = 0;
+	int moved = 0, held = 0, handed = 0;
 
 	while (ch_reading(ch) && ch->rdeliv < ch->rseq) {
 		unsigned idx = (unsigned)(ch->rdeliv % ch->slots);
@@ -579,6 +606,21 @@ ch_deliver(struct evrdma_channel *ch)
 
 		if (ch->rstate[idx] != RS_READY)
 			break;	/* its READ is not done: input stays in order */
+		if (ch->recvcb && !have) {
+			/* zero-copy to the user, and the slot goes back to
+			 * the peer as soon as the callback returns; input
+			 * would cost a chain, its callbacks and a drain */
+			ch->rdeliv++;
+			handed = 1;
+			ch->recvcb(ch, p, len, ch->cbarg);
+			if (ch->freed)
+				return;
+			ch_slot_free(ch, idx);
+			/* it may have put bytes in input: what comes next
+			 * goes there, behind them */
+			have = evbuffer_get_length(ch->input);
+			continue;
+		}
 		if (ch->rd_hi && have >= ch->rd_hi) {
 			held = 1;
 			break;
@@ -625,7 +667,7 @@ ch_deliver(struct evrdma_channel *ch)
 		    EVRDMA_REASON_RESOURCE);
 		return;
 	}
-	if (moved && ch->has_tv_read)
+	if ((moved || handed) && ch->has_tv_read && ch_reading(ch))
 		timer_arm(ch->rd_timer, &ch->tv_read);
 	if (moved && have >= ch->rd_lo && ch->readcb) {
 		ch->in_pump++;
@@ -980,19 +1022,158 @@ ch_chunk(const struct evrdma_channel *ch)
 	    ch->peer_slot_size : ch->slot_size;
 }
 
-/* Send as much of output as the credits and our send ring allow. */
+/*
+ * The read callbacks' fast path: a write made while the pass that runs
+ * them is under way (it sends before the loop goes on), into an empty
+ * output, with a credit in hand, is copied into a free send slot that
+ * stays open for the writes that follow it into an empty output while
+ * they fit (stream mode), and that the pass posts as it is. A reply then
+ * costs no evbuffer chain, callbacks or drain, and it goes out as soon as
+ * it would have from output. Output's length does not count it: it is
+ * already on its way, as bytes a socket accepted.
+ */
+static int
+ch_write_open(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	uint8_t *p;
+	int idx;
+
+	if (!ch->pre_send || evbuffer_get_length(ch->output))
+		return -1;
+	if (ch->wopen >= 0) {
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE ||
+		    ch->wopen_len + len > ch_chunk(ch))
+			return -1;
+		p = ch->sring->mem + (size_t)ch->wopen * ch->slot_size;
+		memcpy(p + ch->wopen_len, data, len);
+		ch->wopen_len += len;
+		return 0;
+	}
+	if (!ch->connected || !(ch->enabled & EV_WRITE) ||
+	    ch->sseq >= ch->s_limit || len > ch_chunk(ch))
+		return -1;
+	idx = ch_slot_alloc(ch, 1);
+	if (idx < 0)
+		return -1;
+	memcpy(ch->sring->mem + (size_t)idx * ch->slot_size, data, len);
+	ch->sstate[idx] = SLOT_OPEN;
+	ch->wopen = idx;
+	ch->wopen_len = len;
+	return 0;
+}
+
+/* Writing was disabled with a write open: put it in front of output. */
+static int
+ch_wopen_to_output(struct evrdma_channel *ch)
+{
+	unsigned idx = (unsigned)ch->wopen;
+	uint8_t *p = ch->sring->mem + (size_t)idx * ch->slot_size;
+	struct evbuffer *tmp = evbuffer_new();
+	int rc;
+
+	if (!tmp)
+		return -1;
+	ch->sring->refs++;
+	if ((ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    lenq_push_front(&ch->out_msgs, ch->wopen_len) < 0) ||
+	    evbuffer_add_reference(tmp, p, ch->wopen_len, ch_staged_cleanup,
+	    &ch->sring->slot[idx]) < 0) {
+		ch->sring->refs--;
+		evbuffer_free(tmp);
+		return -1;	/* the caller fails the channel */
+	}
+	ch->sstate[idx] = SLOT_STAGED;
+	ch->wopen = -1;
+	/* libevent has no prepend of a reference: by way of a buffer */
+	rc = evbuffer_prepend_buffer(ch->output, tmp);
+	evbuffer_free(tmp);	/* if the prepend failed, frees the slot */
+	return rc;
+}
+
+/*
+ * Post send slot @p idx holding @p n bytes as the next DATA message, with
+ * the credits we owe; the caller checked the peer's credits. -1 when the
+ * channel failed.
+ */
+static int
+ch_post_slot(struct evrdma_channel *ch, unsigned idx, size_t n)
+{
+	size_t off = (size_t)idx * ch->slot_size;
+	uint32_t imm;
+	int pull;
+
+	ch->sstate[idx] = SLOT_POSTED;
+	/* pull while the peer keeps up with our pulls, write when it lags:
+	 * the bytes move either way, but on a software device the work of
+	 * moving them falls on the CPU of the side that posts the request,
+	 * so this shares it */
+	pull = ch->pullable && n >= ch->peer_pull_min &&
+	    ch->spq_n < (ch->slots / 4 ? ch->slots / 4 : 1);
+	ch->sfifo[(ch->sfifo_head + ch->sfifo_n++) % ch->slots] =
+	    idx | (pull ? SFIFO_PULL : 0);
+	if (pull) {
+		/* the peer READs the bytes where they are; we write only
+		 * where: the descriptor after the slots */
+		size_t doff = (size_t)ch->slots * ch->slot_size +
+		    (size_t)idx * PULL_DESC_LEN;
+
+		put32(ch->sring->mem + doff, (uint32_t)off);
+		put32(ch->sring->mem + doff + 4, (uint32_t)n);
+		ch->spq[(ch->spq_head + ch->spq_n++) % ch->slots] = idx;
+		off = doff;
+		n = PULL_DESC_LEN;
+	}
+	if (ch_returns_ready(ch) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
+		    EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
+	imm = ch_take_returns(ch, IMM_DATA);
+	/* out of credits, or of send slots that pulls hold: the peer
+	 * answers at once (ch_pump's CREDIT rule) */
+	if (ch->sseq + 1 == ch->s_limit || (pull && !ch->sfree))
+		imm |= IMM_STARVED;
+	if (pull)
+		imm |= IMM_PULL;
+	if (evrdma_conn_post_write_imm(ch->conn, ch->smr, off, n, &ch->peer,
+	    (ch->sseq % ch->peer_slots) * (uint64_t)ch->peer_slot_size, imm,
+	    ch_send_cb, ch) < 0) {
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+		    EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
+	ch->reqs++;
+	ch->sseq++;
+	if (pull)
+		ch->base->stats.ch_pulled++;
+	else
+		ch->base->stats.ch_written++;
+	return 0;
+}
+
+/* Send the open write, then as much of output as the credits and our send
+ * ring allow. */
 static int
 ch_send_data(struct evrdma_channel *ch)
 {
 	size_t olen;
 	int sent = 0;
 
+	if (ch->wopen >= 0) {
+		/* it was opened with a credit in hand and goes first, so
+		 * the credit is still there */
+		unsigned idx = (unsigned)ch->wopen;
+
+		ch->wopen = -1;
+		if (ch_post_slot(ch, idx, ch->wopen_len) < 0)
+			return -1;
+		sent = 1;
+	}
 	while ((ch->enabled & EV_WRITE) && ch->sseq < ch->s_limit &&
 	    (olen = evbuffer_get_length(ch->output))) {
 		struct evbuffer_iovec v;
 		size_t n, off;
-		uint32_t imm;
-		int idx = -1, pull;
+		int idx = -1;
 
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 			n = lenq_front(&ch->out_msgs);
@@ -1037,58 +1218,39 @@ ch_send_data(struct evrdma_channel *ch)
 			off = (size_t)idx * ch->slot_size;
 			evbuffer_remove(ch->output, ch->sring->mem + off, n);
 		}
-		off = (size_t)idx * ch->slot_size;
-		/* pull while the peer keeps up with our pulls, write when
-		 * it lags: the bytes move either way, but on a software
-		 * device the work of moving them falls on the CPU of the
-		 * side that posts the request, so this shares it */
-		pull = ch->pullable && n >= ch->peer_pull_min &&
-		    ch->spq_n < (ch->slots / 4 ? ch->slots / 4 : 1);
-		ch->sfifo[(ch->sfifo_head + ch->sfifo_n++) % ch->slots] =
-		    (unsigned)idx | (pull ? SFIFO_PULL : 0);
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
 			lenq_pop(&ch->out_msgs);
-		if (pull) {
-			/* the peer READs the bytes where they are; we write
-			 * only where: the descriptor after the slots */
-			size_t doff = (size_t)ch->slots * ch->slot_size +
-			    (size_t)idx * PULL_DESC_LEN;
-
-			put32(ch->sring->mem + doff, (uint32_t)off);
-			put32(ch->sring->mem + doff + 4, (uint32_t)n);
-			ch->spq[(ch->spq_head + ch->spq_n++) % ch->slots] =
-			    (unsigned)idx;
-			off = doff;
-			n = PULL_DESC_LEN;
-		}
-		if (ch_returns_ready(ch) < 0) {
-			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_READING,
-			    EVRDMA_REASON_RESOURCE);
+		if (ch_post_slot(ch, (unsigned)idx, n) < 0)
 			return -1;
-		}
-		imm = ch_take_returns(ch, IMM_DATA);
-		/* out of credits, or of send slots that pulls hold: the
-		 * peer answers at once (ch_pump's CREDIT rule) */
-		if (ch->sseq + 1 == ch->s_limit || (pull && !ch->sfree))
-			imm |= IMM_STARVED;
-		if (pull)
-			imm |= IMM_PULL;
-		if (evrdma_conn_post_write_imm(ch->conn, ch->smr, off, n,
-		    &ch->peer, (ch->sseq % ch->peer_slots) *
-		    (uint64_t)ch->peer_slot_size, imm, ch_send_cb, ch) < 0) {
-			ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
-			    EVRDMA_REASON_RESOURCE);
-			return -1;
-		}
-		ch->reqs++;
-		ch->sseq++;
-		if (pull)
-			ch->base->stats.ch_pulled++;
-		else
-			ch->base->stats.ch_written++;
 		sent = 1;
 	}
 	return sent;
+}
+
+/*
+ * The open write is sent by this pass (ch_send_data), unless the channel
+ * is closing (it goes as unsent output does) or writing was disabled
+ * since (it goes to the front of output, to wait there). -1 when that
+ * failed the channel.
+ */
+static int
+ch_wopen_settle(struct evrdma_channel *ch)
+{
+	if (ch->freed || ch->failed || ch->peer_gone) {
+		ch_slot_release(ch, (unsigned)ch->wopen);
+		ch->wopen = -1;
+		return 0;
+	}
+	if (!(ch->enabled & EV_WRITE) && ch_wopen_to_output(ch) < 0) {
+		if (ch->wopen >= 0) {
+			ch_slot_release(ch, (unsigned)ch->wopen);
+			ch->wopen = -1;
+		}
+		ch_fail(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING,
+		    EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -1112,6 +1274,8 @@ ch_pump(struct evrdma_channel *ch)
 	ch->pre_send = 1;
 	ch_deliver(ch);
 	ch->pre_send = 0;
+	if (ch->wopen >= 0 && ch_wopen_settle(ch) < 0)
+		goto out;
 	if (ch->freed || ch->failed || ch->peer_gone)
 		goto out;
 	/* one doorbell for everything this pass sends */
@@ -1279,6 +1443,7 @@ ch_alloc(struct evrdma_base *base, int flags)
 		goto nomem;
 	ch->sfree = ch->slots;
 	ch->resv = -1;
+	ch->wopen = -1;
 	if (!evbuffer_add_cb(ch->output, ch_output_cb, ch))
 		goto nomem;
 	return ch;
@@ -1577,6 +1742,19 @@ evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
 }
 
 int
+evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
+    evrdma_channel_recv_cb cb)
+{
+	if (!ch)
+		return evrdma__fail(EINVAL, "no channel");
+	ch->recvcb = cb;
+	/* data held in the ring for lack of room in input may go now */
+	if (cb && ch->rdeliv < ch->rseq)
+		ch_schedule(ch);
+	return 0;
+}
+
+int
 evrdma_channel_enable(struct evrdma_channel *ch, short events)
 {
 	ch->enabled |= events & (EV_READ | EV_WRITE);
@@ -1753,6 +1931,8 @@ evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
 {
 	if (ch_check_write(ch, len) < 0)
 		return -1;
+	if (ch_write_open(ch, data, len) == 0)
+		return 0;
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 	    lenq_push(&ch->out_msgs, len) < 0)
 		return evrdma__fail(ENOMEM, "out of memory");

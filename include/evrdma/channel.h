@@ -76,6 +76,12 @@ typedef void (*evrdma_channel_data_cb)(struct evrdma_channel *ch, void *arg);
 /** Event callback (as bufferevent_event_cb); @p what is BEV_EVENT_* flags. */
 typedef void (*evrdma_channel_event_cb)(struct evrdma_channel *ch, short what,
     void *arg);
+/**
+ * Receive callback (evrdma_channel_set_recv_cb()): @p len bytes at @p data,
+ * in the channel's registered receive memory, valid until it returns.
+ */
+typedef void (*evrdma_channel_recv_cb)(struct evrdma_channel *ch,
+    const void *data, size_t len, void *arg);
 /** Accept callback of a channel listener; the callback owns @p ch. */
 typedef void (*evrdma_channel_accept_cb)(struct evrdma_listener *lst,
     struct evrdma_channel *ch, const struct sockaddr *peer, int socklen,
@@ -153,6 +159,27 @@ EVRDMA_EXPORT void evrdma_channel_setcb(struct evrdma_channel *ch,
     evrdma_channel_data_cb readcb, evrdma_channel_data_cb writecb,
     evrdma_channel_event_cb eventcb, void *arg);
 
+/**
+ * Receive without input: while @p cb is set and input is empty, data that
+ * arrives is handed to @p cb (with the setcb() argument) straight from the
+ * receive slot it landed in, with no copy and no evbuffer, and the slot
+ * goes back to the peer when @p cb returns. In message mode each call is
+ * one whole message; in stream mode one arrival, cut wherever the sender's
+ * writes were cut (as a read() of a socket). Data that arrives while input
+ * holds bytes goes to input, in order, and the read callback as usual;
+ * once input is empty again, the next arrival goes to @p cb. EV_READ still
+ * gates delivery (disabled, data waits in the ring and the peer is held
+ * back), the read timeout still counts from the last arrival, and EOF
+ * comes after the last call. The read watermarks apply to input only.
+ * @p cb may write, disable, set another callback or free the channel.
+ * Replies that @p cb (or the read callback) writes go out in the same
+ * pass, see evrdma_channel_write().
+ * @param cb the callback, or NULL to receive into input again
+ * @return 0, or -1 with errno EINVAL (no channel)
+ */
+EVRDMA_EXPORT int evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
+    evrdma_channel_recv_cb cb);
+
 /** Enable EV_READ and/or EV_WRITE. @return 0 */
 EVRDMA_EXPORT int evrdma_channel_enable(struct evrdma_channel *ch,
     short events);
@@ -175,6 +202,16 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  * Queue @p len bytes for sending (copied). Writes made during one loop
  * iteration are coalesced (stream mode) and sent when the loop continues.
  * In message mode the bytes are one message.
+ *
+ * Written from the read or receive callback into an empty output, with a
+ * credit of the peer at hand, the bytes are copied straight into a send
+ * slot (with those written after them there, while they fit, in stream
+ * mode) and posted when the callback returns, without passing through
+ * output: output's length does not count them, and draining output does
+ * not take them back. Everything else about them is as for output: they
+ * go in order, before what output holds; if writing is disabled before
+ * the callback returns, they wait at the front of output; freeing the
+ * channel discards them.
  * @return 0, or -1 with errno EMSGSIZE (message too large), EPIPE (after
  *   shutdown, EOF, or error) or ENOMEM
  */
