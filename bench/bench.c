@@ -43,6 +43,11 @@
  *   --busy-poll US    evrdma_config_set_busy_poll() (default 0: none)
  *   --pull BYTES      evrdma_config_set_channel_pull() (default: the
  *                     library's, 32768); 0: every message by RDMA WRITE
+ *   --recv-cb         latency pongs (client) and pings (server) are taken
+ *                     with evrdma_channel_set_recv_cb(), straight from the
+ *                     receive slot, instead of through input and the read
+ *                     callback; the same on both sides (each side decides
+ *                     for itself)
  *   --zero-copy       (client) bandwidth writes with evrdma_channel_reserve()
  *                     and evrdma_channel_commit(): each write is made in
  *                     the channel's send memory, where the bench stores
@@ -84,7 +89,7 @@
 #define FILL_LOW	2	/* ... refilled when it drains to this many */
 
 struct opts {
-	int server, client, message, flush, once, zero_copy;
+	int server, client, message, flush, once, zero_copy, recv_cb;
 	const char *addr, *port;
 	long lat, warmup;		/* round trips; -1: default */
 	size_t lat_size, bw_size;
@@ -289,6 +294,37 @@ server_request(struct session *s, const uint8_t *req, size_t len)
 	return 0;
 }
 
+static void server_read(struct evrdma_channel *ch, void *arg);
+
+/*
+ * --recv-cb: the latency phase's pings, straight from the receive slot. A
+ * ping is echoed with one evrdma_channel_write(); what follows the last
+ * one (the next request, in stream mode) goes to input for server_read().
+ */
+static void
+server_recv(struct evrdma_channel *ch, const void *data, size_t len,
+    void *arg)
+{
+	struct session *s = arg;
+	size_t n = s->b->o.message || len < s->left ? len : (size_t)s->left;
+
+	if (evrdma_channel_write(ch, data, n) < 0) {
+		fprintf(stderr, "evrdma-bench: echo: %s\n", strerror(errno));
+		session_end(s);
+		return;
+	}
+	s->left -= s->b->o.message ? 1 : n;
+	if (s->left > 0)
+		return;
+	s->type = 0;
+	evrdma_channel_set_recv_cb(ch, NULL);
+	if (n < len) {
+		evbuffer_add(evrdma_channel_get_input(ch),
+		    (const uint8_t *)data + n, len - n);
+		server_read(ch, s);
+	}
+}
+
 static void
 server_read(struct evrdma_channel *ch, void *arg)
 {
@@ -345,6 +381,12 @@ server_read(struct evrdma_channel *ch, void *arg)
 		}
 		if (s->type == T_BW && s->t_first == 0)
 			s->t_first = now_ns();
+		/* the rest of the pings straight to server_recv() */
+		if (s->left > 0 && s->type == T_LAT && b->o.recv_cb &&
+		    !evbuffer_get_length(in)) {
+			evrdma_channel_set_recv_cb(ch, server_recv);
+			return;
+		}
 		if (s->left > 0)
 			continue;
 		if (s->type == T_BW) {
@@ -518,6 +560,50 @@ client_write(struct evrdma_channel *ch, void *arg)
 	}
 }
 
+/* One pong, in @p p (@p n bytes) at time @p t: check and time it, then
+ * the next ping or the next phase. @return 0, or -1 when that failed */
+static int
+client_pong(struct bench *b, const uint8_t *p, size_t n, uint64_t t)
+{
+	if (n != b->o.lat_size || get64(p) != (uint64_t)b->iter ||
+	    memcmp(p + 8, b->ping + 8, n - 8) != 0) {
+		fail(b, "the echo differs from the ping");
+		return -1;
+	}
+	if (b->iter >= b->o.warmup)
+		b->rtt[b->iter - b->o.warmup] = (double)(t - b->t_send);
+	if (++b->iter < b->total) {
+		send_ping(b, t);
+		return 0;
+	}
+	if (b->o.recv_cb)
+		evrdma_channel_set_recv_cb(b->ch, NULL);
+	report_latency(b);
+	next_phase(b);
+	return 0;
+}
+
+/*
+ * --recv-cb: a pong straight from the receive slot. One that is not whole
+ * (a stream may cut it anywhere) is left to client_read() through input.
+ */
+static void client_read(struct evrdma_channel *ch, void *arg);
+
+static void
+client_recv(struct evrdma_channel *ch, const void *data, size_t len,
+    void *arg)
+{
+	struct bench *b = arg;
+	uint64_t t = stamp();
+
+	if (len == b->o.lat_size) {
+		client_pong(b, data, len, t);
+		return;
+	}
+	evbuffer_add(evrdma_channel_get_input(ch), data, len);
+	client_read(ch, b);
+}
+
 static void
 client_read(struct evrdma_channel *ch, void *arg)
 {
@@ -534,20 +620,10 @@ client_read(struct evrdma_channel *ch, void *arg)
 		t = stamp();
 		if (!p)
 			evbuffer_remove(in, p = b->pong, n);
-		if (n != b->o.lat_size || get64(p) != (uint64_t)b->iter ||
-		    memcmp(p + 8, b->ping + 8, n - 8) != 0) {
-			fail(b, "the echo differs from the ping");
+		if (client_pong(b, p, n, t) < 0 || b->phase != T_LAT)
+			break;
+		if (!evbuffer_get_length(in))
 			return;
-		}
-		if (b->iter >= b->o.warmup)
-			b->rtt[b->iter - b->o.warmup] =
-			    (double)(t - b->t_send);
-		if (++b->iter < b->total) {
-			send_ping(b, t);
-			return;
-		}
-		report_latency(b);
-		next_phase(b);
 	}
 	if (b->phase == T_BW) {
 		n = next_unit(b, ch, ACK_LEN, &p);
@@ -593,6 +669,9 @@ next_phase(struct bench *b)
 		if (send_request(b, T_LAT, b->o.lat_size,
 		    (uint64_t)b->total) == 0)
 			send_ping(b, stamp());
+		/* pongs straight to client_recv() */
+		if (b->o.recv_cb)
+			evrdma_channel_set_recv_cb(b->ch, client_recv);
 		return;
 	}
 	if (b->phase < T_BW && b->o.bw > 0) {
@@ -654,7 +733,7 @@ usage(void)
 	    "(64)\n"
 	    "         --warmup N  --message  --flush  --slots N  "
 	    "--slot-size S  --inline BYTES  --raw FILE\n"
-	    "         --busy-poll US  --zero-copy  --pull BYTES\n");
+	    "         --busy-poll US  --zero-copy  --pull BYTES  --recv-cb\n");
 }
 
 static int
@@ -677,7 +756,7 @@ main(int argc, char **argv)
 {
 	enum { O_LAT = 256, O_BW, O_SIZE, O_LATSIZE, O_WARMUP, O_MESSAGE,
 	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY,
-	    O_ZC, O_PULL };
+	    O_ZC, O_PULL, O_RECVCB };
 	static const struct option longopts[] = {
 		{ "lat", required_argument, NULL, O_LAT },
 		{ "bw", required_argument, NULL, O_BW },
@@ -694,6 +773,7 @@ main(int argc, char **argv)
 		{ "busy-poll", required_argument, NULL, O_BUSY },
 		{ "zero-copy", no_argument, NULL, O_ZC },
 		{ "pull", required_argument, NULL, O_PULL },
+		{ "recv-cb", no_argument, NULL, O_RECVCB },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench b = { .o = { .lat = -1, .warmup = -1, .lat_size = 64,
@@ -715,6 +795,7 @@ main(int argc, char **argv)
 		case O_MESSAGE: b.o.message = 1; break;
 		case O_FLUSH: b.o.flush = 1; break;
 		case O_ZC: b.o.zero_copy = 1; break;
+		case O_RECVCB: b.o.recv_cb = 1; break;
 		case O_ONCE: b.o.once = 1; break;
 		case O_RAW: b.o.raw = optarg; break;
 		case O_LAT:
