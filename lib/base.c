@@ -59,7 +59,6 @@ cm_channel_cb(int fd, void *arg)
 
 /* ---- work due after a poll pass ---- */
 
-enum { WORK_NEXT = 1, WORK_RUNNING };
 
 static void
 work_timer_cb(void *arg)
@@ -92,16 +91,6 @@ evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w)
 	/* inside a poll pass, its end runs the list */
 	if (!base->in_poll)
 		work_arm(base);
-}
-
-void
-evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w)
-{
-	if (w->queued == WORK_NEXT)
-		TAILQ_REMOVE(&base->work, w, link);
-	else if (w->queued == WORK_RUNNING)
-		TAILQ_REMOVE(&base->work_running, w, link);
-	w->queued = 0;
 }
 
 /*
@@ -291,31 +280,3 @@ evrdma__req_new(struct evrdma_base *base)
 	return req;
 }
 
-uint64_t
-evrdma__req_wr_id(const struct evrdma_req *req)
-{
-	return (uint64_t)req->gen << 32 | req->slot;
-}
-
-struct evrdma_req *
-evrdma__req_lookup(struct evrdma_base *base, uint64_t wr_id)
-{
-	uint32_t slot = (uint32_t)wr_id, gen = (uint32_t)(wr_id >> 32);
-	struct evrdma_req *req;
-
-	if (slot >= base->nslots)
-		return NULL;
-	req = base->slots[slot];
-	return (req && req->gen == gen) ? req : NULL;
-}
-
-void
-evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req)
-{
-	base->slots[req->slot] = NULL;
-	base->free_slots[base->nfree++] = req->slot;
-	/* the cache is a singly linked list threaded through ->conn */
-	req->conn = (struct evrdma_conn *)base->req_cache;
-	base->req_cache = req;
-	base->stats.reqs--;
-}

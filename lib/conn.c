@@ -29,15 +29,9 @@ static void conn_start_close(struct evrdma_conn *conn);
 static void conn_check_done(struct evrdma_conn *conn);
 
 void
-evrdma__conn_ref(struct evrdma_conn *conn)
+evrdma__conn_unref_last(struct evrdma_conn *conn)
 {
-	conn->refcnt++;
-}
-
-void
-evrdma__conn_unref(struct evrdma_conn *conn)
-{
-	if (--conn->refcnt == 0 && conn->finalizing)
+	if (conn->finalizing)
 		evrdma__ev_timer_start(conn->fin_ev, 0);
 }
 
@@ -692,12 +686,6 @@ conn_complete_unsignaled(struct evrdma_conn *conn, struct evrdma_req *upto)
 		w.opcode = r->opcode;
 		conn_deliver(conn, r, &w);
 	}
-}
-
-void
-evrdma__conn_cork(struct evrdma_conn *conn)
-{
-	conn->corked++;
 }
 
 /*

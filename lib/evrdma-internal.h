@@ -109,6 +109,7 @@ struct evrdma_req;
  * from a 0 ms timer, i.e. at the next iteration (that is what coalesces the
  * writes a user makes during one iteration).
  */
+enum { WORK_NEXT = 1, WORK_RUNNING };
 struct evrdma__work {
 	void (*fn)(struct evrdma__work *w);
 	int queued;			/* 0, WORK_NEXT or WORK_RUNNING */
@@ -149,10 +150,27 @@ void evrdma__dev_put(struct evrdma_dev *dev);
 struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
 void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
 void evrdma__dev_poll_soon(struct evrdma_dev *dev);
-/* Queue @p w (no-op if queued); cancel; run what is due (base.c). */
+/* Queue @p w (no-op if queued); run what is due (base.c). */
 void evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w);
-void evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w);
 void evrdma__work_run(struct evrdma_base *base);
+
+/*
+ * The helpers below run several times per message. They are inline here
+ * rather than calls into another file: in the Soft-RoCE guest every call
+ * and return is an indirect jump that the emulator looks up, and those
+ * cost more than the few instructions inside.
+ */
+
+/* Take @p w off the queue it is on. */
+static inline void
+evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w)
+{
+	if (w->queued == WORK_NEXT)
+		TAILQ_REMOVE(&base->work, w, link);
+	else if (w->queued == WORK_RUNNING)
+		TAILQ_REMOVE(&base->work_running, w, link);
+	w->queued = 0;
+}
 void evrdma__dev_free_all(struct evrdma_base *base);
 
 /* ---- requests (conn.c) ---- */
@@ -171,11 +189,36 @@ struct evrdma_req {
 	struct ibv_sge sge;
 };
 struct evrdma_req *evrdma__req_new(struct evrdma_base *base);
-void evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req);
-uint64_t evrdma__req_wr_id(const struct evrdma_req *req);
+
+static inline void
+evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req)
+{
+	base->slots[req->slot] = NULL;
+	base->free_slots[base->nfree++] = req->slot;
+	/* the cache is a singly linked list threaded through ->conn */
+	req->conn = (struct evrdma_conn *)base->req_cache;
+	base->req_cache = req;
+	base->stats.reqs--;
+}
+
+static inline uint64_t
+evrdma__req_wr_id(const struct evrdma_req *req)
+{
+	return (uint64_t)req->gen << 32 | req->slot;
+}
+
 /* Look up a request by wr_id; NULL for a stale one. */
-struct evrdma_req *evrdma__req_lookup(struct evrdma_base *base,
-    uint64_t wr_id);
+static inline struct evrdma_req *
+evrdma__req_lookup(struct evrdma_base *base, uint64_t wr_id)
+{
+	uint32_t slot = (uint32_t)wr_id, gen = (uint32_t)(wr_id >> 32);
+	struct evrdma_req *req;
+
+	if (slot >= base->nslots)
+		return NULL;
+	req = base->slots[slot];
+	return (req && req->gen == gen) ? req : NULL;
+}
 /* Deliver a work completion (called by the CQ poller). */
 void evrdma__conn_complete(struct evrdma_req *req, const struct ibv_wc *wc);
 
@@ -191,8 +234,21 @@ struct evrdma_mr {
 	int freed;		/* evrdma_mr_free() called, waiting for inflight */
 	LIST_ENTRY(evrdma_mr) link;
 };
-void evrdma__mr_hold(struct evrdma_mr *mr);
-void evrdma__mr_release(struct evrdma_mr *mr);
+/* The last request using @p mr is done: destroy it if the user freed it. */
+void evrdma__mr_release_last(struct evrdma_mr *mr);
+
+static inline void
+evrdma__mr_hold(struct evrdma_mr *mr)
+{
+	mr->inflight++;
+}
+
+static inline void
+evrdma__mr_release(struct evrdma_mr *mr)
+{
+	if (--mr->inflight == 0)
+		evrdma__mr_release_last(mr);
+}
 int evrdma__access_to_ibv(int access);
 void evrdma__mr_free_all(struct evrdma_base *base);
 
@@ -272,7 +328,11 @@ void evrdma__conn_drop_owner(struct evrdma_conn *conn);
  * unsignaled request completes, in order, when a later one does. Callbacks
  * are unchanged: each request still gets exactly one.
  */
-void evrdma__conn_cork(struct evrdma_conn *conn);
+static inline void
+evrdma__conn_cork(struct evrdma_conn *conn)
+{
+	conn->corked++;
+}
 void evrdma__conn_uncork(struct evrdma_conn *conn);
 /*
  * Post n receives without a buffer (for WRITE with immediate) in one
@@ -296,8 +356,21 @@ void evrdma__conn_abort_passive(struct evrdma_conn *conn);
 void evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err);
 /* Tear down without waiting (base free, device death). */
 void evrdma__conn_destroy_now(struct evrdma_conn *conn);
-void evrdma__conn_ref(struct evrdma_conn *conn);
-void evrdma__conn_unref(struct evrdma_conn *conn);
+/* The last reference is gone: finalise if that was waiting for it. */
+void evrdma__conn_unref_last(struct evrdma_conn *conn);
+
+static inline void
+evrdma__conn_ref(struct evrdma_conn *conn)
+{
+	conn->refcnt++;
+}
+
+static inline void
+evrdma__conn_unref(struct evrdma_conn *conn)
+{
+	if (--conn->refcnt == 0)
+		evrdma__conn_unref_last(conn);
+}
 
 /* ---- listeners (listener.c) ---- */
 struct evrdma_listener {

@@ -134,15 +134,9 @@ evrdma_mr_free(struct evrdma_mr *mr)
 }
 
 void
-evrdma__mr_hold(struct evrdma_mr *mr)
+evrdma__mr_release_last(struct evrdma_mr *mr)
 {
-	mr->inflight++;
-}
-
-void
-evrdma__mr_release(struct evrdma_mr *mr)
-{
-	if (--mr->inflight == 0 && mr->freed)
+	if (mr->freed)
 		mr_destroy(mr);
 }
 
