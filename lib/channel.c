@@ -247,7 +247,7 @@ lenq_push(struct ch_lenq *q, size_t len)
 	return 0;
 }
 
-/* The open write went into output after messages added there directly. */
+/* The open write goes back into output, ahead of what is there. */
 static int
 lenq_push_front(struct ch_lenq *q, size_t len)
 {
@@ -1748,7 +1748,8 @@ evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
 	if (!ch)
 		return evrdma__fail(EINVAL, "no channel");
 	ch->recvcb = cb;
-	/* data held in the ring for lack of room in input may go now */
+	/* data waiting in the ring goes to it at the next pass, if input
+	 * is empty by then */
 	if (cb && ch->rdeliv < ch->rseq)
 		ch_schedule(ch);
 	return 0;

@@ -3189,6 +3189,24 @@ rc_msg_readcb(struct evrdma_channel *ch, void *arg)
 	}
 }
 
+/* A connected pair whose server takes its data with rc_recvcb(). */
+static void
+rc_open(struct dt_env *env, struct chp *p, struct rc *r, int mode)
+{
+	memset(p, 0, sizeof(*p));
+	memset(r, 0, sizeof(*r));
+	dt_env_init(env, NULL);
+	chp_open(p, env, mode, 1);
+	r->e = p->srv;
+	r->mode = mode;
+	r->buf = malloc(128 * KiB);
+	ck_assert_ptr_nonnull(r->buf);
+	rc_g = r;
+	p->srv->rx_seed = p->cli.tx_seed;
+	evrdma_channel_setcb(p->srv->ch, rc_readcb, NULL, ep_eventcb, p->srv);
+	ck_assert_int_eq(evrdma_channel_set_recv_cb(p->srv->ch, rc_recvcb), 0);
+}
+
 /*
  * Variant 0 (stream) and 1 (message): the client sends 3 MiB of random
  * writes (or 400 messages of random sizes, up to a slot: pulled ones
@@ -3209,24 +3227,13 @@ START_TEST(channel_recv_cb_echo)
 	uint8_t *buf;
 	int i;
 
-	memset(&p, 0, sizeof(p));
-	memset(&r, 0, sizeof(r));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, mode, 1);
-	r.e = p.srv;
-	r.mode = mode;
+	rc_open(&env, &p, &r, mode);
 	r.lens = lens;
 	r.every = 7;
 	r.echo = 1;
-	r.buf = malloc(128 * KiB);
-	ck_assert_ptr_nonnull(r.buf);
-	rc_g = &r;
-	p.srv->rx_seed = p.cli.tx_seed;
-	evrdma_channel_setcb(p.srv->ch, rc_readcb, NULL, ep_eventcb, p.srv);
 	errno = 0;
 	ck_assert_int_eq(evrdma_channel_set_recv_cb(NULL, rc_recvcb), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_int_eq(evrdma_channel_set_recv_cb(p.srv->ch, rc_recvcb), 0);
 	if (mode == EVRDMA_CHANNEL_STREAM) {
 		/* the echo, checked against the client's own stream */
 		p.cli.drain = 1;
@@ -3294,18 +3301,7 @@ START_TEST(channel_recv_cb_flow)
 	const uint64_t total = 4 * MiB;	/* 4x the peer's ring */
 	size_t out;
 
-	memset(&p, 0, sizeof(p));
-	memset(&r, 0, sizeof(r));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
-	r.e = p.srv;
-	r.mode = EVRDMA_CHANNEL_STREAM;
-	r.buf = malloc(128 * KiB);
-	ck_assert_ptr_nonnull(r.buf);
-	rc_g = &r;
-	p.srv->rx_seed = p.cli.tx_seed;
-	evrdma_channel_setcb(p.srv->ch, rc_readcb, NULL, ep_eventcb, p.srv);
-	ck_assert_int_eq(evrdma_channel_set_recv_cb(p.srv->ch, rc_recvcb), 0);
+	rc_open(&env, &p, &r, EVRDMA_CHANNEL_STREAM);
 	p.cli.tx_total = total;
 	switch (_i) {
 	case RCF_DISABLE:
