@@ -940,6 +940,37 @@ ch_staged_cleanup(const void *data, size_t len, void *arg)
 	ring_unref(ring);
 }
 
+/* Copy @p len bytes into a free send slot (one stays for the copy path).
+ * @return the slot, or -1 when none is free */
+static int
+ch_slot_copy(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	int idx = ch_slot_alloc(ch, 1);
+
+	if (idx >= 0)
+		memcpy(ch->sring->mem + (size_t)idx * ch->slot_size, data,
+		    len);
+	return idx;
+}
+
+/* Put the first @p len bytes of send slot @p idx into @p buf by reference,
+ * staged: posted from where they are when they reach output's front.
+ * -1 (out of memory) leaves the slot as it was. */
+static int
+ch_slot_stage(struct evrdma_channel *ch, struct evbuffer *buf, unsigned idx,
+    size_t len)
+{
+	ch->sring->refs++;
+	if (evbuffer_add_reference(buf, ch->sring->mem +
+	    (size_t)idx * ch->slot_size, len, ch_staged_cleanup,
+	    &ch->sring->slot[idx]) < 0) {
+		ch->sring->refs--;
+		return -1;
+	}
+	ch->sstate[idx] = SLOT_STAGED;
+	return 0;
+}
+
 static void
 ch_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
@@ -1052,10 +1083,9 @@ ch_write_open(struct evrdma_channel *ch, const void *data, size_t len)
 	if (!ch->connected || !(ch->enabled & EV_WRITE) ||
 	    ch->sseq >= ch->s_limit || len > ch_chunk(ch))
 		return -1;
-	idx = ch_slot_alloc(ch, 1);
+	idx = ch_slot_copy(ch, data, len);
 	if (idx < 0)
 		return -1;
-	memcpy(ch->sring->mem + (size_t)idx * ch->slot_size, data, len);
 	ch->sstate[idx] = SLOT_OPEN;
 	ch->wopen = idx;
 	ch->wopen_len = len;
@@ -1066,23 +1096,17 @@ ch_write_open(struct evrdma_channel *ch, const void *data, size_t len)
 static int
 ch_wopen_to_output(struct evrdma_channel *ch)
 {
-	unsigned idx = (unsigned)ch->wopen;
-	uint8_t *p = ch->sring->mem + (size_t)idx * ch->slot_size;
 	struct evbuffer *tmp = evbuffer_new();
 	int rc;
 
 	if (!tmp)
 		return -1;
-	ch->sring->refs++;
 	if ((ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 	    lenq_push_front(&ch->out_msgs, ch->wopen_len) < 0) ||
-	    evbuffer_add_reference(tmp, p, ch->wopen_len, ch_staged_cleanup,
-	    &ch->sring->slot[idx]) < 0) {
-		ch->sring->refs--;
+	    ch_slot_stage(ch, tmp, (unsigned)ch->wopen, ch->wopen_len) < 0) {
 		evbuffer_free(tmp);
 		return -1;	/* the caller fails the channel */
 	}
-	ch->sstate[idx] = SLOT_STAGED;
 	ch->wopen = -1;
 	/* libevent has no prepend of a reference: by way of a buffer */
 	rc = evbuffer_prepend_buffer(ch->output, tmp);
@@ -1827,21 +1851,14 @@ static int
 ch_stage(struct evrdma_channel *ch, const void *data, size_t len)
 {
 	int idx;
-	uint8_t *p;
 
 	if ((len < STAGE_MIN && evbuffer_get_length(ch->output)) ||
 	    len > ch_chunk(ch) || !ch->sstate)
 		return -1;
-	idx = ch_slot_alloc(ch, 1);
+	idx = ch_slot_copy(ch, data, len);
 	if (idx < 0)
 		return -1;
-	p = ch->sring->mem + (size_t)idx * ch->slot_size;
-	memcpy(p, data, len);
-	ch->sstate[idx] = SLOT_STAGED;
-	ch->sring->refs++;
-	if (evbuffer_add_reference(ch->output, p, len, ch_staged_cleanup,
-	    &ch->sring->slot[idx]) < 0) {
-		ch->sring->refs--;
+	if (ch_slot_stage(ch, ch->output, (unsigned)idx, len) < 0) {
 		ch_slot_release(ch, (unsigned)idx);
 		return -1;
 	}
@@ -1888,7 +1905,6 @@ int
 evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
 {
 	unsigned idx;
-	uint8_t *p;
 
 	if (!ch || ch->freed)
 		return evrdma__fail(EINVAL, "no channel");
@@ -1913,12 +1929,7 @@ evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
 		ch_slot_release(ch, idx);
 		return evrdma__fail(ENOMEM, "out of memory");
 	}
-	p = ch->sring->mem + (size_t)idx * ch->slot_size;
-	ch->sstate[idx] = SLOT_STAGED;
-	ch->sring->refs++;
-	if (evbuffer_add_reference(ch->output, p, len, ch_staged_cleanup,
-	    &ch->sring->slot[idx]) < 0) {
-		ch->sring->refs--;
+	if (ch_slot_stage(ch, ch->output, idx, len) < 0) {
 		ch_slot_release(ch, idx);
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
 			ch->out_msgs.count--;
