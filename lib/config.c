@@ -17,6 +17,7 @@
 #define BUSY_POLL_MAX		100000	/* us: a tenth of a second */
 #define RNR_RETRY_MAX		7
 #define PULL_MIN_MAX		(4u << 20)
+#define HALF_OPEN_MAX		65536
 
 /*
  * The checks every one-value setter makes: a configuration, and @p v in
@@ -51,6 +52,7 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] = 2000;
 	cfg->poll_budget = 64;
 	cfg->rnr_retry = 7;
+	cfg->half_open = 32;
 }
 
 struct evrdma_config *
@@ -129,6 +131,15 @@ evrdma_config_set_busy_poll(struct evrdma_config *cfg, unsigned usec)
 	if (cfg_check(cfg, __func__, usec, 0, BUSY_POLL_MAX, " us") < 0)
 		return -1;
 	cfg->busy_poll_us = usec;
+	return 0;
+}
+
+int
+evrdma_config_set_half_open(struct evrdma_config *cfg, unsigned max)
+{
+	if (cfg_check(cfg, __func__, max, 1, HALF_OPEN_MAX, "") < 0)
+		return -1;
+	cfg->half_open = max;
 	return 0;
 }
 

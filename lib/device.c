@@ -1,15 +1,26 @@
 /*
- * evrdma: per (base, device) resources: protection domain, one completion
- * channel on the loop, the completion queues shared by every connection on
- * the device, and the device's asynchronous event fd.
+ * evrdma: per (base, device) resources: one completion channel on the loop,
+ * the completion queues shared by every connection on the device, the
+ * polling of those CQs, protection domains (one per connection), and the
+ * device's asynchronous events.
+ *
+ * The async event fd belongs to the verbs context, which librdmacm shares
+ * by every id of the process on that device: with several bases (one per
+ * thread) on one device, whichever loop reads an event first would keep it
+ * from the others. Every event is therefore fanned out to all bases on the
+ * device through a process-wide list of subscriptions, each with a queue
+ * and an eventfd its own loop watches.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "evrdma-internal.h"
 
@@ -18,6 +29,228 @@
 #define CQ_ACK_BATCH 64
 
 static unsigned dev_poll(struct evrdma_dev *dev);
+
+/* ---- asynchronous events, fanned out to every base on the device ---- */
+
+struct async_item {
+	int type;			/* enum ibv_event_type */
+	const void *elem;		/* the QP or CQ (compared, never used) */
+	uint32_t qp_num;		/* with elem: a QP made at the same
+					 * address later is another QP */
+	uint8_t port;
+};
+
+struct evrdma__async_sub {
+	struct ibv_context *verbs;
+	int efd;
+	struct async_item *q;		/* under subs_lock */
+	unsigned n, cap;
+	struct evrdma__async_sub *next;
+};
+
+static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct evrdma__async_sub *subs;
+
+static int
+sub_push(struct evrdma__async_sub *s, const struct async_item *it)
+{
+	if (s->n == s->cap) {
+		unsigned cap = s->cap ? s->cap * 2 : 8;
+		struct async_item *q = realloc(s->q, cap * sizeof(*q));
+
+		if (!q)
+			return -1;
+		s->q = q;
+		s->cap = cap;
+	}
+	s->q[s->n++] = *it;
+	return 0;
+}
+
+static struct evrdma__async_sub *
+sub_new(struct ibv_context *verbs)
+{
+	struct evrdma__async_sub *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->verbs = verbs;
+	s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->efd < 0) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_lock(&subs_lock);
+	s->next = subs;
+	subs = s;
+	pthread_mutex_unlock(&subs_lock);
+	return s;
+}
+
+static void
+sub_free(struct evrdma__async_sub *s)
+{
+	struct evrdma__async_sub **sp;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&subs_lock);
+	for (sp = &subs; *sp; sp = &(*sp)->next)
+		if (*sp == s) {
+			*sp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&subs_lock);
+	close(s->efd);
+	free(s->q);
+	free(s);
+}
+
+static int
+async_item_of(const struct ibv_async_event *ae, struct async_item *it)
+{
+	memset(it, 0, sizeof(*it));
+	it->type = ae->event_type;
+	switch (ae->event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_COMM_EST:
+		it->elem = ae->element.qp;
+		it->qp_num = ae->element.qp->qp_num;
+		return 0;
+	case IBV_EVENT_CQ_ERR:
+		it->elem = ae->element.cq;
+		return 0;
+	case IBV_EVENT_PORT_ERR:
+		it->port = (uint8_t)ae->element.port_num;
+		return 0;
+	case IBV_EVENT_DEVICE_FATAL:
+		return 0;
+	default:
+		return -1;	/* informational: nobody acts on it */
+	}
+}
+
+/* Whether @p it concerns @p ep. */
+static int
+async_hits(const struct async_item *it, const struct evrdma__ep *ep)
+{
+	switch (it->type) {
+	case IBV_EVENT_CQ_ERR:
+		return it->elem == ep->cq;
+	case IBV_EVENT_PORT_ERR:
+		return ep->port == it->port;
+	case IBV_EVENT_DEVICE_FATAL:
+		return 1;
+	default:
+		return it->elem == ep->qp && it->qp_num == ep->qp_num;
+	}
+}
+
+/* Tell the endpoints of this base what concerns them. */
+static void
+async_dispatch(struct evrdma_dev *dev, const struct async_item *it)
+{
+	struct evrdma__ep *ep, *next;
+
+	if (it->type == IBV_EVENT_DEVICE_FATAL)
+		dev->dead = 1;
+	for (ep = LIST_FIRST(&dev->eps); ep; ep = next) {
+		if (!async_hits(it, ep)) {
+			next = LIST_NEXT(ep, dev_link);
+			continue;
+		}
+		/* the endpoint stays listed until its connection is
+		 * finalised, which is deferred: next is safe after the call */
+		evrdma__ep_ref(ep);
+		ep->ops->async(ep, it->type);
+		next = LIST_NEXT(ep, dev_link);
+		evrdma__ep_unref(ep);
+	}
+}
+
+/* Take what other bases queued for us (and what we queued ourselves). */
+static void
+async_drain_own(struct evrdma_dev *dev)
+{
+	struct async_item *q;
+	unsigned n, i;
+	uint64_t v;
+
+	if (read(dev->sub->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		evrdma__log(EVRDMA_LOG_WARN, "async eventfd: %s",
+		    strerror(errno));
+	pthread_mutex_lock(&subs_lock);
+	q = dev->sub->q;
+	n = dev->sub->n;
+	dev->sub->q = NULL;
+	dev->sub->n = dev->sub->cap = 0;
+	pthread_mutex_unlock(&subs_lock);
+	dev->refcnt++;
+	for (i = 0; i < n; i++)
+		async_dispatch(dev, &q[i]);
+	free(q);
+	evrdma__dev_put(dev);
+}
+
+static void
+async_notified(int fd, void *arg)
+{
+	async_drain_own(arg);
+}
+
+/*
+ * The shared async fd is readable (every loop on the device may wake; the
+ * first to read takes the event): queue each event to every base on the
+ * device, wake the others, then act on our own share.
+ */
+static void
+async_readable(int fd, void *arg)
+{
+	struct evrdma_dev *dev = arg;
+	struct ibv_async_event ae;
+	struct async_item items[16];
+	unsigned n = 0, i;
+	int mine = 0;
+
+	while (n < 16 &&
+	    EVRDMA_SYM(ibv_get_async_event)(dev->verbs, &ae) == 0) {
+		int act = async_item_of(&ae, &items[n]) == 0;
+
+		evrdma__log(EVRDMA_LOG_WARN, "async event on %s: %s",
+		    EVRDMA_SYM(ibv_get_device_name)(dev->verbs->device),
+		    EVRDMA_SYM(ibv_event_type_str)(ae.event_type));
+		/* ack before acting: destroying a QP waits for its acks */
+		EVRDMA_SYM(ibv_ack_async_event)(&ae);
+		if (act)
+			n++;
+	}
+	/* (more than 16: the level-triggered fd wakes us again) */
+	pthread_mutex_lock(&subs_lock);
+	for (i = 0; i < n; i++) {
+		struct evrdma__async_sub *s;
+
+		for (s = subs; s; s = s->next) {
+			uint64_t one = 1;
+
+			if (s->verbs != dev->verbs)
+				continue;
+			if (sub_push(s, &items[i]) < 0)
+				continue;	/* no memory: that base misses it */
+			if (s == dev->sub)
+				mine = 1;
+			else if (write(s->efd, &one, sizeof(one)) < 0)
+				continue;	/* full: a wake-up is due */
+		}
+	}
+	pthread_mutex_unlock(&subs_lock);
+	if (mine)
+		async_drain_own(dev);
+}
+
+/* ---- completion queues and polling ---- */
 
 static void
 cq_ack_all(struct evrdma_cq *cq)
@@ -189,10 +422,10 @@ dev_spin(void *arg)
 
 /*
  * Poll the CQs that were signalled, at most cfg.poll_budget completions per
- * call, round-robin over the CQs. When the budget runs out, polling resumes from a 0 ms timer, i.e.
- * after the loop has served its other events: one busy connection cannot
- * starve the loop, and no completion is left behind (the CQs stay marked
- * until a poll finds them empty).
+ * call, round-robin over the CQs. When the budget runs out, polling resumes
+ * from a 0 ms timer, i.e. after the loop has served its other events: one
+ * busy connection cannot starve the loop, and no completion is left behind
+ * (the CQs stay marked until a poll finds them empty).
  */
 static unsigned
 dev_poll(struct evrdma_dev *dev)
@@ -208,7 +441,7 @@ dev_poll(struct evrdma_dev *dev)
 	 * the head). Round-robin, 16 completions per CQ per round, so the
 	 * connections of one busy CQ cannot starve those of the others. */
 	dev->refcnt++;
-	base->in_poll++;
+	base->work.in_poll++;
 	do {
 		again = 0;
 		LIST_FOREACH(cq, &dev->cqs, link) {
@@ -236,9 +469,9 @@ dev_poll(struct evrdma_dev *dev)
 				cq->armed_pending = 0;
 			for (i = 0; i < n; i++) {
 				struct evrdma_req *req = evrdma__req_lookup(
-				    base, wc[i].wr_id);
+				    &base->reqs, wc[i].wr_id);
 				if (req)
-					evrdma__conn_complete(req, &wc[i]);
+					evrdma__ep_complete(req, &wc[i]);
 				/* else: a late completion of a request that
 				 * teardown already cancelled. */
 			}
@@ -254,7 +487,7 @@ dev_poll(struct evrdma_dev *dev)
 			evrdma__ev_timer_start(dev->poll_ev, 0);
 	}
 	/* what this pass's completions made due, before the loop sleeps */
-	if (!--base->in_poll)
+	if (!--base->work.in_poll)
 		evrdma__work_run(base);
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {
@@ -287,72 +520,23 @@ evrdma__dev_poll_soon(struct evrdma_dev *dev)
 	evrdma__ev_timer_start(dev->poll_ev, 0);
 }
 
-static int
-async_reason(enum ibv_event_type t)
+void
+evrdma__dev_attach(struct evrdma_dev *dev, struct evrdma__ep *ep)
 {
-	switch (t) {
-	case IBV_EVENT_DEVICE_FATAL:
-		return EVRDMA_REASON_DEVICE_FATAL;
-	case IBV_EVENT_PORT_ERR:
-		return EVRDMA_REASON_PORT_ERROR;
-	default:
-		return EVRDMA_REASON_QP_FATAL;
+	LIST_INSERT_HEAD(&dev->eps, ep, dev_link);
+	ep->on_dev = 1;
+}
+
+void
+evrdma__dev_detach(struct evrdma__ep *ep)
+{
+	if (ep->on_dev) {
+		LIST_REMOVE(ep, dev_link);
+		ep->on_dev = 0;
 	}
 }
 
-/* Report an asynchronous error to every connection it concerns. */
-static void
-async_readable(int fd, void *arg)
-{
-	struct evrdma_dev *dev = arg;
-	struct evrdma_base *base = dev->base;
-	struct ibv_async_event ae;
-
-	dev->refcnt++;
-	while (EVRDMA_SYM(ibv_get_async_event)(dev->verbs, &ae) == 0) {
-		enum ibv_event_type t = ae.event_type;
-		struct ibv_qp *qp = NULL;
-		uint8_t port = 0;
-		struct evrdma_conn *conn, *next;
-
-		evrdma__log(EVRDMA_LOG_WARN, "async event on %s: %s",
-		    EVRDMA_SYM(ibv_get_device_name)(dev->verbs->device),
-		    EVRDMA_SYM(ibv_event_type_str)(t));
-		switch (t) {
-		case IBV_EVENT_QP_FATAL:
-		case IBV_EVENT_QP_REQ_ERR:
-		case IBV_EVENT_QP_ACCESS_ERR:
-		case IBV_EVENT_PATH_MIG_ERR:
-			qp = ae.element.qp;
-			break;
-		case IBV_EVENT_PORT_ERR:
-			port = (uint8_t)ae.element.port_num;
-			break;
-		case IBV_EVENT_DEVICE_FATAL:
-			dev->dead = 1;
-			break;
-		default:
-			EVRDMA_SYM(ibv_ack_async_event)(&ae);
-			continue;
-		}
-		/* ack before calling out: users may free things */
-		EVRDMA_SYM(ibv_ack_async_event)(&ae);
-		for (conn = TAILQ_FIRST(&base->conns); conn; conn = next) {
-			next = TAILQ_NEXT(conn, link);
-			if (conn->dev != dev)
-				continue;
-			if (qp && conn->qp != qp)
-				continue;
-			if (port && conn->id && conn->id->port_num != port)
-				continue;
-			evrdma__conn_ref(conn);
-			evrdma__conn_fail(conn, async_reason(t), EIO);
-			next = TAILQ_NEXT(conn, link);
-			evrdma__conn_unref(conn);
-		}
-	}
-	evrdma__dev_put(dev);
-}
+/* ---- the device ---- */
 
 static void
 dev_destroy(struct evrdma_dev *dev)
@@ -361,8 +545,10 @@ dev_destroy(struct evrdma_dev *dev)
 
 	evrdma__ev_free(dev->cc_ev);
 	evrdma__ev_free(dev->async_ev);
+	evrdma__ev_free(dev->notify_ev);
 	evrdma__ev_free(dev->poll_ev);
 	evrdma__ev_free(dev->spin_ev);
+	sub_free(dev->sub);
 	while ((cq = LIST_FIRST(&dev->cqs))) {
 		LIST_REMOVE(cq, link);
 		cq_ack_all(cq);
@@ -372,8 +558,6 @@ dev_destroy(struct evrdma_dev *dev)
 	}
 	if (dev->cc)
 		EVRDMA_SYM(ibv_destroy_comp_channel)(dev->cc);
-	if (dev->pd)
-		EVRDMA_SYM(ibv_dealloc_pd)(dev->pd);
 	free(dev);
 }
 
@@ -399,14 +583,9 @@ evrdma__dev_get(struct evrdma_base *base, struct ibv_context *verbs)
 	dev->base = base;
 	dev->verbs = verbs;
 	LIST_INIT(&dev->cqs);
+	LIST_INIT(&dev->eps);
 	if (EVRDMA_SYM(ibv_query_device)(verbs, &dev->attr)) {
 		evrdma__fail(errno ? errno : EIO, "ibv_query_device(%s) "
-		    "failed", name);
-		goto fail;
-	}
-	dev->pd = EVRDMA_SYM(ibv_alloc_pd)(verbs);
-	if (!dev->pd) {
-		evrdma__fail(errno ? errno : ENOMEM, "ibv_alloc_pd(%s) "
 		    "failed", name);
 		goto fail;
 	}
@@ -418,18 +597,26 @@ evrdma__dev_get(struct evrdma_base *base, struct ibv_context *verbs)
 	}
 	/* All fds non-blocking: a blocking read on the loop stalls every
 	 * connection. verbs->async_fd is shared by librdmacm's cached
-	 * context; nobody else reads it in this process. */
+	 * context (see the fan-out above). */
 	if (evrdma__set_nonblock(dev->cc->fd) < 0 ||
 	    evrdma__set_nonblock(verbs->async_fd) < 0) {
 		evrdma__fail(errno, "fcntl(O_NONBLOCK) failed");
 		goto fail;
 	}
+	dev->sub = sub_new(verbs);
+	if (!dev->sub) {
+		evrdma__fail(ENOMEM, "cannot subscribe to async events");
+		goto fail;
+	}
 	dev->cc_ev = evrdma__ev_fd_new(base, dev->cc->fd, cc_readable, dev);
 	dev->async_ev = evrdma__ev_fd_new(base, verbs->async_fd,
 	    async_readable, dev);
+	dev->notify_ev = evrdma__ev_fd_new(base, dev->sub->efd,
+	    async_notified, dev);
 	dev->poll_ev = evrdma__ev_timer_new(base, poll_resume, dev);
 	dev->spin_ev = evrdma__ev_timer_new(base, dev_spin, dev);
-	if (!dev->cc_ev || !dev->async_ev || !dev->poll_ev || !dev->spin_ev) {
+	if (!dev->cc_ev || !dev->async_ev || !dev->notify_ev ||
+	    !dev->poll_ev || !dev->spin_ev) {
 		evrdma__fail(ENOMEM, "cannot add device events to the loop");
 		goto fail;
 	}
@@ -517,6 +704,43 @@ void
 evrdma__cq_release(struct evrdma_cq *cq, unsigned n)
 {
 	cq->reserved -= n;
+}
+
+/* ---- protection domains ---- */
+
+struct evrdma__pd *
+evrdma__pd_new(struct evrdma_dev *dev)
+{
+	struct evrdma__pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd) {
+		evrdma__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	pd->pd = EVRDMA_SYM(ibv_alloc_pd)(dev->verbs);
+	if (!pd->pd) {
+		int err = errno ? errno : ENOMEM;
+
+		free(pd);
+		evrdma__fail(err, "ibv_alloc_pd(%s) failed",
+		    EVRDMA_SYM(ibv_get_device_name)(dev->verbs->device));
+		return NULL;
+	}
+	pd->dev = dev;
+	pd->refcnt = 1;
+	dev->refcnt++;
+	return pd;
+}
+
+void
+evrdma__pd_put(struct evrdma__pd *pd)
+{
+	if (!pd || --pd->refcnt)
+		return;
+	if (EVRDMA_SYM(ibv_dealloc_pd)(pd->pd))
+		evrdma__log(EVRDMA_LOG_WARN, "ibv_dealloc_pd failed");
+	evrdma__dev_put(pd->dev);
+	free(pd);
 }
 
 void

@@ -1,6 +1,19 @@
 /*
- * evrdma: private declarations shared by the library's files.
- * Never installed.
+ * evrdma: private declarations of the core (everything below channels).
+ * Never installed. Includes no libevent header: the libevent glue is
+ * loop.c, behind the evrdma__ev_* functions declared here.
+ *
+ * Layers, each calling only those below it (upward news travels through
+ * the ops tables named here, never by a direct call):
+ *   util, wire, config, rdma_sym
+ *   loop (libevent glue)       work (deferred work)
+ *   req (request table and each QP's request queues)
+ *   device (CQs, protection domains, completion polling, async events)
+ *   mr
+ *   conn (rdma_cm state machine and handshake; owner and parent interfaces)
+ *   listener
+ *   base (the rdma_cm event channel; frees everything)
+ * Channels (chan.h) are built on top through the owner interface.
  */
 #ifndef EVRDMA_INTERNAL_H_INCLUDED_
 #define EVRDMA_INTERNAL_H_INCLUDED_
@@ -8,10 +21,16 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
-#include <evrdma.h>
-#include <evrdma/channel.h>
+#include <evrdma/util.h>
+#include <evrdma/config.h>
+#include <evrdma/base.h>
+#include <evrdma/mr.h>
+#include <evrdma/conn.h>
+#include <evrdma/listener.h>
 #include "rdma-sym.h"
+#include "wire.h"
 
 struct event;
 struct evdns_base;
@@ -36,6 +55,7 @@ struct evrdma_config {
 	unsigned poll_budget;
 	unsigned busy_poll_us;		/* 0: sleep at once */
 	unsigned rnr_retry;
+	unsigned half_open;		/* per listener, with resources */
 	unsigned ch_slots;		/* channel ring */
 	unsigned ch_slot_size;
 	size_t ch_max_input;
@@ -43,71 +63,46 @@ struct evrdma_config {
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
 
-/* ---- the evrdma handshake carried in rdma_cm private data ---- */
-#define EVRDMA_HS_MAGIC0	'E'
-#define EVRDMA_HS_MAGIC1	'V'
-#define EVRDMA_HS_MAGIC2	'R'
-#define EVRDMA_HS_VERSION	1
-#define EVRDMA_HS_LEN		8	/* magic[3] version type flags[2] code */
-#define EVRDMA_HS_TYPE_CONNECT	1
-#define EVRDMA_HS_TYPE_ACCEPT	2
-#define EVRDMA_HS_TYPE_REJECT	3
-#define EVRDMA_PDATA_CONNECT_MAX 56	/* rdma_connect(3), RDMA_PS_TCP */
-#define EVRDMA_PDATA_ACCEPT_MAX	196	/* rdma_accept(3), RDMA_PS_TCP */
+/* ---- libevent glue (loop.c) ---- */
+typedef void (*evrdma__fd_cb)(int fd, void *arg);
+typedef void (*evrdma__timer_cb)(void *arg);
+struct event *evrdma__ev_fd_new(struct evrdma_base *base, int fd,
+    evrdma__fd_cb cb, void *arg);
+struct event *evrdma__ev_timer_new(struct evrdma_base *base,
+    evrdma__timer_cb cb, void *arg);
+/* Timers keep microseconds; a zero timeout runs at the next iteration. */
+int evrdma__ev_timer_start_us(struct event *ev, uint64_t usec);
+int evrdma__ev_timer_start_tv(struct event *ev, const struct timeval *tv);
+static inline int
+evrdma__ev_timer_start(struct event *ev, unsigned ms)
+{
+	return evrdma__ev_timer_start_us(ev, (uint64_t)ms * 1000);
+}
+void evrdma__ev_stop(struct event *ev);
+int evrdma__ev_pending(struct event *ev);
+void evrdma__ev_free(struct event *ev);
+int evrdma__set_nonblock(int fd);
+/* Resolve host:port without blocking; cb gets 0 and the first address, or
+ * an error with sa == NULL, always from @p base's loop (also when @p dns
+ * runs on another thread's loop). */
+typedef void (*evrdma__resolve_cb)(int err, const struct sockaddr *sa,
+    int socklen, void *arg);
+struct evrdma__resolve_req *evrdma__resolve(struct evrdma_base *base,
+    struct evdns_base *dns, int family, const char *host, int port,
+    evrdma__resolve_cb cb, void *arg);
+void evrdma__resolve_cancel(struct evrdma__resolve_req *req);
+/* The base's resolver state: made on first use, freed by base free. */
+struct evrdma__resolver;
+void evrdma__resolver_free(struct evrdma__resolver *r);
 
-struct evrdma_hs {
-	uint8_t version;
-	uint8_t type;
-	uint16_t flags;		/* feature bits, for later protocols */
-	uint8_t code;		/* reject code */
-};
-void evrdma__hs_encode(uint8_t *buf, const struct evrdma_hs *hs);
-/* 0 if buf holds a handshake (version may be unsupported), -1 if not ours */
-int evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma_hs *hs);
-
-/* ---- base and devices (base.c, device.c) ---- */
-
-/* What an rdma_cm_id's context points to starts with one of these. */
-enum evrdma_cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER };
-
-struct evrdma_cq {
-	struct ibv_cq *cq;
-	struct evrdma_dev *dev;
-	unsigned cap;		/* entries */
-	unsigned reserved;	/* sum of sq+rq of its QPs */
-	unsigned unacked;	/* CQ events got but not yet acked */
-	int armed_pending;	/* needs polling */
-	int armed;		/* notification requested, no event since */
-	LIST_ENTRY(evrdma_cq) link;
-};
-
-struct evrdma_dev {
-	struct evrdma_base *base;
-	struct ibv_context *verbs;	/* owned by librdmacm */
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *cc;
-	struct event *cc_ev;		/* completion channel readable */
-	struct event *async_ev;		/* async event fd readable */
-	struct event *poll_ev;		/* resumes polling after the budget */
-	struct event *spin_ev;		/* busy polling, between loop events */
-	int spinning;			/* inside dev_spin() */
-	struct ibv_device_attr attr;
-	LIST_HEAD(, evrdma_cq) cqs;
-	unsigned refcnt;		/* conns + mrs */
-	unsigned dev_cq_cap;		/* entries per CQ, clamped to max_cqe */
-	int dead;			/* removed or fatal: not reused */
-	LIST_ENTRY(evrdma_dev) link;
-};
-
-struct evrdma_req;
-
-/*
- * Work that completions make due (a channel's pump) runs once, after the
+/* ---- deferred work (work.c) ----
+ *
+ * Work that completions make due (a channel's pass) runs once, after the
  * whole poll pass that made it due: every completion of the pass is in, so
- * one pass of work batches them, and it runs before the loop sleeps again
- * instead of one loop iteration later. Queued outside a poll pass, it runs
- * from a 0 ms timer, i.e. at the next iteration (that is what coalesces the
- * writes a user makes during one iteration).
+ * one pass of work batches them, and it runs before the loop sleeps again.
+ * Queued outside a poll pass, it runs from a 0 ms timer, i.e. at the next
+ * iteration (that is what coalesces the writes a user makes during one
+ * iteration).
  */
 enum { WORK_NEXT = 1, WORK_RUNNING };
 struct evrdma__work {
@@ -117,65 +112,35 @@ struct evrdma__work {
 };
 TAILQ_HEAD(evrdma__work_list, evrdma__work);
 
-struct evrdma_base {
-	struct event_base *eb;
-	struct evrdma_config cfg;
-	struct rdma_event_channel *cm_ch;
-	struct event *cm_ev;
-	LIST_HEAD(, evrdma_dev) devs;
-	TAILQ_HEAD(, evrdma_conn) conns;
-	LIST_HEAD(, evrdma_listener) listeners;
-	LIST_HEAD(, evrdma_mr) mrs;
-	struct evdns_base *own_dns;
-	struct evrdma_stats stats;
-	/* wr_id -> request: slot index in the low 32 bits, generation in the
-	 * high 32, so a late completion for a recycled slot is recognised. */
-	struct evrdma_req **slots;
-	uint32_t nslots;
-	uint32_t *free_slots;
-	uint32_t nfree;
-	uint32_t next_gen;
-	struct evrdma_req *req_cache;	/* recycled request structs */
-	struct evrdma__work_list work;	/* due at the end of a poll pass */
-	struct evrdma__work_list work_running;
-	struct event *work_ev;		/* runs work queued outside a pass */
-	int work_armed;			/* work_ev is pending */
+struct evrdma__workq {
+	struct evrdma__work_list due;
+	struct evrdma__work_list running;
+	struct event *ev;		/* runs work queued outside a pass */
+	int armed;			/* ev is pending */
 	unsigned in_poll;		/* inside a poll pass */
-	int freeing;
 };
-
-struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
-    struct ibv_context *verbs);
-void evrdma__dev_put(struct evrdma_dev *dev);
-struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
-void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
-void evrdma__dev_poll_soon(struct evrdma_dev *dev);
-/* Queue @p w (no-op if queued); run what is due (base.c). */
+int evrdma__work_init(struct evrdma_base *base);
+void evrdma__work_fini(struct evrdma_base *base);
+/* Queue @p w (no-op if queued). */
 void evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w);
+/* Run what is due now (the end of a poll pass). */
 void evrdma__work_run(struct evrdma_base *base);
+/* Take @p w off the queue it is on (inline: once per message). */
+#define evrdma__work_cancel(base, w) do {				\
+	struct evrdma__work *w_ = (w);					\
+	if (w_->queued == WORK_NEXT)					\
+		TAILQ_REMOVE(&(base)->work.due, w_, link);		\
+	else if (w_->queued == WORK_RUNNING)				\
+		TAILQ_REMOVE(&(base)->work.running, w_, link);		\
+	w_->queued = 0;							\
+} while (0)
 
-/*
- * The helpers below run several times per message. They are inline here
- * rather than calls into another file: in the Soft-RoCE guest every call
- * and return is an indirect jump that the emulator looks up, and those
- * cost more than the few instructions inside.
- */
+/* ---- the request table and request queues (req.c) ---- */
 
-/* Take @p w off the queue it is on. */
-static inline void
-evrdma__work_cancel(struct evrdma_base *base, struct evrdma__work *w)
-{
-	if (w->queued == WORK_NEXT)
-		TAILQ_REMOVE(&base->work, w, link);
-	else if (w->queued == WORK_RUNNING)
-		TAILQ_REMOVE(&base->work_running, w, link);
-	w->queued = 0;
-}
-void evrdma__dev_free_all(struct evrdma_base *base);
+struct evrdma__ep;
 
-/* ---- requests (conn.c) ---- */
 struct evrdma_req {
-	struct evrdma_conn *conn;
+	struct evrdma__ep *ep;
 	evrdma_req_cb cb;
 	void *arg;
 	struct evrdma_mr *mr;
@@ -188,54 +153,206 @@ struct evrdma_req {
 	struct ibv_send_wr wr;	/* kept while corked */
 	struct ibv_sge sge;
 };
-struct evrdma_req *evrdma__req_new(struct evrdma_base *base);
+
+/* wr_id -> request: slot index in the low 32 bits, generation in the high
+ * 32, so that a late completion for a recycled slot is recognised. */
+struct evrdma__reqtab {
+	struct evrdma_req **slots;
+	uint32_t nslots;
+	uint32_t *free_slots;
+	uint32_t nfree;
+	uint32_t next_gen;
+	struct evrdma_req *cache;	/* recycled requests, through ->ep */
+	unsigned live;			/* posted, callback still due */
+};
+void evrdma__reqtab_fini(struct evrdma__reqtab *tab);
+
+/*
+ * What an endpoint's owner (a connection) learns from below, on rare paths
+ * only: the per-message path makes no call through this table.
+ */
+struct evrdma__ep_ops {
+	/* a request failed, or was flushed while nobody expected it (the
+	 * QP is in error): the connection is broken */
+	void (*failed)(struct evrdma__ep *ep, int status);
+	/* (while ep->watch is set) a callback was delivered */
+	void (*settled)(struct evrdma__ep *ep);
+	/* an asynchronous event (IBV_EVENT_*) concerns this QP */
+	void (*async)(struct evrdma__ep *ep, int event_type);
+	/* the last reference went: free the owner */
+	void (*release)(struct evrdma__ep *ep);
+};
+
+/*
+ * The request queues of one QP, and the reference count of the object that
+ * owns them (a connection embeds one): a reference is held around every
+ * callback, so the owner may be freed from inside any of them.
+ */
+struct evrdma__ep {
+	const struct evrdma__ep_ops *ops;
+	struct evrdma__reqtab *tab;
+	struct evrdma_conn *conn;	/* handed to request callbacks */
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	uint32_t qp_num;
+	uint8_t port;
+	uint8_t quiet;		/* failures are expected: not reported */
+	uint8_t watch;		/* ops->settled() after each delivery */
+	unsigned refcnt;
+	unsigned sq_depth, rq_depth, max_inline;
+	unsigned sq_out, rq_out;
+	/* outstanding requests in post order: sends (walked to complete the
+	 * unsignaled ones) and receives apart */
+	TAILQ_HEAD(, evrdma_req) sends;
+	TAILQ_HEAD(, evrdma_req) recvs;
+	/* corked sends: chained, posted together at uncork */
+	struct ibv_send_wr *cork_head, *cork_tail;
+	unsigned corked, cork_n;
+	LIST_ENTRY(evrdma__ep) dev_link;	/* on its device */
+	int on_dev;
+};
+
+void evrdma__ep_init(struct evrdma__ep *ep, struct evrdma__reqtab *tab,
+    const struct evrdma__ep_ops *ops, struct evrdma_conn *conn);
 
 static inline void
-evrdma__req_free(struct evrdma_base *base, struct evrdma_req *req)
+evrdma__ep_ref(struct evrdma__ep *ep)
 {
-	base->slots[req->slot] = NULL;
-	base->free_slots[base->nfree++] = req->slot;
-	/* the cache is a singly linked list threaded through ->conn */
-	req->conn = (struct evrdma_conn *)base->req_cache;
-	base->req_cache = req;
-	base->stats.reqs--;
+	ep->refcnt++;
 }
 
-static inline uint64_t
-evrdma__req_wr_id(const struct evrdma_req *req)
+static inline void
+evrdma__ep_unref(struct evrdma__ep *ep)
 {
-	return (uint64_t)req->gen << 32 | req->slot;
+	if (--ep->refcnt == 0)
+		ep->ops->release(ep);
 }
 
-/* Look up a request by wr_id; NULL for a stale one. */
+/*
+ * Post one request: a send when @p wr is given (its opcode and remote part
+ * filled in), else a receive. (mr, off, len) is the local buffer, already
+ * checked. 0, or -1 with errno (EAGAIN: queue full; ENOMEM; the provider's
+ * error). A request that was posted gets cb(arg) exactly once.
+ */
+int evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
+    size_t len, struct ibv_send_wr *wr, int opcode, evrdma_req_cb cb,
+    void *arg);
+/*
+ * Post up to @p n receives in one ibv_post_recv() call: receive i into
+ * [offs[i], offs[i] + len) of @p mr (mr NULL: no buffer), completing with
+ * cb(args[i]). Returns how many were posted (fewer when the queue or memory
+ * ran out, or the provider refused some), or -1 with errno when none was.
+ */
+int evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
+    void *const *args);
+
+/*
+ * Between cork and uncork, sends are chained and posted with one
+ * ibv_post_send() (one doorbell) at uncork, and only every 16th and the
+ * last are signaled; an unsignaled request completes, in order, when a
+ * later one does. Callbacks are unchanged: each request still gets one.
+ */
+static inline void
+evrdma__ep_cork(struct evrdma__ep *ep)
+{
+	ep->corked++;
+}
+void evrdma__ep_uncork(struct evrdma__ep *ep);
+
+/* Deliver a work completion (the CQ poller). */
+void evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc);
+/* Complete every outstanding request with ECANCELED (no WC behind it). */
+void evrdma__ep_cancel_all(struct evrdma__ep *ep);
+/* Forget every outstanding request without its callback (base free). */
+void evrdma__ep_drop_all(struct evrdma__ep *ep);
+
+/* Look up a request by wr_id; NULL for a stale one. (Inline: it runs for
+ * every completion, and in the Soft-RoCE guest a call and its return cost
+ * more than the few instructions inside.) */
 static inline struct evrdma_req *
-evrdma__req_lookup(struct evrdma_base *base, uint64_t wr_id)
+evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 {
 	uint32_t slot = (uint32_t)wr_id, gen = (uint32_t)(wr_id >> 32);
 	struct evrdma_req *req;
 
-	if (slot >= base->nslots)
+	if (slot >= tab->nslots)
 		return NULL;
-	req = base->slots[slot];
+	req = tab->slots[slot];
 	return (req && req->gen == gen) ? req : NULL;
 }
-/* Deliver a work completion (called by the CQ poller). */
-void evrdma__conn_complete(struct evrdma_req *req, const struct ibv_wc *wc);
+
+/* ---- devices (device.c) ---- */
+
+struct evrdma_cq {
+	struct ibv_cq *cq;
+	struct evrdma_dev *dev;
+	unsigned cap;		/* entries */
+	unsigned reserved;	/* sum of sq+rq of its QPs */
+	unsigned unacked;	/* CQ events got but not yet acked */
+	int armed_pending;	/* needs polling */
+	int armed;		/* notification requested, no event since */
+	LIST_ENTRY(evrdma_cq) link;
+};
+
+struct evrdma__async_sub;
+
+struct evrdma_dev {
+	struct evrdma_base *base;
+	struct ibv_context *verbs;	/* owned by librdmacm */
+	struct ibv_comp_channel *cc;
+	struct event *cc_ev;		/* completion channel readable */
+	struct event *async_ev;		/* the shared async event fd */
+	struct event *notify_ev;	/* events another base read for us */
+	struct event *poll_ev;		/* resumes polling after the budget */
+	struct event *spin_ev;		/* busy polling, between loop events */
+	struct evrdma__async_sub *sub;	/* our place in the fan-out */
+	int spinning;			/* inside dev_spin() */
+	struct ibv_device_attr attr;
+	LIST_HEAD(, evrdma_cq) cqs;
+	LIST_HEAD(, evrdma__ep) eps;	/* QPs, for async events */
+	unsigned refcnt;		/* conns, pds */
+	unsigned dev_cq_cap;		/* entries per CQ, clamped to max_cqe */
+	int dead;			/* removed or fatal: not reused */
+	LIST_ENTRY(evrdma_dev) link;
+};
+
+/* A protection domain: one per connection, so that a peer reaches only
+ * memory registered for its own connection. */
+struct evrdma__pd {
+	struct ibv_pd *pd;
+	struct evrdma_dev *dev;
+	unsigned refcnt;		/* the connection + its regions */
+};
+
+struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
+    struct ibv_context *verbs);
+void evrdma__dev_put(struct evrdma_dev *dev);
+struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
+void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
+/* Poll every CQ of the device soon, from the loop. */
+void evrdma__dev_poll_soon(struct evrdma_dev *dev);
+/* An endpoint's QP exists: it hears the device's async events. */
+void evrdma__dev_attach(struct evrdma_dev *dev, struct evrdma__ep *ep);
+void evrdma__dev_detach(struct evrdma__ep *ep);
+void evrdma__dev_free_all(struct evrdma_base *base);
+struct evrdma__pd *evrdma__pd_new(struct evrdma_dev *dev);
+void evrdma__pd_put(struct evrdma__pd *pd);
 
 /* ---- memory regions (mr.c) ---- */
 struct evrdma_mr {
-	struct evrdma_base *base;
-	struct evrdma_dev *dev;
+	struct evrdma_base *base;	/* NULL: released by base free */
+	struct evrdma__pd *pd;
 	struct ibv_mr *mr;
 	void *addr;
 	size_t len;
+	uint64_t iova;			/* what the device calls addr */
 	int access;
 	unsigned inflight;	/* outstanding requests that use it */
 	int freed;		/* evrdma_mr_free() called, waiting for inflight */
+	struct evrdma__work fin;	/* deregisters once freed and idle */
 	LIST_ENTRY(evrdma_mr) link;
 };
-/* The last request using @p mr is done: destroy it if the user freed it. */
-void evrdma__mr_release_last(struct evrdma_mr *mr);
 
 static inline void
 evrdma__mr_hold(struct evrdma_mr *mr)
@@ -243,14 +360,33 @@ evrdma__mr_hold(struct evrdma_mr *mr)
 	mr->inflight++;
 }
 
+/* The last request using a freed region is done: deregister it from the
+ * loop, after the completion (the deregistration may close the device
+ * whose CQ is being polled). */
 static inline void
 evrdma__mr_release(struct evrdma_mr *mr)
 {
-	if (--mr->inflight == 0)
-		evrdma__mr_release_last(mr);
+	if (--mr->inflight == 0 && mr->freed && mr->base)
+		evrdma__work_queue(mr->base, &mr->fin);
 }
+
+/* The device address of byte @p off of @p mr (for an SGE). */
+static inline uint64_t
+evrdma__mr_sge_addr(const struct evrdma_mr *mr, size_t off)
+{
+	return mr->iova + off;
+}
+
+/* Register in @p pd; remote-accessible regions are zero-based where the
+ * provider allows (no process address on the wire). */
+struct evrdma_mr *evrdma__mr_reg(struct evrdma_base *base,
+    struct evrdma__pd *pd, void *addr, size_t len, int access);
+/* Whether @p bytes more could be registered within RLIMIT_MEMLOCK: 0, or
+ * -1 with errno ENOMEM and a message naming the limit. */
+int evrdma__mem_pin_check(size_t bytes);
 int evrdma__access_to_ibv(int access);
-void evrdma__mr_free_all(struct evrdma_base *base);
+/* Base free: deregister every region; handles still held become husks. */
+void evrdma__mr_release_all(struct evrdma_base *base);
 
 /* ---- connections (conn.c) ---- */
 enum evrdma_conn_state {
@@ -261,43 +397,79 @@ enum evrdma_conn_state {
 	EVRDMA_CONN_CONNECTING,		/* rdma_connect sent */
 	EVRDMA_CONN_ACCEPTING,		/* passive: rdma_accept sent */
 	EVRDMA_CONN_ESTABLISHED,
-	EVRDMA_CONN_FAILED,		/* error/EOF reported, waiting for free */
+	EVRDMA_CONN_FAILED,		/* ended: error/EOF reported */
 	EVRDMA_CONN_CLOSING,		/* freed: flushing */
+	EVRDMA_CONN_CLOSED		/* resources gone (or base freed) */
+};
+
+/*
+ * The owner of a connection (a channel): what the connection asks of it
+ * and tells it. Every call holds a reference on the connection. After
+ * closed() no call follows and the owner must not touch the connection.
+ */
+struct evrdma__owner_ops {
+	/*
+	 * The QP exists: set up (register, post receives) and write at most
+	 * *len bytes of private data into @p out, for the connect request
+	 * (active side, @p peer NULL) or the accept reply (passive side,
+	 * @p peer the requester's data). 0, or -1 with errno; on the
+	 * passive side *code is then the reject code.
+	 */
+	int (*prepare)(void *owner, struct evrdma_conn *conn,
+	    const uint8_t *peer, size_t peer_len, uint8_t *out, size_t *len,
+	    int *code);
+	/* Established. Active side: the accept reply's data, which the
+	 * owner may refuse (-1: the connection fails, PROTOCOL). */
+	int (*established)(void *owner, struct evrdma_conn *conn,
+	    const uint8_t *peer, size_t peer_len);
+	/* The connection ended (once): EVRDMA_REASON_DISCONNECTED when the
+	 * peer disconnected, else a failure. Requests still complete
+	 * (flushed) until closed(). */
+	void (*ended)(void *owner, struct evrdma_conn *conn, int reason,
+	    int err);
+	/* Gone: no further call. @p husk when base free ended it (no user
+	 * callback may run). */
+	void (*closed)(void *owner, int husk);
+};
+
+/* A passive connection's listener, until the connection is handed out. */
+struct evrdma__parent_ops {
+	void (*established)(void *parent, struct evrdma_conn *conn);
+	void (*dropped)(void *parent, struct evrdma_conn *conn);
 };
 
 struct evrdma_conn {
-	enum evrdma_cm_kind kind;	/* first: rdma_cm_id context tag */
-	struct evrdma_base *base;
+	struct evrdma__ep ep;		/* first: requests and refcount */
+	int cm_kind;			/* rdma_cm_id context tag */
+	struct evrdma_base *base;	/* NULL: a husk (base freed) */
 	struct rdma_cm_id *id;
 	struct evrdma_dev *dev;
+	struct evrdma__pd *pd;
 	struct evrdma_cq *cq;
 	struct ibv_qp *qp;
 	enum evrdma_conn_state state;
 	int flags;
 	int passive;
-	int user_freed;
-	int finalizing;
+	int user_freed;			/* the user's handle is gone */
 	int disconnect_sent;
 	int disconnect_seen;
 	int qp_in_error;
 	int await_disconnect;		/* rdma_disconnect sent, DISCONNECTED due */
+	int rts;			/* the QP may send: passive after
+					 * rdma_accept(), active established */
+	int fin_due;			/* finaliser scheduled */
 	uint8_t peer_rd, peer_init;	/* passive: requester's depths */
-	unsigned refcnt;		/* held while a callback runs */
 	evrdma_conn_event_cb cb;
 	void *cb_arg;
-	struct evrdma_listener *listener;	/* passive, until accepted */
-	LIST_ENTRY(evrdma_conn) lst_link;
-	unsigned sq_depth, rq_depth, max_inline;
+	const struct evrdma__owner_ops *owner_ops;
+	void *owner;
+	const struct evrdma__parent_ops *parent_ops;
+	void *parent;
+	unsigned sq_depth, rq_depth;
 	uint8_t rnr_retry;		/* into the connection parameters */
-	unsigned sq_out, rq_out;
-	/* outstanding requests in post order: sends (walked to complete the
-	 * unsignaled ones) and receives apart */
-	TAILQ_HEAD(, evrdma_req) reqs;
-	TAILQ_HEAD(, evrdma_req) rreqs;
 	struct event *timer;		/* step timeout / teardown timeout */
 	struct event *fin_ev;		/* deferred finalisation */
 	struct evrdma__resolve_req *dns_req;
-	uint16_t port;			/* for connect_hostname */
 	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
 	uint8_t pdata_len;
 	uint8_t peer_pdata[EVRDMA_PDATA_ACCEPT_MAX];
@@ -306,126 +478,148 @@ struct evrdma_conn {
 	int reject_status;
 	int reject_code;
 	struct sockaddr_storage peer_addr;
-	/* Hooks of an owner built on the connection (a channel):
-	 * pre_connect runs after the QP exists, before rdma_connect (post
-	 * receives, fill pdata); drop runs when the library frees a passive
-	 * connection never handed to the user. */
-	int (*pre_connect)(struct evrdma_conn *conn, void *arg);
-	void (*drop)(void *arg);
-	void *owner;
-	/* Corked sends (evrdma__conn_cork): chained, posted together. */
-	struct ibv_send_wr *cork_head, *cork_tail;
-	unsigned corked, cork_n;
-	uint8_t accept_pdata[EVRDMA_PDATA_ACCEPT_MAX - EVRDMA_HS_LEN];
-	uint8_t accept_pdata_len;
+	LIST_ENTRY(evrdma_conn) parent_link;	/* the parent's to use */
 	TAILQ_ENTRY(evrdma_conn) link;
 };
-void evrdma__conn_drop_owner(struct evrdma_conn *conn);
-/*
- * Batching for owners built on a connection: between cork and uncork, send
- * work requests are chained and posted with one ibv_post_send() (one
- * doorbell) at uncork, and only every 16th and the last are signaled; an
- * unsignaled request completes, in order, when a later one does. Callbacks
- * are unchanged: each request still gets exactly one.
- */
+
+enum evrdma__cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER,
+	EVRDMA_CM_QUEUED };
+
+static inline struct evrdma_conn *
+evrdma__ep_conn(struct evrdma__ep *ep)
+{
+	return (struct evrdma_conn *)ep;
+}
+
+struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
+/* Attach an owner (before connect, or in a listener's attach op). */
+void evrdma__conn_set_owner(struct evrdma_conn *conn,
+    const struct evrdma__owner_ops *ops, void *owner);
+void evrdma__conn_cm_event(struct evrdma_conn *conn,
+    struct rdma_cm_event *ev);
+/* Passive side, inside the CONNECT_REQUEST dispatch: QP, the owner's
+ * prepare, accept. 0, or -1 with the reject code in *code (the caller
+ * rejects; the connection is then dropped). */
+int evrdma__conn_setup_passive(struct evrdma_conn *conn,
+    struct rdma_cm_id *id, const struct rdma_conn_param *param,
+    const struct sockaddr *peer, int *code);
+int evrdma__conn_accept(struct evrdma_conn *conn);
+/* Undo a passive set-up whose request is being rejected; the dispatcher
+ * destroys the id after the ack. */
+void evrdma__conn_abort_passive(struct evrdma_conn *conn);
+void evrdma__conn_set_parent(struct evrdma_conn *conn,
+    const struct evrdma__parent_ops *ops, void *parent);
+/* Revoke the peer's access at once (QP to error, disconnect) and end the
+ * connection with @p reason: a protocol violation. */
+void evrdma__conn_abort(struct evrdma_conn *conn, int reason);
+/* Base free: release everything now, no callback of the user's runs;
+ * a connection the user still holds becomes a husk. */
+void evrdma__conn_release_now(struct evrdma_conn *conn);
+/* Post receives without validation of the owner's own buffers. */
+int evrdma__conn_post_recvs(struct evrdma_conn *conn, struct evrdma_mr *mr,
+    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
+    void *const *args);
+/* Post a SEND (with immediate) of the owner's own buffer, unchecked. */
+int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
+    struct evrdma_mr *mr, size_t off, size_t len, uint32_t imm,
+    evrdma_req_cb cb, void *arg);
+const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
+/* The connection's protection domain (NULL before its QP exists). */
+struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
+
 static inline void
 evrdma__conn_cork(struct evrdma_conn *conn)
 {
-	conn->corked++;
-}
-void evrdma__conn_uncork(struct evrdma_conn *conn);
-/*
- * Post n receives without a buffer (for WRITE with immediate) in one
- * ibv_post_recv() call; each gets cb(arg) once, like evrdma_conn_post_recv.
- * Returns how many were posted (< n when the queue or memory ran out, or
- * the provider refused some), or -1 with errno when none was.
- */
-int evrdma__conn_post_recvs(struct evrdma_conn *conn, unsigned n,
-    evrdma_req_cb cb, void *arg);
-
-struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
-void evrdma__conn_cm_event(struct evrdma_conn *conn,
-    struct rdma_cm_event *ev);
-/* Passive side: QP + accept for a new request's id. 0, or -1 (reject code
- * in *code). */
-int evrdma__conn_setup_passive(struct evrdma_conn *conn,
-    struct rdma_cm_id *id, struct rdma_cm_event *ev, int *code);
-int evrdma__conn_accept(struct evrdma_conn *conn);
-void evrdma__conn_abort_passive(struct evrdma_conn *conn);
-/* Report a failure (async event, device removal) to the user once. */
-void evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err);
-/* Tear down without waiting (base free, device death). */
-void evrdma__conn_destroy_now(struct evrdma_conn *conn);
-/* The last reference is gone: finalise if that was waiting for it. */
-void evrdma__conn_unref_last(struct evrdma_conn *conn);
-
-static inline void
-evrdma__conn_ref(struct evrdma_conn *conn)
-{
-	conn->refcnt++;
+	evrdma__ep_cork(&conn->ep);
 }
 
 static inline void
-evrdma__conn_unref(struct evrdma_conn *conn)
+evrdma__conn_uncork(struct evrdma_conn *conn)
 {
-	if (--conn->refcnt == 0)
-		evrdma__conn_unref_last(conn);
+	evrdma__ep_uncork(&conn->ep);
 }
 
 /* ---- listeners (listener.c) ---- */
+
+/* What a listener built for an owner type (channels) does with requests. */
+struct evrdma__listen_ops {
+	/* A connect request: attach an owner to @p conn. 0, or -1 with the
+	 * reject code in *code. */
+	int (*attach)(void *arg, struct evrdma_listener *lst,
+	    struct evrdma_conn *conn, int *code);
+	/* An attached connection is established: hand it to the user. */
+	void (*accepted)(void *arg, struct evrdma_listener *lst,
+	    struct evrdma_conn *conn, const struct sockaddr *peer,
+	    int socklen);
+	void (*free_arg)(void *arg);
+};
+
+struct evrdma__queued;
+
 struct evrdma_listener {
-	enum evrdma_cm_kind kind;	/* first: rdma_cm_id context tag */
-	struct evrdma_base *base;
-	struct rdma_cm_id *id;
+	int cm_kind;			/* first: rdma_cm_id context tag */
+	struct evrdma_base *base;	/* NULL: a husk (base freed) */
+	struct rdma_cm_id *id;		/* NULL once its device went away */
 	int flags;
-	unsigned refcnt;
+	unsigned refcnt;		/* around callbacks and the dispatch */
 	int user_freed;
 	evrdma_accept_cb accept_cb;
 	void *accept_arg;
 	evrdma_prepare_cb prepare_cb;
 	void *prepare_arg;
-	LIST_HEAD(, evrdma_conn) pending;	/* accepted, not established */
-	/* a channel listener (evrdma_channel_listener_new) */
-	evrdma_channel_accept_cb ch_accept;
-	void *ch_arg;
-	int ch_flags;
+	evrdma_listener_error_cb error_cb;
+	void *error_arg;
+	const struct evrdma__listen_ops *ops;
+	void *ops_arg;
+	int port;			/* bound port, host order */
+	unsigned backlog;
+	unsigned n_queued;		/* waiting for a half-open place */
+	unsigned n_half_open;		/* accepted, not established */
+	LIST_HEAD(, evrdma_conn) half_open;
+	TAILQ_HEAD(, evrdma__queued) queued;
+	struct event *queue_ev;		/* serves and expires the queue */
 	LIST_ENTRY(evrdma_listener) link;
 };
-/* channel.c: build the channel of a passive connection (0, or -1 with a
- * reject code), and hand an established one to the user. */
-int evrdma__channel_passive(struct evrdma_listener *lst,
-    struct evrdma_conn *conn, int *code);
-void evrdma__channel_accepted(struct evrdma_listener *lst,
-    struct evrdma_conn *conn, const struct sockaddr *peer, int socklen);
+
+struct evrdma_listener *evrdma__listener_new(struct evrdma_base *base,
+    const struct sockaddr *sa, int socklen, int backlog, int flags,
+    const struct evrdma__listen_ops *ops, void *ops_arg);
 /* Returns nonzero when the event's id must be destroyed after the ack. */
 int evrdma__listener_cm_event(struct evrdma_listener *lst,
     struct rdma_cm_event *ev);
-void evrdma__listener_established(struct evrdma_listener *lst,
-    struct evrdma_conn *conn);
-void evrdma__listener_forget(struct evrdma_listener *lst,
-    struct evrdma_conn *conn);
-void evrdma__listener_destroy_now(struct evrdma_listener *lst);
+/* A queued request's id had an event: nonzero to destroy it. */
+int evrdma__queued_cm_event(struct evrdma__queued *q,
+    struct rdma_cm_event *ev);
+/* After the ack of an event of @p lst: finish a deferred free. */
+void evrdma__listener_after_event(struct evrdma_listener *lst);
+void evrdma__listener_release_now(struct evrdma_listener *lst);
 
-/* ---- libevent glue (loop.c): the only file that includes libevent ---- */
-typedef void (*evrdma__fd_cb)(int fd, void *arg);
-typedef void (*evrdma__timer_cb)(void *arg);
-struct event *evrdma__ev_fd_new(struct evrdma_base *base, int fd,
-    evrdma__fd_cb cb, void *arg);
-struct event *evrdma__ev_timer_new(struct evrdma_base *base,
-    evrdma__timer_cb cb, void *arg);
-int evrdma__ev_timer_start(struct event *ev, unsigned ms);
-void evrdma__ev_stop(struct event *ev);
-int evrdma__ev_pending(struct event *ev);
-void evrdma__ev_free(struct event *ev);
-int evrdma__set_nonblock(int fd);
-/* Resolve host:port without blocking; cb gets 0 and the first address, or
- * an error with sa == NULL. */
-typedef void (*evrdma__resolve_cb)(int err, const struct sockaddr *sa,
-    int socklen, void *arg);
-struct evrdma__resolve_req *evrdma__resolve(struct evrdma_base *base,
-    struct evdns_base *dns, int family, const char *host, int port,
-    evrdma__resolve_cb cb, void *arg);
-void evrdma__resolve_cancel(struct evrdma__resolve_req *req);
-void evrdma__dns_free(struct evdns_base *dns);
+/* ---- the base (base.c) ---- */
+struct evrdma_base {
+	struct event_base *eb;
+	struct evrdma_config cfg;
+	struct rdma_event_channel *cm_ch;
+	struct event *cm_ev;
+	LIST_HEAD(, evrdma_dev) devs;
+	TAILQ_HEAD(, evrdma_conn) conns;
+	LIST_HEAD(, evrdma_listener) listeners;
+	LIST_HEAD(, evrdma_mr) mrs;
+	struct evrdma__resolver *resolver;
+	struct evrdma_stats stats;
+	struct evrdma__reqtab reqs;
+	struct evrdma__workq work;
+	/* Runs the CM events queued now (base.c): a step timer that would
+	 * fire may be behind an event that is already here. */
+	void (*cm_drain)(struct evrdma_base *base);
+	int freeing;			/* inside evrdma_base_free() */
+};
+
+
+/* Is a user callback allowed now? Never inside evrdma_base_free(). */
+static inline int
+evrdma__base_user_ok(const struct evrdma_base *base)
+{
+	return base && !base->freeing;
+}
 
 #endif /* EVRDMA_INTERNAL_H_INCLUDED_ */

@@ -1,5 +1,13 @@
 /*
  * evrdma: listeners (the passive side of rdma_cm).
+ *
+ * What a stranger can make a listener pin is bounded. A connect request
+ * gets a QP and its owner's memory (a channel's rings) only while fewer
+ * than the configured number of connections are half-open (accepted, not
+ * yet established); further requests wait, holding nothing but their id,
+ * in a queue as long as the backlog, and are served in order as places
+ * free up, or rejected (EVRDMA_REJECT_RESOURCES) when they waited longer
+ * than the connect timeout; beyond the backlog they are rejected at once.
  */
 #include "config.h"
 
@@ -7,17 +15,338 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "evrdma-internal.h"
 
+/* A connect request waiting for a half-open place. Its id's context. */
+struct evrdma__queued {
+	int cm_kind;			/* first: EVRDMA_CM_QUEUED */
+	struct evrdma_listener *lst;
+	struct rdma_cm_id *id;
+	struct rdma_conn_param param;
+	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
+	struct sockaddr_storage peer;
+	uint64_t deadline_ms;
+	TAILQ_ENTRY(evrdma__queued) link;
+};
+
+static void lst_serve_queue(struct evrdma_listener *lst);
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+reject(struct evrdma_listener *lst, struct rdma_cm_id *id, int code)
+{
+	uint8_t buf[EVRDMA_HS_LEN];
+	struct evrdma__hs hs = { EVRDMA_HS_VERSION, EVRDMA_HS_REJECT, 0,
+	    (uint8_t)code };
+
+	evrdma__log(EVRDMA_LOG_INFO, "rejecting a connect request (code %d)",
+	    code);
+	if (lst->flags & EVRDMA_LISTEN_RAW) {
+		EVRDMA_SYM(rdma_reject)(id, NULL, 0);
+		return;
+	}
+	evrdma__hs_encode(buf, &hs);
+	EVRDMA_SYM(rdma_reject)(id, buf, sizeof(buf));
+}
+
+/* ---- the half-open connections ---- */
+
+static void
+lst_half_open_done(struct evrdma_listener *lst, struct evrdma_conn *conn)
+{
+	LIST_REMOVE(conn, parent_link);
+	lst->n_half_open--;
+	/* a place is free: serve the queue from the loop (we may be deep in
+	 * the connection's failure path here) */
+	if (lst->n_queued && lst->queue_ev)
+		evrdma__ev_timer_start(lst->queue_ev, 0);
+}
+
+static void destroy_if_done(struct evrdma_listener *lst);
+
+/* A half-open connection is established: the user gets it. */
+static void
+parent_established(void *arg, struct evrdma_conn *conn)
+{
+	struct evrdma_listener *lst = arg;
+	const struct sockaddr *peer = (const struct sockaddr *)&conn->peer_addr;
+	int len = peer->sa_family == AF_INET6 ?
+	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in);
+
+	lst_half_open_done(lst, conn);
+	lst->refcnt++;
+	if (lst->ops)
+		lst->ops->accepted(lst->ops_arg, lst, conn, peer, len);
+	else
+		lst->accept_cb(lst, conn, peer, len, lst->accept_arg);
+	lst->refcnt--;
+	destroy_if_done(lst);
+}
+
+static void
+parent_dropped(void *arg, struct evrdma_conn *conn)
+{
+	lst_half_open_done(arg, conn);
+}
+
+static const struct evrdma__parent_ops lst_parent_ops = {
+	.established = parent_established,
+	.dropped = parent_dropped,
+};
+
+/*
+ * Build the connection of a request (QP on the shared CQ, its owner, the
+ * application's prepare callback) and accept. 0, or -1 with the reject
+ * code in *code; the connection is then gone and the caller rejects.
+ */
+static int
+serve_request(struct evrdma_listener *lst, struct rdma_cm_id *id,
+    const struct rdma_conn_param *param, const struct sockaddr *peer,
+    int *code)
+{
+	struct evrdma_conn *conn;
+
+	*code = EVRDMA_REJECT_RESOURCES;
+	conn = evrdma__conn_alloc(lst->base,
+	    (lst->flags & EVRDMA_LISTEN_RAW) ? EVRDMA_CONN_RAW : 0);
+	if (!conn) {
+		id->context = NULL;
+		return -1;
+	}
+	if (lst->ops && lst->ops->attach(lst->ops_arg, lst, conn, code) < 0)
+		goto refuse;
+	if (evrdma__conn_setup_passive(conn, id, param, peer, code) < 0)
+		goto refuse;
+	if (lst->prepare_cb) {
+		size_t len;
+		const void *pd = evrdma_conn_get_peer_private_data(conn, &len);
+		int rc;
+
+		lst->refcnt++;
+		rc = lst->prepare_cb(lst, conn, pd, len, lst->prepare_arg);
+		lst->refcnt--;
+		if (rc || lst->user_freed) {
+			*code = EVRDMA_REJECT_APP;
+			goto refuse;
+		}
+	}
+	if (evrdma__conn_accept(conn) < 0) {
+		*code = EVRDMA_REJECT_RESOURCES;
+		goto refuse;
+	}
+	evrdma__conn_set_parent(conn, &lst_parent_ops, lst);
+	LIST_INSERT_HEAD(&lst->half_open, conn, parent_link);
+	lst->n_half_open++;
+	return 0;
+refuse:
+	evrdma__conn_abort_passive(conn);
+	return -1;
+}
+
+/* ---- the queue ---- */
+
+static void
+queued_free(struct evrdma_listener *lst, struct evrdma__queued *q)
+{
+	TAILQ_REMOVE(&lst->queued, q, link);
+	lst->n_queued--;
+	free(q);
+}
+
+/* Reject and destroy a queued request (outside its id's event dispatch). */
+static void
+queued_reject(struct evrdma_listener *lst, struct evrdma__queued *q)
+{
+	struct rdma_cm_id *id = q->id;
+
+	id->context = NULL;
+	reject(lst, id, EVRDMA_REJECT_RESOURCES);
+	EVRDMA_SYM(rdma_destroy_id)(id);
+	lst->base->stats.cm_ids--;
+	queued_free(lst, q);
+}
+
+static int
+queue_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
+{
+	struct evrdma__queued *q = calloc(1, sizeof(*q));
+	const struct sockaddr *peer = rdma_get_peer_addr(ev->id);
+
+	if (!q)
+		return -1;
+	q->cm_kind = EVRDMA_CM_QUEUED;
+	q->lst = lst;
+	q->id = ev->id;
+	q->param = ev->param.conn;
+	q->param.private_data_len = ev->param.conn.private_data_len >
+	    sizeof(q->pdata) ? sizeof(q->pdata) :
+	    ev->param.conn.private_data_len;
+	if (ev->param.conn.private_data)
+		memcpy(q->pdata, ev->param.conn.private_data,
+		    q->param.private_data_len);
+	q->param.private_data = q->pdata;
+	memcpy(&q->peer, peer, peer->sa_family == AF_INET6 ?
+	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	q->deadline_ms = now_ms() +
+	    lst->base->cfg.timeout_ms[EVRDMA_TIMEOUT_CONNECT];
+	ev->id->context = q;
+	TAILQ_INSERT_TAIL(&lst->queued, q, link);
+	lst->n_queued++;
+	if (!evrdma__ev_pending(lst->queue_ev))
+		evrdma__ev_timer_start(lst->queue_ev,
+		    lst->base->cfg.timeout_ms[EVRDMA_TIMEOUT_CONNECT]);
+	return 0;
+}
+
+/* Serve waiting requests while there is room; reject the expired. */
+static void
+lst_serve_queue(struct evrdma_listener *lst)
+{
+	struct evrdma__queued *q;
+	uint64_t now = now_ms();
+
+	lst->refcnt++;
+	while ((q = TAILQ_FIRST(&lst->queued)) && !lst->user_freed) {
+		int code;
+
+		if (q->deadline_ms <= now) {
+			evrdma__log(EVRDMA_LOG_INFO, "connect request waited "
+			    "longer than the connect timeout for a half-open "
+			    "place");
+			queued_reject(lst, q);
+			continue;
+		}
+		if (lst->n_half_open >= lst->base->cfg.half_open)
+			break;
+		TAILQ_REMOVE(&lst->queued, q, link);
+		lst->n_queued--;
+		if (serve_request(lst, q->id, &q->param,
+		    (struct sockaddr *)&q->peer, &code) < 0) {
+			q->id->context = NULL;
+			reject(lst, q->id, code);
+			EVRDMA_SYM(rdma_destroy_id)(q->id);
+			lst->base->stats.cm_ids--;
+		}
+		free(q);
+	}
+	if ((q = TAILQ_FIRST(&lst->queued)))
+		evrdma__ev_timer_start(lst->queue_ev,
+		    (unsigned)(q->deadline_ms > now ? q->deadline_ms - now :
+		    0));
+	lst->refcnt--;
+	destroy_if_done(lst);
+}
+
+static void
+queue_timer_cb(void *arg)
+{
+	lst_serve_queue(arg);
+}
+
+int
+evrdma__queued_cm_event(struct evrdma__queued *q, struct rdma_cm_event *ev)
+{
+	/* the requester gave up (or its device went away) while waiting */
+	q->id->context = NULL;
+	queued_free(q->lst, q);
+	return 1;
+}
+
+/* ---- requests ---- */
+
+static int
+on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
+{
+	int code = EVRDMA_REJECT_RESOURCES;
+
+	lst->base->stats.cm_ids++;	/* the new id */
+	if (lst->user_freed || !lst->id) {
+		ev->id->context = NULL;
+		reject(lst, ev->id, code);
+		return 1;
+	}
+	if (lst->n_half_open >= lst->base->cfg.half_open) {
+		if (lst->n_queued < lst->backlog &&
+		    queue_request(lst, ev) == 0)
+			return 0;
+		evrdma__log(EVRDMA_LOG_WARN, "listener %p: %u connections "
+		    "half-open and %u waiting (the backlog): rejecting",
+		    (void *)lst, lst->n_half_open, lst->n_queued);
+		ev->id->context = NULL;
+		reject(lst, ev->id, code);
+		return 1;
+	}
+	if (serve_request(lst, ev->id, &ev->param.conn,
+	    rdma_get_peer_addr(ev->id), &code) < 0) {
+		ev->id->context = NULL;
+		reject(lst, ev->id, code);
+		return 1;
+	}
+	return 0;
+}
+
+/* Its device went away: the id must go (the removal waits for it); the
+ * user hears of it once. */
+static void
+on_device_removal(struct evrdma_listener *lst)
+{
+	struct evrdma__queued *q;
+
+	evrdma__log(EVRDMA_LOG_ERROR, "listener %p: its device was removed",
+	    (void *)lst);
+	lst->id->context = NULL;
+	lst->id = NULL;		/* the dispatcher destroys it */
+	while ((q = TAILQ_FIRST(&lst->queued)))
+		queued_reject(lst, q);
+	if (lst->error_cb && !lst->user_freed)
+		lst->error_cb(lst, EVRDMA_REASON_DEVICE_REMOVAL,
+		    lst->error_arg);
+}
+
+int
+evrdma__listener_cm_event(struct evrdma_listener *lst,
+    struct rdma_cm_event *ev)
+{
+	int destroy = 0;
+
+	/* (the dispatcher holds a reference around this call) */
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		destroy = on_connect_request(lst, ev);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		if (ev->id == lst->id) {
+			on_device_removal(lst);
+			destroy = 1;
+		}
+		break;
+	default:
+		break;
+	}
+	return destroy;
+}
+
+/* ---- life ---- */
+
 struct evrdma_listener *
-evrdma_listener_new(struct evrdma_base *base, const struct sockaddr *sa,
-    int socklen, int backlog, int flags, evrdma_accept_cb cb, void *arg)
+evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
+    int socklen, int backlog, int flags, const struct evrdma__listen_ops *ops,
+    void *ops_arg)
 {
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;
 
-	if (!base || !sa || !cb || backlog <= 0 ||
+	if (!base || !base->cm_ch || !sa || backlog <= 0 ||
 	    (flags & ~EVRDMA_LISTEN_RAW)) {
 		evrdma__fail(EINVAL, "evrdma_listener_new: bad argument");
 		return NULL;
@@ -36,18 +365,26 @@ evrdma_listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 		evrdma__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
-	lst->kind = EVRDMA_CM_LISTENER;
+	lst->cm_kind = EVRDMA_CM_LISTENER;
 	lst->base = base;
 	lst->flags = flags;
-	lst->accept_cb = cb;
-	lst->accept_arg = arg;
-	LIST_INIT(&lst->pending);
+	lst->backlog = (unsigned)backlog;
+	lst->ops = ops;
+	lst->ops_arg = ops_arg;
+	LIST_INIT(&lst->half_open);
+	TAILQ_INIT(&lst->queued);
+	lst->queue_ev = evrdma__ev_timer_new(base, queue_timer_cb, lst);
+	if (!lst->queue_ev) {
+		free(lst);
+		return NULL;
+	}
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, sa, sa->sa_family == AF_INET ?
 	    sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	if (EVRDMA_SYM(rdma_create_id)(base->cm_ch, &lst->id, lst,
 	    RDMA_PS_TCP)) {
 		evrdma__fail(errno, "rdma_create_id: %s", strerror(errno));
+		evrdma__ev_free(lst->queue_ev);
 		free(lst);
 		return NULL;
 	}
@@ -55,13 +392,34 @@ evrdma_listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	    EVRDMA_SYM(rdma_listen)(lst->id, backlog)) {
 		int err = errno;
 		EVRDMA_SYM(rdma_destroy_id)(lst->id);
+		evrdma__ev_free(lst->queue_ev);
 		free(lst);
 		evrdma__fail(err, "cannot listen: %s", strerror(err));
 		return NULL;
 	}
+	lst->port = ntohs(EVRDMA_SYM(rdma_get_src_port)(lst->id));
 	base->stats.cm_ids++;
 	base->stats.listeners++;
 	LIST_INSERT_HEAD(&base->listeners, lst, link);
+	return lst;
+}
+
+struct evrdma_listener *
+evrdma_listener_new(struct evrdma_base *base, const struct sockaddr *sa,
+    int socklen, int backlog, int flags, evrdma_accept_cb cb, void *arg)
+{
+	struct evrdma_listener *lst;
+
+	if (!cb) {
+		evrdma__fail(EINVAL, "evrdma_listener_new: no accept callback");
+		return NULL;
+	}
+	lst = evrdma__listener_new(base, sa, socklen, backlog, flags, NULL,
+	    NULL);
+	if (lst) {
+		lst->accept_cb = cb;
+		lst->accept_arg = arg;
+	}
 	return lst;
 }
 
@@ -69,142 +427,72 @@ void
 evrdma_listener_set_prepare_cb(struct evrdma_listener *lst,
     evrdma_prepare_cb cb, void *arg)
 {
+	if (!lst)
+		return;
 	lst->prepare_cb = cb;
 	lst->prepare_arg = arg;
+}
+
+void
+evrdma_listener_set_error_cb(struct evrdma_listener *lst,
+    evrdma_listener_error_cb cb, void *arg)
+{
+	if (!lst)
+		return;
+	lst->error_cb = cb;
+	lst->error_arg = arg;
 }
 
 int
 evrdma_listener_get_port(struct evrdma_listener *lst)
 {
-	return ntohs(EVRDMA_SYM(rdma_get_src_port)(lst->id));
+	return lst ? lst->port : 0;
+}
+
+/* Drop every request and connection not yet handed out, and the id. */
+static void
+lst_release(struct evrdma_listener *lst)
+{
+	struct evrdma__queued *q;
+	struct evrdma_conn *conn;
+
+	while ((q = TAILQ_FIRST(&lst->queued)))
+		queued_reject(lst, q);
+	while ((conn = LIST_FIRST(&lst->half_open)))
+		evrdma_conn_free(conn);		/* drops it from the list */
+	evrdma__ev_free(lst->queue_ev);
+	lst->queue_ev = NULL;
+	if (lst->id) {
+		EVRDMA_SYM(rdma_destroy_id)(lst->id);
+		lst->id = NULL;
+		lst->base->stats.cm_ids--;
+	}
+	lst->base->stats.listeners--;
+	LIST_REMOVE(lst, link);
 }
 
 static void
-reject(struct evrdma_listener *lst, struct rdma_cm_id *id, int code)
+lst_free_mem(struct evrdma_listener *lst)
 {
-	uint8_t buf[EVRDMA_HS_LEN];
-	struct evrdma_hs hs = { EVRDMA_HS_VERSION, EVRDMA_HS_TYPE_REJECT, 0,
-	    (uint8_t)code };
-
-	evrdma__log(EVRDMA_LOG_INFO, "rejecting a connect request (code %d)",
-	    code);
-	if (lst->flags & EVRDMA_LISTEN_RAW) {
-		EVRDMA_SYM(rdma_reject)(id, NULL, 0);
-		return;
-	}
-	evrdma__hs_encode(buf, &hs);
-	EVRDMA_SYM(rdma_reject)(id, buf, sizeof(buf));
-}
-
-/*
- * A connect request: build the connection (QP on the shared CQ), let the
- * application prepare it, accept. On any failure the peer gets a reject
- * with a reason and the new id is destroyed by the dispatcher after the ack.
- */
-static int
-on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
-{
-	struct evrdma_conn *conn;
-	int code = EVRDMA_REJECT_RESOURCES;
-
-	lst->base->stats.cm_ids++;	/* the new id */
-	if (lst->user_freed) {
-		reject(lst, ev->id, code);
-		return 1;
-	}
-	conn = evrdma__conn_alloc(lst->base,
-	    (lst->flags & EVRDMA_LISTEN_RAW) ? EVRDMA_CONN_RAW : 0);
-	if (!conn) {
-		ev->id->context = NULL;
-		reject(lst, ev->id, code);
-		return 1;
-	}
-	if (evrdma__conn_setup_passive(conn, ev->id, ev, &code) < 0)
-		goto refuse;
-	if (lst->ch_accept && evrdma__channel_passive(lst, conn, &code) < 0)
-		goto refuse;
-	if (lst->prepare_cb) {
-		size_t len;
-		const void *pd = evrdma_conn_get_peer_private_data(conn, &len);
-		int rc;
-
-		lst->refcnt++;
-		rc = lst->prepare_cb(lst, conn, pd, len, lst->prepare_arg);
-		lst->refcnt--;
-		if (rc || lst->user_freed) {
-			code = EVRDMA_REJECT_APP;
-			goto refuse;
-		}
-	}
-	if (evrdma__conn_accept(conn) < 0) {
-		code = EVRDMA_REJECT_RESOURCES;
-		goto refuse;
-	}
-	conn->listener = lst;
-	LIST_INSERT_HEAD(&lst->pending, conn, lst_link);
-	return 0;
-refuse:
-	reject(lst, ev->id, code);
-	evrdma__conn_abort_passive(conn);
-	return 1;
-}
-
-int
-evrdma__listener_cm_event(struct evrdma_listener *lst,
-    struct rdma_cm_event *ev)
-{
-	switch (ev->event) {
-	case RDMA_CM_EVENT_CONNECT_REQUEST:
-		return on_connect_request(lst, ev);
-	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		evrdma__log(EVRDMA_LOG_ERROR, "listener %p: its device was "
-		    "removed; free it and listen again", (void *)lst);
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-void
-evrdma__listener_forget(struct evrdma_listener *lst, struct evrdma_conn *conn)
-{
-	LIST_REMOVE(conn, lst_link);
-	conn->listener = NULL;
-}
-
-void
-evrdma__listener_established(struct evrdma_listener *lst,
-    struct evrdma_conn *conn)
-{
-	const struct sockaddr *peer = (const struct sockaddr *)&conn->peer_addr;
-
-	int len = peer->sa_family == AF_INET6 ?
-	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in);
-
-	evrdma__listener_forget(lst, conn);
-	lst->refcnt++;
-	if (lst->ch_accept)
-		evrdma__channel_accepted(lst, conn, peer, len);
-	else
-		lst->accept_cb(lst, conn, peer, len, lst->accept_arg);
-	if (--lst->refcnt == 0 && lst->user_freed)
-		evrdma__listener_destroy_now(lst);
-}
-
-void
-evrdma__listener_destroy_now(struct evrdma_listener *lst)
-{
-	struct evrdma_conn *conn;
-
-	while ((conn = LIST_FIRST(&lst->pending))) {
-		evrdma__conn_drop_owner(conn);
-		evrdma_conn_free(conn);	/* unlinks it */
-	}
-	EVRDMA_SYM(rdma_destroy_id)(lst->id);
-	lst->base->stats.cm_ids--;
-	lst->base->stats.listeners--;
-	LIST_REMOVE(lst, link);
+	if (lst->ops && lst->ops->free_arg)
+		lst->ops->free_arg(lst->ops_arg);
 	free(lst);
+}
+
+/* Freed by the user and no callback or dispatch running: go. */
+static void
+destroy_if_done(struct evrdma_listener *lst)
+{
+	if (!lst->user_freed || lst->refcnt)
+		return;
+	lst_release(lst);
+	lst_free_mem(lst);
+}
+
+void
+evrdma__listener_after_event(struct evrdma_listener *lst)
+{
+	destroy_if_done(lst);
 }
 
 void
@@ -213,9 +501,21 @@ evrdma_listener_free(struct evrdma_listener *lst)
 	if (!lst || lst->user_freed)
 		return;
 	lst->user_freed = 1;
-	/* Inside a prepare callback the listener's CONNECT_REQUEST is not
-	 * yet acked, so its id cannot be destroyed now; the dispatcher's
-	 * caller finishes the job. */
-	if (lst->refcnt == 0)
-		evrdma__listener_destroy_now(lst);
+	if (!lst->base) {	/* a husk: its base was freed */
+		lst_free_mem(lst);
+		return;
+	}
+	/* Inside a callback or the dispatch the listener's event is not yet
+	 * acked, so its id cannot be destroyed now; the dispatcher's
+	 * caller finishes the job (evrdma__listener_after_event). */
+	destroy_if_done(lst);
+}
+
+void
+evrdma__listener_release_now(struct evrdma_listener *lst)
+{
+	lst_release(lst);
+	lst->base = NULL;
+	if (lst->user_freed)
+		lst_free_mem(lst);
 }

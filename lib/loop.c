@@ -1,7 +1,8 @@
 /*
- * evrdma: the libevent glue. This is the only library file that includes
- * libevent headers; the rest of evrdma sees opaque events and a resolver
- * with a simple contract (the result always arrives from the loop).
+ * evrdma: the libevent glue of the core. This is the only core file that
+ * includes libevent headers (channels use evbuffers, which are their API);
+ * the rest of the core sees opaque events, microsecond timers and a
+ * resolver whose result always arrives from the base's own loop.
  */
 #include "config.h"
 
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -97,18 +100,24 @@ evrdma__ev_timer_new(struct evrdma_base *base, evrdma__timer_cb cb, void *arg)
 }
 
 int
-evrdma__ev_timer_start(struct event *ev, unsigned ms)
+evrdma__ev_timer_start_tv(struct event *ev, const struct timeval *tv)
 {
-	struct timeval tv;
-
 	/* A zero timeout expires at the next loop iteration, after the
 	 * backend has polled the fds: that is how the poller yields. Adding
 	 * a pending timer again replaces its deadline. */
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	if (evtimer_add(ev, &tv) < 0)
+	if (evtimer_add(ev, tv) < 0)
 		return evrdma__fail(ENOMEM, "evtimer_add failed");
 	return 0;
+}
+
+int
+evrdma__ev_timer_start_us(struct event *ev, uint64_t usec)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(usec / 1000000);
+	tv.tv_usec = (suseconds_t)(usec % 1000000);
+	return evrdma__ev_timer_start_tv(ev, &tv);
 }
 
 int
@@ -153,10 +162,13 @@ evrdma__set_nonblock(int fd)
 /*
  * Name resolution.
  *
- * evdns_getaddrinfo() answers numeric hosts and hosts-file names from
- * inside the call. Such a result is parked here and delivered from a 0-ms
- * timer, so the caller always sees its callback from the loop, after
- * evrdma__resolve() returned the handle.
+ * evdns calls back on the thread of the loop its evdns_base runs on (from
+ * inside evdns_getaddrinfo() for numeric hosts and hosts-file names), which
+ * is not ours when the user passes an evdns_base of another loop. Every
+ * result is therefore parked in the base's resolver and handed over
+ * through an eventfd that our loop watches: the callback always runs on
+ * our loop, after evrdma__resolve() returned the handle. The resolver and
+ * its requests are shared between those threads under one mutex.
  *
  * evdns_getaddrinfo_cancel()'s EAI_CANCEL callback is deferred to the loop
  * and reads the evdns_base, so the base must not be freed in between.
@@ -168,22 +180,33 @@ evrdma__set_nonblock(int fd)
  * held until the cancellation has called back (see dns_hold()).
  */
 struct evrdma__resolve_req {
+	struct evrdma__resolver *r;
 	evrdma__resolve_cb cb;
 	void *arg;
-	struct event *timer;		/* delivers a parked result */
 	struct evdns_base *held_dns;	/* cancelled for want of a nameserver */
-	int in_call;			/* inside evdns_getaddrinfo() */
+	/* under r->lock: */
 	int dns_pending;		/* evdns still holds this struct */
 	int user_done;			/* delivered or cancelled */
-	int err;			/* parked result */
+	int parked;			/* on r->done, result below */
+	int err;
 	struct sockaddr_storage ss;
 	int socklen;
+	TAILQ_ENTRY(evrdma__resolve_req) link;
 	char host[64];			/* for log messages */
 };
 
+struct evrdma__resolver {
+	pthread_mutex_t lock;
+	unsigned refs;			/* the base + requests evdns holds */
+	int efd;			/* -1 once the base is gone */
+	struct event *efd_ev;
+	struct evdns_base *own_dns;
+	TAILQ_HEAD(, evrdma__resolve_req) done;
+};
+
 /* evdns bases with a cancelled query whose callback is still to come.
- * evrdma__dns_free() of such a base is carried out by the last of those
- * callbacks. A process-wide list: bases may live on several threads. */
+ * evrdma__resolver_free() of such a base is carried out by the last of
+ * those callbacks. A process-wide list: bases may live on several threads. */
 struct dns_hold {
 	struct evdns_base *dns;
 	unsigned pending;
@@ -245,203 +268,8 @@ dns_unhold(struct evdns_base *dns)
 	free(h);
 }
 
-static const struct timeval zero_tv = { 0, 0 };
-
 static void
-resolve_req_maybe_free(struct evrdma__resolve_req *req)
-{
-	if (!req->user_done)
-		return;
-	/* The timer goes with the caller's interest: a detached query may
-	 * outlive the evrdma_base (a user evdns_base on another loop). */
-	if (req->timer != NULL) {
-		event_free(req->timer);
-		req->timer = NULL;
-	}
-	if (!req->dns_pending)
-		free(req);
-}
-
-static void
-resolve_deliver(struct evrdma__resolve_req *req)
-{
-	evrdma__resolve_cb cb = req->cb;
-	void *arg = req->arg;
-	struct sockaddr_storage ss;
-	int socklen = req->socklen;
-	int err = req->err;
-
-	if (err)
-		evrdma__log(EVRDMA_LOG_DEBUG, "resolving %s: %s", req->host,
-		    evutil_gai_strerror(err));
-	memcpy(&ss, &req->ss, sizeof(ss));
-	/* The handle is dead once the callback runs, and the callback may
-	 * free its owner: release everything first. */
-	req->user_done = 1;
-	resolve_req_maybe_free(req);
-	cb(err, err ? NULL : (const struct sockaddr *)&ss, err ? 0 : socklen,
-	    arg);
-}
-
-static void
-resolve_timer_cb(evutil_socket_t fd, short what, void *p)
-{
-	resolve_deliver(p);
-}
-
-static void
-resolve_park(struct evrdma__resolve_req *req, int err,
-    const struct evutil_addrinfo *ai)
-{
-	if (err == 0 && ai == NULL)
-		err = EVUTIL_EAI_NODATA;
-	if (err == 0 && (size_t)ai->ai_addrlen > sizeof(req->ss))
-		err = EVUTIL_EAI_FAMILY;
-	req->err = err;
-	if (err == 0) {
-		memcpy(&req->ss, ai->ai_addr, ai->ai_addrlen);
-		req->socklen = (int)ai->ai_addrlen;
-	}
-}
-
-static void
-resolve_gai_cb(int result, struct evutil_addrinfo *res, void *p)
-{
-	struct evrdma__resolve_req *req = p;
-	struct evdns_base *held = req->held_dns;
-
-	req->dns_pending = 0;
-	/* Our own cancellation (no nameserver) is a resolution failure. */
-	if (held != NULL && result == EVUTIL_EAI_CANCEL)
-		result = EVUTIL_EAI_FAIL;
-	if (req->user_done) {
-		/* Detached by evrdma__resolve_cancel(). */
-		resolve_req_maybe_free(req);
-	} else {
-		resolve_park(req, result, res);
-		if (!req->in_call)
-			resolve_deliver(req);
-		/* else evrdma__resolve() arms the timer */
-	}
-	if (res != NULL)
-		evutil_freeaddrinfo(res);
-	if (held != NULL)
-		dns_unhold(held);
-}
-
-static struct evdns_base *
-own_dns(struct evrdma_base *base)
-{
-	struct evdns_base *dns;
-	int r;
-
-	if (base->own_dns != NULL)
-		return base->own_dns;
-	/* DISABLE_WHEN_INACTIVE: an idle nameserver socket must not keep
-	 * event_base_dispatch() from returning. libevent 2.1 applies the
-	 * flag only to nameservers added after evdns_base_new(), so
-	 * resolv.conf is parsed here rather than by
-	 * EVDNS_BASE_INITIALIZE_NAMESERVERS. */
-	dns = evdns_base_new(base->eb, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (dns == NULL)
-		return NULL;
-	/* NO_DEFAULT: without a configured nameserver, fail names that are
-	 * neither numeric nor in /etc/hosts (loaded first, whatever the
-	 * outcome) instead of querying 127.0.0.1. */
-	r = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL |
-	    DNS_OPTION_NAMESERVERS_NO_DEFAULT, "/etc/resolv.conf");
-	if (r != 0 || evdns_base_count_nameservers(dns) == 0)
-		evrdma__log(EVRDMA_LOG_INFO, "no nameserver in "
-		    "/etc/resolv.conf: resolving numeric hosts and /etc/hosts "
-		    "only");
-	base->own_dns = dns;
-	return dns;
-}
-
-struct evrdma__resolve_req *
-evrdma__resolve(struct evrdma_base *base, struct evdns_base *dns, int family,
-    const char *host, int port, evrdma__resolve_cb cb, void *arg)
-{
-	struct evrdma__resolve_req *req;
-	struct evdns_getaddrinfo_request *greq;
-	struct evutil_addrinfo hints;
-	char portstr[16];
-
-	if (host == NULL || cb == NULL || port < 1 || port > 65535 ||
-	    (family != AF_INET && family != AF_INET6 && family != AF_UNSPEC)) {
-		evrdma__fail(EINVAL, "resolve: bad host, port or family");
-		return NULL;
-	}
-	if (dns == NULL && (dns = own_dns(base)) == NULL) {
-		evrdma__fail(ENOMEM, "evdns_base_new failed");
-		return NULL;
-	}
-	req = calloc(1, sizeof(*req));
-	if (req == NULL) {
-		evrdma__fail(ENOMEM, "out of memory for a resolve request");
-		return NULL;
-	}
-	/* Made up front: once evdns has answered there is no way left to
-	 * report a failure to allocate it. */
-	req->timer = evtimer_new(base->eb, resolve_timer_cb, req);
-	if (req->timer == NULL) {
-		free(req);
-		evrdma__fail(ENOMEM, "evtimer_new failed");
-		return NULL;
-	}
-	req->cb = cb;
-	req->arg = arg;
-	snprintf(req->host, sizeof(req->host), "%s", host);
-	snprintf(portstr, sizeof(portstr), "%d", port);
-
-	/* No AI_ADDRCONFIG: hosts whose only addresses are on RDMA or
-	 * loopback interfaces would lose their families. */
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = family;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_protocol = IPPROTO_TCP;
-
-	req->in_call = 1;
-	req->dns_pending = 1;
-	greq = evdns_getaddrinfo(dns, host, portstr, &hints, resolve_gai_cb,
-	    req);
-	req->in_call = 0;
-	if (greq == NULL && req->dns_pending) {
-		/* evdns returns NULL only after calling back; be safe. */
-		req->dns_pending = 0;
-		req->err = EVUTIL_EAI_FAIL;
-	} else if (greq != NULL && evdns_base_count_nameservers(dns) == 0) {
-		/* The query would wait forever for a nameserver. Its
-		 * cancellation calls back from the loop with the failure,
-		 * after evdns is done with the base. */
-		if (dns_hold(dns) == 0) {
-			req->held_dns = dns;
-			evdns_getaddrinfo_cancel(greq);
-			return req;
-		}
-		/* No memory to hold the base: fail from the timer and
-		 * leave the query to evdns (freed with its base). */
-		req->err = EVUTIL_EAI_FAIL;
-	} else if (greq != NULL) {
-		return req;
-	}
-	/* Adding a timer to a live base only fails for want of memory,
-	 * which the timer itself already took. */
-	evtimer_add(req->timer, &zero_tv);
-	return req;
-}
-
-void
-evrdma__resolve_cancel(struct evrdma__resolve_req *req)
-{
-	if (req == NULL)
-		return;
-	req->user_done = 1;
-	resolve_req_maybe_free(req);
-}
-
-void
-evrdma__dns_free(struct evdns_base *dns)
+dns_free(struct evdns_base *dns)
 {
 	struct dns_hold **hp;
 	int held;
@@ -458,4 +286,278 @@ evrdma__dns_free(struct evdns_base *dns)
 	 * from the loop and are freed; with 0 evdns would leak them. */
 	if (!held)
 		evdns_base_free(dns, 1);
+}
+
+/* Drop a reference (r->lock held); frees the resolver with the last. */
+static void
+resolver_unref_locked(struct evrdma__resolver *r)
+{
+	if (--r->refs) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+/* Our loop: hand the parked results to their callbacks. */
+static void
+resolver_efd_cb(int fd, void *arg)
+{
+	struct evrdma__resolver *r = arg;
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		evrdma__log(EVRDMA_LOG_WARN, "resolver eventfd: %s",
+		    strerror(errno));
+	for (;;) {
+		struct evrdma__resolve_req *req;
+		struct sockaddr_storage ss;
+		evrdma__resolve_cb cb;
+		void *cbarg;
+		int err, socklen, free_it;
+
+		pthread_mutex_lock(&r->lock);
+		req = TAILQ_FIRST(&r->done);
+		if (req == NULL) {
+			pthread_mutex_unlock(&r->lock);
+			return;
+		}
+		TAILQ_REMOVE(&r->done, req, link);
+		req->parked = 0;
+		req->user_done = 1;
+		cb = req->cb;
+		cbarg = req->arg;
+		err = req->err;
+		socklen = req->socklen;
+		memcpy(&ss, &req->ss, sizeof(ss));
+		free_it = !req->dns_pending;
+		pthread_mutex_unlock(&r->lock);
+		if (err)
+			evrdma__log(EVRDMA_LOG_DEBUG, "resolving %s: %s",
+			    req->host, evutil_gai_strerror(err));
+		/* the handle is dead once the callback runs, and the callback
+		 * may free its owner: release it first */
+		if (free_it)
+			free(req);
+		cb(err, err ? NULL : (const struct sockaddr *)&ss,
+		    err ? 0 : socklen, cbarg);
+	}
+}
+
+static struct evrdma__resolver *
+resolver_get(struct evrdma_base *base)
+{
+	struct evrdma__resolver *r = base->resolver;
+
+	if (r != NULL)
+		return r;
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	pthread_mutex_init(&r->lock, NULL);
+	r->refs = 1;
+	TAILQ_INIT(&r->done);
+	r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->efd < 0 ||
+	    !(r->efd_ev = evrdma__ev_fd_new(base, r->efd, resolver_efd_cb,
+	    r))) {
+		if (r->efd >= 0)
+			close(r->efd);
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return NULL;
+	}
+	base->resolver = r;
+	return r;
+}
+
+/* Park the result (r->lock held) and wake our loop. */
+static void
+resolve_park_locked(struct evrdma__resolve_req *req, int err,
+    const struct evutil_addrinfo *ai)
+{
+	struct evrdma__resolver *r = req->r;
+	uint64_t one = 1;
+
+	if (err == 0 && ai == NULL)
+		err = EVUTIL_EAI_NODATA;
+	if (err == 0 && (size_t)ai->ai_addrlen > sizeof(req->ss))
+		err = EVUTIL_EAI_FAMILY;
+	req->err = err;
+	if (err == 0) {
+		memcpy(&req->ss, ai->ai_addr, ai->ai_addrlen);
+		req->socklen = (int)ai->ai_addrlen;
+	}
+	req->parked = 1;
+	TAILQ_INSERT_TAIL(&r->done, req, link);
+	if (r->efd >= 0 && write(r->efd, &one, sizeof(one)) < 0)
+		evrdma__log(EVRDMA_LOG_WARN, "resolver eventfd: %s",
+		    strerror(errno));
+}
+
+/* evdns's callback: on the thread of the evdns_base's loop. */
+static void
+resolve_gai_cb(int result, struct evutil_addrinfo *res, void *p)
+{
+	struct evrdma__resolve_req *req = p;
+	struct evrdma__resolver *r = req->r;
+	struct evdns_base *held = req->held_dns;
+
+	/* Our own cancellation (no nameserver) is a resolution failure. */
+	if (held != NULL && result == EVUTIL_EAI_CANCEL)
+		result = EVUTIL_EAI_FAIL;
+	pthread_mutex_lock(&r->lock);
+	req->dns_pending = 0;
+	if (req->user_done || r->efd < 0) {
+		/* detached by evrdma__resolve_cancel() or the base is gone */
+		free(req);
+	} else {
+		resolve_park_locked(req, result, res);
+	}
+	resolver_unref_locked(r);
+	if (res != NULL)
+		evutil_freeaddrinfo(res);
+	if (held != NULL)
+		dns_unhold(held);
+}
+
+static struct evdns_base *
+own_dns(struct evrdma_base *base, struct evrdma__resolver *r)
+{
+	struct evdns_base *dns;
+	int rc;
+
+	if (r->own_dns != NULL)
+		return r->own_dns;
+	/* DISABLE_WHEN_INACTIVE: an idle nameserver socket must not keep
+	 * event_base_dispatch() from returning. libevent 2.1 applies the
+	 * flag only to nameservers added after evdns_base_new(), so
+	 * resolv.conf is parsed here rather than by
+	 * EVDNS_BASE_INITIALIZE_NAMESERVERS. */
+	dns = evdns_base_new(base->eb, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (dns == NULL)
+		return NULL;
+	/* NO_DEFAULT: without a configured nameserver, fail names that are
+	 * neither numeric nor in /etc/hosts (loaded first, whatever the
+	 * outcome) instead of querying 127.0.0.1. */
+	rc = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL |
+	    DNS_OPTION_NAMESERVERS_NO_DEFAULT, "/etc/resolv.conf");
+	if (rc != 0 || evdns_base_count_nameservers(dns) == 0)
+		evrdma__log(EVRDMA_LOG_INFO, "no nameserver in "
+		    "/etc/resolv.conf: resolving numeric hosts and /etc/hosts "
+		    "only");
+	r->own_dns = dns;
+	return dns;
+}
+
+struct evrdma__resolve_req *
+evrdma__resolve(struct evrdma_base *base, struct evdns_base *dns, int family,
+    const char *host, int port, evrdma__resolve_cb cb, void *arg)
+{
+	struct evrdma__resolver *r;
+	struct evrdma__resolve_req *req;
+	struct evdns_getaddrinfo_request *greq;
+	struct evutil_addrinfo hints;
+	char portstr[16];
+
+	if (host == NULL || cb == NULL || port < 1 || port > 65535 ||
+	    (family != AF_INET && family != AF_INET6 && family != AF_UNSPEC)) {
+		evrdma__fail(EINVAL, "resolve: bad host, port or family");
+		return NULL;
+	}
+	if ((r = resolver_get(base)) == NULL) {
+		evrdma__fail(ENOMEM, "cannot set up name resolution");
+		return NULL;
+	}
+	if (dns == NULL && (dns = own_dns(base, r)) == NULL) {
+		evrdma__fail(ENOMEM, "evdns_base_new failed");
+		return NULL;
+	}
+	req = calloc(1, sizeof(*req));
+	if (req == NULL) {
+		evrdma__fail(ENOMEM, "out of memory for a resolve request");
+		return NULL;
+	}
+	req->r = r;
+	req->cb = cb;
+	req->arg = arg;
+	snprintf(req->host, sizeof(req->host), "%s", host);
+	snprintf(portstr, sizeof(portstr), "%d", port);
+
+	/* No AI_ADDRCONFIG: hosts whose only addresses are on RDMA or
+	 * loopback interfaces would lose their families. */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = family;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+
+	pthread_mutex_lock(&r->lock);
+	req->dns_pending = 1;
+	r->refs++;
+	pthread_mutex_unlock(&r->lock);
+	greq = evdns_getaddrinfo(dns, host, portstr, &hints, resolve_gai_cb,
+	    req);
+	if (greq != NULL && evdns_base_count_nameservers(dns) == 0) {
+		/* The query would wait forever for a nameserver. Its
+		 * cancellation calls back from the evdns_base's loop with
+		 * the failure, after evdns is done with the base. */
+		if (dns_hold(dns) == 0) {
+			req->held_dns = dns;
+			evdns_getaddrinfo_cancel(greq);
+		}
+	}
+	/* evdns returns NULL only after calling back (parked); either way
+	 * the result comes through the eventfd. */
+	return req;
+}
+
+void
+evrdma__resolve_cancel(struct evrdma__resolve_req *req)
+{
+	struct evrdma__resolver *r;
+	int free_it = 0;
+
+	if (req == NULL)
+		return;
+	r = req->r;
+	pthread_mutex_lock(&r->lock);
+	req->user_done = 1;
+	if (req->parked) {
+		TAILQ_REMOVE(&r->done, req, link);
+		req->parked = 0;
+		free_it = !req->dns_pending;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (free_it)
+		free(req);
+}
+
+void
+evrdma__resolver_free(struct evrdma__resolver *r)
+{
+	struct evrdma__resolve_req *req;
+
+	if (r == NULL)
+		return;
+	evrdma__ev_free(r->efd_ev);
+	pthread_mutex_lock(&r->lock);
+	close(r->efd);
+	r->efd = -1;
+	/* results nobody will collect */
+	while ((req = TAILQ_FIRST(&r->done)) != NULL) {
+		TAILQ_REMOVE(&r->done, req, link);
+		if (!req->dns_pending)
+			free(req);
+		else
+			req->user_done = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	/* our evdns_base fails its queries from our loop... which is about
+	 * to stop hearing them: evdns_base_free(dns, 1) calls them back now
+	 * (they see efd < 0 and free themselves) */
+	dns_free(r->own_dns);
+	pthread_mutex_lock(&r->lock);
+	resolver_unref_locked(r);
 }

@@ -1,11 +1,22 @@
 /*
  * evrdma: registered memory regions and their remote descriptors.
+ *
+ * A region lives in the protection domain of the connection it was
+ * registered for, so only that connection's peer can reach it. Regions a
+ * peer may access are registered zero-based where rdma-core allows
+ * (ibv_reg_mr_iova2): the device knows them by their offset within the
+ * page, and no process address goes on the wire.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <linux/capability.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "evrdma-internal.h"
 
@@ -14,10 +25,65 @@
 #define ACCESS_REMOTE (EVRDMA_ACCESS_REMOTE_READ | \
 	EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC)
 
-/* Encoded descriptor: magic[2] version reserved rkey[4] addr[8] len[8]. */
-#define REMOTE_MAGIC0		'E'
-#define REMOTE_MAGIC1		'M'
-#define REMOTE_VERSION		1
+/* ---- locked memory ---- */
+
+/* Bytes this process has registered through evrdma (whole pages), for a
+ * clear error before the kernel's RLIMIT_MEMLOCK refuses deep inside. */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t pinned;
+
+static size_t
+page_span(const void *addr, size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)addr;
+
+	return ((a + len + pg - 1) & ~(pg - 1)) - (a & ~(pg - 1));
+}
+
+/* CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations (ib_umem_get). */
+static int
+can_lock_freely(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0;
+	return (d[CAP_IPC_LOCK / 32].effective &
+	    (1u << (CAP_IPC_LOCK % 32))) != 0;
+}
+
+int
+evrdma__mem_pin_check(size_t bytes)
+{
+	struct rlimit rl;
+	size_t now;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 ||
+	    rl.rlim_cur == RLIM_INFINITY || can_lock_freely())
+		return 0;
+	pthread_mutex_lock(&pin_lock);
+	now = pinned;
+	pthread_mutex_unlock(&pin_lock);
+	if (now + bytes <= rl.rlim_cur)
+		return 0;
+	return evrdma__fail(ENOMEM, "registering %zu KiB more would exceed "
+	    "RLIMIT_MEMLOCK (%llu KiB, %zu KiB registered by evrdma): raise "
+	    "the limit (ulimit -l, LimitMEMLOCK=) or use smaller channel "
+	    "rings (evrdma_config_set_channel_ring())", bytes / 1024,
+	    (unsigned long long)rl.rlim_cur / 1024, now / 1024);
+}
+
+static void
+pin_add(ssize_t bytes)
+{
+	pthread_mutex_lock(&pin_lock);
+	pinned += bytes;
+	pthread_mutex_unlock(&pin_lock);
+}
+
+/* ---- regions ---- */
 
 int
 evrdma__access_to_ibv(int access)
@@ -39,43 +105,75 @@ evrdma__access_to_ibv(int access)
 	return ibv;
 }
 
-struct evrdma_mr *
-evrdma_mr_reg(struct evrdma_conn *conn, void *addr, size_t len, int access)
+static void
+mr_destroy(struct evrdma_mr *mr)
 {
+	if (mr->mr) {
+		int rc = EVRDMA_SYM(ibv_dereg_mr)(mr->mr);
+
+		if (rc != 0)
+			/* Nothing to retry: the device may be gone. The
+			 * handle is dropped either way so that the device
+			 * can be closed. */
+			evrdma__log(EVRDMA_LOG_WARN, "ibv_dereg_mr: %s",
+			    strerror(rc > 0 ? rc : errno));
+		mr->mr = NULL;
+		pin_add(-(ssize_t)page_span(mr->addr, mr->len));
+	}
+	if (mr->base) {
+		evrdma__work_cancel(mr->base, &mr->fin);
+		LIST_REMOVE(mr, link);
+		mr->base->stats.mrs--;
+		mr->base = NULL;
+	}
+	evrdma__pd_put(mr->pd);
+	mr->pd = NULL;
+}
+
+static void
+mr_fin(struct evrdma__work *w)
+{
+	struct evrdma_mr *mr = (struct evrdma_mr *)((char *)w -
+	    offsetof(struct evrdma_mr, fin));
+
+	if (mr->freed && !mr->inflight) {
+		mr_destroy(mr);
+		free(mr);
+	}
+}
+
+struct evrdma_mr *
+evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
+    size_t len, int access)
+{
+	size_t span = page_span(addr, len);
 	struct evrdma_mr *mr;
-	struct evrdma_dev *dev;
 	struct ibv_mr *ibmr;
+	uint64_t iova = (uintptr_t)addr;
 	int err;
 
-	if (conn == NULL || addr == NULL || len == 0) {
-		evrdma__fail(EINVAL, "evrdma_mr_reg: NULL connection or "
-		    "address, or zero length");
-		return NULL;
-	}
-	if (access & ~ACCESS_ALL) {
-		evrdma__fail(EINVAL, "evrdma_mr_reg: unknown access flags 0x%x",
-		    (unsigned)(access & ~ACCESS_ALL));
-		return NULL;
-	}
-	dev = conn->dev;
-	if (dev == NULL) {
-		evrdma__fail(ENOTCONN, "evrdma_mr_reg: the connection has no "
-		    "device yet (register after address resolution)");
-		return NULL;
-	}
 	/* Record what verbs will really grant, so that the checks at post
 	 * time agree with the hardware. */
 	if (access & (EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC))
 		access |= EVRDMA_ACCESS_LOCAL_WRITE;
-
+	if (evrdma__mem_pin_check(span) < 0)
+		return NULL;
 	mr = calloc(1, sizeof(*mr));
 	if (mr == NULL) {
 		evrdma__fail(ENOMEM, "evrdma_mr_reg: out of memory");
 		return NULL;
 	}
 	errno = 0;
-	ibmr = EVRDMA_SYM(ibv_reg_mr)(dev->pd, addr, len,
-	    evrdma__access_to_ibv(access));
+	if ((access & ACCESS_REMOTE) && EVRDMA_SYM(ibv_reg_mr_iova2)) {
+		/* zero-based, keeping the offset within the page (the
+		 * kernel maps whole pages) */
+		iova = (uintptr_t)addr & ((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+		ibmr = EVRDMA_SYM(ibv_reg_mr_iova2)(pd->pd, addr, len, iova,
+		    (unsigned)evrdma__access_to_ibv(access));
+	} else {
+		ibmr = EVRDMA_SYM(ibv_reg_mr)(pd->pd, addr, len,
+		    evrdma__access_to_ibv(access));
+	}
 	if (ibmr == NULL) {
 		err = errno ? errno : ENOMEM;
 		free(mr);
@@ -88,67 +186,75 @@ evrdma_mr_reg(struct evrdma_conn *conn, void *addr, size_t len, int access)
 			    strerror(err));
 		return NULL;
 	}
-	mr->base = conn->base;
-	mr->dev = dev;
+	pin_add((ssize_t)span);
+	mr->base = base;
+	mr->pd = pd;
+	pd->refcnt++;		/* the PD must outlive its regions */
 	mr->mr = ibmr;
 	mr->addr = addr;
 	mr->len = len;
+	mr->iova = iova;
 	mr->access = access;
-	/* The PD must outlive every region registered on it. */
-	dev->refcnt++;
-	LIST_INSERT_HEAD(&mr->base->mrs, mr, link);
-	mr->base->stats.mrs++;
+	mr->fin.fn = mr_fin;
+	LIST_INSERT_HEAD(&base->mrs, mr, link);
+	base->stats.mrs++;
 	return mr;
 }
 
-static void
-mr_destroy(struct evrdma_mr *mr)
+struct evrdma_mr *
+evrdma_mr_reg(struct evrdma_conn *conn, void *addr, size_t len, int access)
 {
-	struct evrdma_dev *dev = mr->dev;
-	int rc;
-
-	rc = EVRDMA_SYM(ibv_dereg_mr)(mr->mr);
-	if (rc != 0)
-		/* Nothing to retry: the device may be gone. The handle is
-		 * dropped either way so that the device can be closed. */
-		evrdma__log(EVRDMA_LOG_WARN, "ibv_dereg_mr: %s",
-		    strerror(rc > 0 ? rc : errno));
-	LIST_REMOVE(mr, link);
-	mr->base->stats.mrs--;
-	free(mr);
-	evrdma__dev_put(dev);
+	if (conn == NULL || addr == NULL || len == 0) {
+		evrdma__fail(EINVAL, "evrdma_mr_reg: NULL connection or "
+		    "address, or zero length");
+		return NULL;
+	}
+	if (access & ~ACCESS_ALL) {
+		evrdma__fail(EINVAL, "evrdma_mr_reg: unknown access flags 0x%x",
+		    (unsigned)(access & ~ACCESS_ALL));
+		return NULL;
+	}
+	if (conn->base == NULL) {
+		evrdma__fail(EPIPE, "evrdma_mr_reg: the connection's base was "
+		    "freed");
+		return NULL;
+	}
+	if (conn->pd == NULL) {
+		evrdma__fail(ENOTCONN, "evrdma_mr_reg: the connection has no "
+		    "device yet (register from the prepare callback or "
+		    "EVRDMA_EV_CONNECTED on)");
+		return NULL;
+	}
+	return evrdma__mr_reg(conn->base, conn->pd, addr, len, access);
 }
 
 void
 evrdma_mr_free(struct evrdma_mr *mr)
 {
-	if (mr == NULL)
+	if (mr == NULL || mr->freed)
 		return;
-	if (mr->inflight > 0) {
+	mr->freed = 1;
+	if (mr->inflight > 0 && mr->base)
 		/* The HCA may still touch the memory: deregister when the
 		 * last request using it completes (evrdma__mr_release). */
-		mr->freed = 1;
 		return;
-	}
 	mr_destroy(mr);
+	free(mr);
 }
 
 void
-evrdma__mr_release_last(struct evrdma_mr *mr)
-{
-	if (mr->freed)
-		mr_destroy(mr);
-}
-
-void
-evrdma__mr_free_all(struct evrdma_base *base)
+evrdma__mr_release_all(struct evrdma_base *base)
 {
 	struct evrdma_mr *mr;
 
 	/* Called by base free after every connection is gone, so nothing
-	 * still references these regions; inflight is ignored. */
-	while ((mr = LIST_FIRST(&base->mrs)) != NULL)
+	 * still uses these regions. The user's handles stay valid (husks)
+	 * until evrdma_mr_free(). */
+	while ((mr = LIST_FIRST(&base->mrs)) != NULL) {
 		mr_destroy(mr);
+		if (mr->freed)
+			free(mr);
+	}
 }
 
 void *
@@ -169,6 +275,9 @@ evrdma_mr_export(const struct evrdma_mr *mr, size_t off, size_t len,
 {
 	if (mr == NULL || out == NULL)
 		return evrdma__fail(EINVAL, "evrdma_mr_export: NULL argument");
+	if (mr->mr == NULL)
+		return evrdma__fail(EPIPE, "evrdma_mr_export: the region was "
+		    "released with its base");
 	/* Written so that off + len cannot wrap around. */
 	if (len == 0 || off > mr->len || len > mr->len - off)
 		return evrdma__fail(EINVAL, "evrdma_mr_export: range "
@@ -177,99 +286,8 @@ evrdma_mr_export(const struct evrdma_mr *mr, size_t off, size_t len,
 	if (!(mr->access & ACCESS_REMOTE))
 		return evrdma__fail(EACCES, "evrdma_mr_export: the region "
 		    "has no remote access flag");
-	out->addr = (uint64_t)((uintptr_t)mr->addr + off);
+	out->addr = mr->iova + off;
 	out->len = len;
 	out->rkey = mr->mr->rkey;
-	return 0;
-}
-
-static void
-put_be32(uint8_t *p, uint32_t v)
-{
-	int i;
-
-	for (i = 3; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static void
-put_be64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static uint32_t
-get_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	    ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint64_t
-get_be64(const uint8_t *p)
-{
-	return ((uint64_t)get_be32(p) << 32) | get_be32(p + 4);
-}
-
-int
-evrdma_remote_encode(const struct evrdma_remote *rem, void *buf,
-    size_t buflen)
-{
-	uint8_t *p = buf;
-
-	if (rem == NULL || buf == NULL)
-		return evrdma__fail(EINVAL, "evrdma_remote_encode: NULL "
-		    "argument");
-	if (buflen < EVRDMA_REMOTE_ENCODED_LEN)
-		return evrdma__fail(ENOSPC, "evrdma_remote_encode: buffer of "
-		    "%zu bytes, need %d", buflen, EVRDMA_REMOTE_ENCODED_LEN);
-	p[0] = REMOTE_MAGIC0;
-	p[1] = REMOTE_MAGIC1;
-	p[2] = REMOTE_VERSION;
-	p[3] = 0;
-	put_be32(p + 4, rem->rkey);
-	put_be64(p + 8, rem->addr);
-	put_be64(p + 16, rem->len);
-	return EVRDMA_REMOTE_ENCODED_LEN;
-}
-
-int
-evrdma_remote_decode(struct evrdma_remote *out, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	struct evrdma_remote rem;
-
-	if (out == NULL || buf == NULL)
-		return evrdma__fail(EINVAL, "evrdma_remote_decode: NULL "
-		    "argument");
-	if (len != EVRDMA_REMOTE_ENCODED_LEN)
-		return evrdma__fail(EINVAL, "evrdma_remote_decode: %zu bytes, "
-		    "expected %d", len, EVRDMA_REMOTE_ENCODED_LEN);
-	if (p[0] != REMOTE_MAGIC0 || p[1] != REMOTE_MAGIC1)
-		return evrdma__fail(EPROTO, "evrdma_remote_decode: bad magic");
-	if (p[2] != REMOTE_VERSION)
-		return evrdma__fail(EPROTO, "evrdma_remote_decode: "
-		    "unsupported version %u", p[2]);
-	if (p[3] != 0)
-		return evrdma__fail(EPROTO, "evrdma_remote_decode: nonzero "
-		    "reserved byte");
-	rem.rkey = get_be32(p + 4);
-	rem.addr = get_be64(p + 8);
-	rem.len = get_be64(p + 16);
-	/* The bytes may come from an untrusted peer: reject descriptors
-	 * whose end does not fit in a 64-bit address. */
-	if (rem.len == 0)
-		return evrdma__fail(EPROTO, "evrdma_remote_decode: zero length");
-	if (rem.len > UINT64_MAX - rem.addr)
-		return evrdma__fail(EPROTO, "evrdma_remote_decode: address + "
-		    "length overflows");
-	*out = rem;
 	return 0;
 }

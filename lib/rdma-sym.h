@@ -52,7 +52,8 @@
 	X(cm, int, rdma_get_cm_event, (struct rdma_event_channel *, struct rdma_cm_event **)) \
 	X(cm, int, rdma_ack_cm_event, (struct rdma_cm_event *)) \
 	X(cm, const char *, rdma_event_str, (enum rdma_cm_event_type)) \
-	X(cm, __be16, rdma_get_src_port, (struct rdma_cm_id *))
+	X(cm, __be16, rdma_get_src_port, (struct rdma_cm_id *)) \
+	X(cm, int, rdma_notify, (struct rdma_cm_id *, enum ibv_event_type))
 
 struct evrdma_rdma_syms {
 #define EVRDMA_SYM_FIELD(lib, ret, name, args) ret (*name) args;
@@ -62,6 +63,11 @@ struct evrdma_rdma_syms {
 	/* ibv_query_port's exported symbol takes the old, shorter attribute
 	 * struct; the header's inline wrapper prefers the provider's op. */
 	int (*ibv_query_port_compat)(struct ibv_context *, uint8_t, void *);
+	/* Optional (rdma-core 29+): registration at an address of our
+	 * choosing, so that no process address goes on the wire. NULL when
+	 * the library is older. */
+	struct ibv_mr *(*ibv_reg_mr_iova2)(struct ibv_pd *, void *, size_t,
+	    uint64_t, unsigned int);
 };
 
 extern struct evrdma_rdma_syms evrdma__syms;

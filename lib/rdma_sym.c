@@ -76,6 +76,9 @@ load_all(void)
 		goto fail;
 	}
 	memcpy(&evrdma__syms.ibv_query_port_compat, &sym, sizeof(sym));
+	sym = dlsym(ibv, "ibv_reg_mr_iova2");
+	if (sym)
+		memcpy(&evrdma__syms.ibv_reg_mr_iova2, &sym, sizeof(sym));
 	return;
 fail:
 	/* Keep the handles: dlclose of a half-used verbs library is unsafe

@@ -1,6 +1,5 @@
 /*
- * evrdma: error messages, logging, reason strings, version, and the
- * handshake header carried in rdma_cm private data.
+ * evrdma: error messages, logging, reason strings and the version.
  */
 #include "config.h"
 
@@ -126,7 +125,9 @@ evrdma_reason_str(int reason)
 	case EVRDMA_REASON_DNS:
 		return "host name resolution failed";
 	case EVRDMA_REASON_PROTOCOL:
-		return "evrdma handshake protocol violated";
+		return "the peer broke the evrdma protocol";
+	case EVRDMA_REASON_MISUSE:
+		return "the application broke a rule of the API";
 	}
 	return "unknown reason";
 }
@@ -135,32 +136,4 @@ const char *
 evrdma_version(void)
 {
 	return PACKAGE_VERSION;
-}
-
-void
-evrdma__hs_encode(uint8_t *buf, const struct evrdma_hs *hs)
-{
-	buf[0] = EVRDMA_HS_MAGIC0;
-	buf[1] = EVRDMA_HS_MAGIC1;
-	buf[2] = EVRDMA_HS_MAGIC2;
-	buf[3] = hs->version;
-	buf[4] = hs->type;
-	buf[5] = (uint8_t)(hs->flags >> 8);
-	buf[6] = (uint8_t)hs->flags;
-	buf[7] = hs->code;
-}
-
-int
-evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma_hs *hs)
-{
-	if (buf == NULL || len < EVRDMA_HS_LEN || buf[0] != EVRDMA_HS_MAGIC0 ||
-	    buf[1] != EVRDMA_HS_MAGIC1 || buf[2] != EVRDMA_HS_MAGIC2)
-		return -1;
-	/* Any version is returned: the caller rejects unsupported ones with
-	 * EVRDMA_REJECT_VERSION rather than as a protocol error. */
-	hs->version = buf[3];
-	hs->type = buf[4];
-	hs->flags = (uint16_t)((buf[5] << 8) | buf[6]);
-	hs->code = buf[7];
-	return 0;
 }

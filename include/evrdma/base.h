@@ -6,10 +6,13 @@
 
 /** @file evrdma/base.h
  * An evrdma_base binds evrdma to one libevent event_base. It owns the
- * rdma_cm event channel and, per RDMA device, one protection domain, one
- * completion channel and the completion queues shared by every connection
- * on that device. All of them are libevent read events on the event_base;
- * evrdma creates no thread and never blocks the loop.
+ * rdma_cm event channel and, per RDMA device, one completion channel and
+ * the completion queues shared by every connection on that device (each
+ * connection has a protection domain of its own). All of them are libevent
+ * read events on the event_base; evrdma creates no thread and never blocks
+ * the loop. Several bases (one per thread, each on its own event_base) may
+ * share a device: each hears the device's asynchronous events (a port
+ * going down) for its own connections.
  */
 
 #include <evrdma/util.h>
@@ -37,10 +40,18 @@ EVRDMA_EXPORT struct evrdma_base *evrdma_base_new(struct event_base *eb,
     const struct evrdma_config *cfg);
 
 /**
- * Free the context. Connections and listeners still open are torn down at
- * once without waiting for the peer: their outstanding requests complete
- * with status ECANCELED, no event callback runs. Memory regions still
- * registered are deregistered (their evrdma_mr handles become invalid).
+ * Free the context and every RDMA resource it holds, at once, without
+ * waiting for peers (they see the connections end).
+ *
+ * No callback of yours runs inside this call: work requests still
+ * outstanding are cancelled without their callbacks (the base's end ends
+ * the exactly-once rule, as freeing an event_base ends its events).
+ * Objects you still hold stay valid, closed: connections, listeners,
+ * channels and memory regions become husks that accept no work (posts,
+ * connects and flushes fail with EPIPE; a channel's input still holds what
+ * it received) and that you free with their usual free call, before or
+ * after event_base_free(). Objects you already freed but that were still
+ * closing are finished here.
  * Must not be called from inside an evrdma callback.
  * @param base the context; NULL is allowed
  */

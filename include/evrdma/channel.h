@@ -11,40 +11,80 @@
  * timeouts, flush and free. Moving a bufferevent-over-TCP program to RDMA
  * mostly means replacing bufferevent_* calls with evrdma_channel_* calls.
  *
- * Semantics (as bufferevent):
- *  - the read callback runs when input holds at least the read low
- *    watermark (default 0: any data); above the read high watermark
- *    (default 0: unlimited) no more data enters input, and the peer is then
- *    held back by flow control, never by dropping data;
- *  - the write callback runs when output drains to its low watermark
- *    (default 0) after data was sent;
+ * Semantics (as a socket bufferevent's; the test suite runs the same
+ * scenarios on both and compares the callbacks):
+ *  - the read callback runs after new data, when input holds at least the
+ *    read low watermark (default 0: any data). Input takes at most the
+ *    read high watermark (default 0: unlimited): a stream is cut there, as
+ *    a socket read of that many bytes would cut it, and the rest waits,
+ *    holding the peer back by flow control, never by dropping data;
+ *  - the write callback runs when output drains to its write low watermark
+ *    (default 0) after data was sent, and once each time EV_WRITE is
+ *    enabled while connected (a socket is writable then);
+ *  - the read timeout counts while EV_READ is enabled and input is below
+ *    the high watermark, from the last arrival; the write timeout while
+ *    EV_WRITE is enabled and output holds bytes, from the last send. Either
+ *    disables its direction and reports BEV_EVENT_TIMEOUT with it. Timeouts
+ *    keep microseconds;
  *  - the event callback gets BEV_EVENT_CONNECTED, BEV_EVENT_EOF,
  *    BEV_EVENT_ERROR or BEV_EVENT_TIMEOUT, combined with BEV_EVENT_READING
- *    or BEV_EVENT_WRITING where a direction applies.
+ *    or BEV_EVENT_WRITING where a direction applies;
  *  - a new channel has EV_WRITE enabled and EV_READ disabled; enable
  *    EV_READ to receive.
  *
- * Modes: EVRDMA_CHANNEL_STREAM (ordered bytes, like TCP) and
- * EVRDMA_CHANNEL_MESSAGE (each evrdma_channel_write() is one message that
- * arrives whole; read it with evrdma_channel_read_message()). A message is
- * at most evrdma_channel_max_message() bytes; larger ones fail with
- * EMSGSIZE at the sender. Before the connection is up the limit is the
- * local slot size; if the peer's slots are smaller, a message queued before
- * that which does not fit them fails the channel (BEV_EVENT_ERROR |
- * BEV_EVENT_WRITING, reason EVRDMA_REASON_RESOURCE).
+ * The end of the stream is reported once per direction, after the data:
+ *  - BEV_EVENT_EOF | BEV_EVENT_READING when the peer shut down in order
+ *    (evrdma_channel_shutdown(), or evrdma_channel_free() with nothing of
+ *    ours left unread), once every byte it sent is in input;
+ *  - BEV_EVENT_ERROR | BEV_EVENT_READING, with evrdma_channel_get_error(),
+ *    when the connection ended otherwise (the peer freed with unread data,
+ *    was killed, its host went away, it broke the protocol:
+ *    EVRDMA_REASON_DISCONNECTED, _PROTOCOL, ...), also after the data that
+ *    did arrive;
+ *  - BEV_EVENT_ERROR | BEV_EVENT_WRITING when the connection is over and
+ *    output holds bytes (written before or after), as a socket's write
+ *    fails; this can follow an EOF | READING (the peer shut down, then
+ *    went away). Writes are still accepted, as bufferevent_write() accepts
+ *    them: they wait in output.
+ * Where a socket cannot know and a channel can, the channel says so: once
+ * the connection is over, the end is reported even with EV_READ disabled
+ * and nothing to write, unless received bytes still wait to be read
+ * (then it comes after them, when reading is enabled). A peer process that
+ * is killed ends with ERROR (DISCONNECTED), where a socket peer's kernel
+ * would have sent a FIN (EOF) had it no unread data.
  *
- * Flow control: the receiver advertises a ring of registered slots; the
- * sender writes into free slots with RDMA WRITE with immediate (or, for
- * large messages, leaves them for the receiver to pull with an RDMA READ,
- * see evrdma_config_set_channel_pull()) and may use
- * a slot only when the receiver has returned it (credits), so a receiver
- * that does not read holds the sender back, and no receive is ever missing
- * (no RNR). Received bytes enter input by reference (zero-copy) and the
- * slot returns to the sender when the user drains them; messages under
- * 1 KiB are copied instead (cheaper than a reference) while input holds
- * less than max_input. Memory per channel is fixed by
- * evrdma_config_set_channel_ring(): slots * slot_size for receiving and
- * the same for sending, plus at most max_input bytes copied (small
+ * Modes: EVRDMA_CHANNEL_STREAM (ordered bytes, like TCP) and
+ * EVRDMA_CHANNEL_MESSAGE (each evrdma_channel_write(), and each addition
+ * to output, is one message that arrives whole; read it with
+ * evrdma_channel_read_message()). A message is at most
+ * evrdma_channel_max_message() bytes; larger ones fail with EMSGSIZE at
+ * the sender. Before the connection is up the limit is the local slot
+ * size; if the peer's slots are smaller, a message queued before that
+ * which does not fit them fails the channel (BEV_EVENT_ERROR |
+ * BEV_EVENT_WRITING, reason EVRDMA_REASON_RESOURCE). In message mode the
+ * high watermark admits whole messages only (and one past it into an
+ * empty input); draining a message channel's output directly would cut
+ * messages apart, so it ends the channel (BEV_EVENT_ERROR, reason
+ * EVRDMA_REASON_MISUSE), and input drained other than by
+ * evrdma_channel_read_message() makes that call fail with EBADMSG.
+ *
+ * Flow control and safety (doc/channel-protocol.md, doc/SECURITY.md): each
+ * side posts receives into buffers registered for local writes only, and
+ * grants its peer one credit per buffer; a message is a SEND into the next
+ * one (or, for large messages, a descriptor the receiver uses to pull the
+ * bytes with an RDMA READ from the sender's send ring, see
+ * evrdma_config_set_channel_pull()). A receiver that does not read holds
+ * the sender back, and no receive is ever missing (no RNR). Nothing of a
+ * channel is writable by the peer, and a receive buffer is not posted
+ * again before the application has drained it, so received bytes never
+ * change after delivery. Received bytes enter input by reference
+ * (zero-copy) and the buffer returns to the pool, and a credit to the
+ * sender, when the user drains them; messages under 1 KiB are copied
+ * instead (cheaper than a reference) while input holds less than
+ * max_input. Memory per channel is fixed by
+ * evrdma_config_set_channel_ring(): (slots + 8) * slot_size for receiving
+ * (the slots, 4 control credits and up to 4 spare buffers), slots *
+ * slot_size for sending, plus at most max_input bytes copied (small
  * messages, and any when the user holds more than half of the slots).
  */
 
@@ -86,46 +126,6 @@ typedef void (*evrdma_channel_recv_cb)(struct evrdma_channel *ch,
 typedef void (*evrdma_channel_accept_cb)(struct evrdma_listener *lst,
     struct evrdma_channel *ch, const struct sockaddr *peer, int socklen,
     void *arg);
-
-/**
- * Set the channel ring of a configuration (used by every channel of a base
- * made with it): @p slots receive slots of @p slot_size bytes each, the same
- * again for sending, and @p max_input bytes that may be copied into input
- * (messages under 1 KiB, and any when the user holds more than half of the
- * slots by reference). Queue depths (evrdma_config_set_queue_depth()) must
- * be at least slots + 4; a receive queue of 2 * slots + 4 or more lets
- * receives be reposted in batches after the sends of a pass.
- * Defaults: 16 slots of 65536 bytes, max_input 4 MiB.
- * @param slots 2..4096
- * @param slot_size 64..4194304, a multiple of 64; also the largest message
- * @param max_input 0..1 GiB
- * @return 0, or -1 with errno EINVAL
- */
-EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
-    unsigned slots, unsigned slot_size, size_t max_input);
-
-/**
- * Set from which size on messages this side receives may be pulled: the
- * sender leaves such a message in its send ring and writes only where it
- * is (8 bytes); the receiver fetches it with an RDMA READ into its receive
- * slot. The bytes move as they would by the sender's RDMA WRITE, but the
- * work of moving them is the receiver's: a software RDMA device
- * (Soft-RoCE) does that work on the CPU of the side that posts the
- * request. A sender pulls only while fewer than a quarter of its slots
- * wait for the receiver's READs, and writes the rest itself, so a busy
- * receiver hands the work back and both sides share it. On hardware a
- * pull costs a round trip, hidden while the ring keeps several messages
- * in flight. Pulls are used only where both devices support READs and the
- * send queue has room for them (depth above slots + 4). A sender freed
- * before the receiver has done its pulls keeps the connection for them,
- * up to the teardown timeout (EVRDMA_TIMEOUT_TEARDOWN); if the sender goes
- * away before, the receiver gets BEV_EVENT_ERROR. Counters:
- * evrdma_stats.ch_written and ch_pulled. Default 32768; 0: no pulls.
- * @param min_bytes 0..4194304
- * @return 0, or -1 with errno EINVAL
- */
-EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
-    unsigned min_bytes);
 
 /**
  * Create an unconnected channel.
@@ -180,10 +180,13 @@ EVRDMA_EXPORT void evrdma_channel_setcb(struct evrdma_channel *ch,
 EVRDMA_EXPORT int evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
     evrdma_channel_recv_cb cb);
 
-/** Enable EV_READ and/or EV_WRITE. @return 0 */
+/** Enable EV_READ and/or EV_WRITE. Enabling EV_WRITE while connected
+ * gives one write callback (when output is at or below its low watermark),
+ * as a writable socket does. @return 0, or -1 with errno EINVAL (no
+ * channel) */
 EVRDMA_EXPORT int evrdma_channel_enable(struct evrdma_channel *ch,
     short events);
-/** Disable EV_READ and/or EV_WRITE. @return 0 */
+/** Disable EV_READ and/or EV_WRITE. @return 0, or -1 with errno EINVAL */
 EVRDMA_EXPORT int evrdma_channel_disable(struct evrdma_channel *ch,
     short events);
 /** @return the enabled events */
@@ -194,7 +197,10 @@ EVRDMA_EXPORT short evrdma_channel_get_enabled(struct evrdma_channel *ch);
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
     struct evrdma_channel *ch);
 /** @return the output buffer (owned by the channel); data added to it is
- * sent, in stream mode. In message mode use evrdma_channel_write(). */
+ * sent. In message mode each addition (evbuffer_add(),
+ * evbuffer_add_buffer(), ...) is one message; draining it directly ends
+ * the channel (EVRDMA_REASON_MISUSE), and evbuffer_prepend() on it cuts
+ * messages wrongly. */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
     struct evrdma_channel *ch);
 
@@ -212,8 +218,14 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  * go in order, before what output holds; if writing is disabled before
  * the callback returns, they wait at the front of output; freeing the
  * channel discards them.
- * @return 0, or -1 with errno EMSGSIZE (message too large), EPIPE (after
- *   shutdown, EOF, or error) or ENOMEM
+ *
+ * As bufferevent_write(), writing zero bytes does nothing (stream mode),
+ * and writing after the connection is over is accepted: the bytes wait in
+ * output, and BEV_EVENT_ERROR | BEV_EVENT_WRITING tells that they cannot
+ * go.
+ * @return 0, or -1 with errno EINVAL (no channel, no data, or an empty
+ *   message), EMSGSIZE (message too large), EPIPE (after our own
+ *   evrdma_channel_shutdown()) or ENOMEM
  */
 EVRDMA_EXPORT int evrdma_channel_write(struct evrdma_channel *ch,
     const void *data, size_t len);
@@ -273,16 +285,21 @@ EVRDMA_EXPORT size_t evrdma_channel_max_message(struct evrdma_channel *ch);
 EVRDMA_EXPORT void evrdma_channel_setwatermark(struct evrdma_channel *ch,
     short events, size_t lowmark, size_t highmark);
 
-/** Set read and write timeouts (NULL: none). A read timeout fires when no
- * data arrived for that long while EV_READ is enabled; a write timeout
- * when output is pending and nothing was sent for that long. On a timeout
- * that direction is disabled and BEV_EVENT_TIMEOUT|READING/WRITING is
- * reported. @return 0 */
+/** Set read and write timeouts (NULL: none), to the microsecond. A read
+ * timeout fires when no data arrived for that long while EV_READ is
+ * enabled and input is below its high watermark; a write timeout when
+ * EV_WRITE is enabled, output is pending and nothing was sent for that
+ * long. On a timeout that direction is disabled and
+ * BEV_EVENT_TIMEOUT|READING/WRITING is reported. @return 0, or -1 with
+ * errno EINVAL */
 EVRDMA_EXPORT int evrdma_channel_set_timeouts(struct evrdma_channel *ch,
     const struct timeval *tv_read, const struct timeval *tv_write);
 
 /** Send what output holds now, within the peer's credits, without waiting
- * for the end of the loop iteration. @return 0, or -1 with errno EPIPE */
+ * for the end of the loop iteration. Calls no callback (the write callback
+ * comes from the loop, as for any send), so a write callback may write and
+ * flush without recursing. @return 0, or -1 with errno EPIPE (closed or
+ * failed) or ENOTCONN */
 EVRDMA_EXPORT int evrdma_channel_flush(struct evrdma_channel *ch);
 
 /**
@@ -297,11 +314,14 @@ EVRDMA_EXPORT int evrdma_channel_get_error(struct evrdma_channel *ch);
 
 /**
  * Free the channel at any time, also from its callbacks. Unsent output is
- * discarded (as bufferevent does); the peer sees EOF. What already left
- * output arrives: messages the peer has yet to pull
- * (evrdma_config_set_channel_pull()) keep the connection open in the
- * background until the peer has them, at most the teardown timeout. No
- * callback runs after this call.
+ * discarded (as bufferevent does). What already left output arrives, then
+ * the peer sees EOF: the connection stays open in the background until
+ * the peer has our end (and has pulled what it was to pull, see
+ * evrdma_config_set_channel_pull()), at most the teardown timeout. A
+ * channel freed with received bytes it never read ends the connection at
+ * once instead, as closing a socket with unread data resets it: the peer
+ * sees BEV_EVENT_ERROR (EVRDMA_REASON_DISCONNECTED). No callback runs
+ * after this call. After evrdma_base_free() this frees the closed husk.
  */
 EVRDMA_EXPORT void evrdma_channel_free(struct evrdma_channel *ch);
 

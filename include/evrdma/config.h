@@ -107,12 +107,64 @@ EVRDMA_EXPORT int evrdma_config_set_busy_poll(struct evrdma_config *cfg,
     unsigned usec);
 
 /**
+ * Bound what connect requests can pin on a listener before they are
+ * established: at most @p max connections per listener are half-open
+ * (accepted, with their QP and, for channels, their registered rings,
+ * but not yet established); further requests wait in the listener's
+ * backlog holding nothing, and are served as places free up. Default 32.
+ * @param max 1..65536
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_half_open(struct evrdma_config *cfg,
+    unsigned max);
+
+/**
  * Set the RNR retry count put into the connection parameters (0..7, 7 means
  * retry forever). The raw core leaves flow control to the user.
  * @return 0, or -1 with errno EINVAL
  */
 EVRDMA_EXPORT int evrdma_config_set_rnr_retry(struct evrdma_config *cfg,
     unsigned count);
+
+/**
+ * Set the channel ring of a configuration (used by every channel of a base
+ * made with it): @p slots receive slots of @p slot_size bytes each, the same
+ * again for sending, and @p max_input bytes that may be copied into input
+ * (messages under 1 KiB, and any when the user holds more than half of the
+ * slots by reference). Queue depths (evrdma_config_set_queue_depth()) must
+ * be at least slots + 4; a receive queue of 2 * slots + 4 or more lets
+ * receives be reposted in batches after the sends of a pass.
+ * Defaults: 16 slots of 65536 bytes, max_input 4 MiB.
+ * @param slots 2..4096
+ * @param slot_size 64..4194304, a multiple of 64; also the largest message
+ * @param max_input 0..1 GiB
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
+    unsigned slots, unsigned slot_size, size_t max_input);
+
+/**
+ * Set from which size on messages this side receives may be pulled: the
+ * sender leaves such a message in its send ring and writes only where it
+ * is (8 bytes); the receiver fetches it with an RDMA READ into its receive
+ * slot. The bytes move as they would by the sender's RDMA WRITE, but the
+ * work of moving them is the receiver's: a software RDMA device
+ * (Soft-RoCE) does that work on the CPU of the side that posts the
+ * request. A sender pulls only while fewer than a quarter of its slots
+ * wait for the receiver's READs, and writes the rest itself, so a busy
+ * receiver hands the work back and both sides share it. On hardware a
+ * pull costs a round trip, hidden while the ring keeps several messages
+ * in flight. Pulls are used only where both devices support READs and the
+ * send queue has room for them (depth above slots + 4). A sender freed
+ * before the receiver has done its pulls keeps the connection for them,
+ * up to the teardown timeout (EVRDMA_TIMEOUT_TEARDOWN); if the sender goes
+ * away before, the receiver gets BEV_EVENT_ERROR. Counters:
+ * evrdma_stats.ch_written and ch_pulled. Default 32768; 0: no pulls.
+ * @param min_bytes 0..4194304
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
+    unsigned min_bytes);
 
 #ifdef __cplusplus
 }

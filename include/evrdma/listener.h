@@ -47,6 +47,15 @@ typedef int (*evrdma_prepare_cb)(struct evrdma_listener *lst,
     struct evrdma_conn *conn, const void *pdata, size_t pdata_len,
     void *arg);
 
+/**
+ * Called once when the listener can no longer accept: its RDMA device went
+ * away (@p reason EVRDMA_REASON_DEVICE_REMOVAL). The listener stays valid
+ * and accepts nothing more; free it (from here or later) and listen again
+ * on a device that works. (As evconnlistener_set_error_cb().)
+ */
+typedef void (*evrdma_listener_error_cb)(struct evrdma_listener *lst,
+    int reason, void *arg);
+
 /** @name Flags for evrdma_listener_new()
  * @{ */
 /** Accept connect requests without an evrdma handshake (rping, perftest). */
@@ -57,7 +66,13 @@ typedef int (*evrdma_prepare_cb)(struct evrdma_listener *lst,
  * Bind to @p sa and listen.
  * @param sa IPv4 or IPv6 address; port 0 picks a free port, see
  *   evrdma_listener_get_port()
- * @param backlog pending-request backlog (> 0), as for listen(2)
+ * @param backlog how many connect requests may wait (> 0), as for
+ *   listen(2): a request is accepted at once while fewer than the
+ *   configured number of connections are half-open (accepted, not yet
+ *   established; see evrdma_config_set_half_open()), otherwise it waits
+ *   here, holding no memory and no QP, until a place frees up (at most the
+ *   connect timeout); requests beyond the backlog are rejected with
+ *   EVRDMA_REJECT_RESOURCES
  * @param flags EVRDMA_LISTEN_* flags
  * @param cb accept callback, required
  * @return the listener, or NULL with errno (EINVAL, EADDRINUSE,
@@ -71,13 +86,18 @@ EVRDMA_EXPORT struct evrdma_listener *evrdma_listener_new(
 EVRDMA_EXPORT void evrdma_listener_set_prepare_cb(struct evrdma_listener *lst,
     evrdma_prepare_cb cb, void *arg);
 
+/** Set (or clear with NULL) the error callback. */
+EVRDMA_EXPORT void evrdma_listener_set_error_cb(struct evrdma_listener *lst,
+    evrdma_listener_error_cb cb, void *arg);
+
 /** @return the bound port in host byte order */
 EVRDMA_EXPORT int evrdma_listener_get_port(struct evrdma_listener *lst);
 
 /**
  * Stop listening and free the listener. Connections already handed to the
  * accept callback live on; requests not yet accepted are dropped. Safe from
- * inside the listener's callbacks.
+ * inside the listener's callbacks, and after evrdma_base_free() (which
+ * leaves the listener valid but closed).
  * @param lst the listener; NULL is allowed
  */
 EVRDMA_EXPORT void evrdma_listener_free(struct evrdma_listener *lst);

@@ -31,26 +31,36 @@ struct evrdma_mr;
 #define EVRDMA_ACCESS_REMOTE_ATOMIC	0x08	/**< the peer may do atomics on it (implies LOCAL_WRITE) */
 
 /**
- * Register @p len bytes at @p addr on the device (protection domain) of
- * @p conn. The region can be used by every connection of the same
- * evrdma_base on the same device. The connection must have a device, i.e.
- * be past address resolution (any time from the accept/prepare callback or
- * EVRDMA_EV_CONNECTED on).
+ * Register @p len bytes at @p addr for @p conn: in @p conn's own
+ * protection domain, so that only @p conn (and its peer, if remote access
+ * is granted) can use it. Every connection has a domain of its own: a peer
+ * can never reach memory registered for another connection, whatever rkey
+ * it tries. Posting the region on another connection fails with EXDEV;
+ * register the buffer once per connection that uses it. A region with
+ * remote access is registered zero-based where rdma-core allows
+ * (ibv_reg_mr_iova2): evrdma_mr_export() then hands the peer offsets, not
+ * process addresses. The connection must have its QP, i.e. be past route
+ * resolution (any time from the prepare callback or EVRDMA_EV_CONNECTED
+ * on). Registered memory counts against RLIMIT_MEMLOCK; evrdma checks it
+ * first and says so.
  * @param conn the connection whose device is used
  * @param addr start of the memory; owned by the caller, must stay valid
  *   until the region is freed and no request using it is outstanding
  * @param len bytes, > 0
  * @param access EVRDMA_ACCESS_* flags
  * @return the region, or NULL with errno EINVAL (bad argument or flags),
- *   ENOTCONN (no device yet), or ibv_reg_mr()'s error (ENOMEM: check
- *   RLIMIT_MEMLOCK)
+ *   ENOTCONN (no QP yet), EPIPE (the connection's base was freed), ENOMEM
+ *   (RLIMIT_MEMLOCK would be exceeded; evrdma_errmsg() names the limit),
+ *   or ibv_reg_mr()'s error
  */
 EVRDMA_EXPORT struct evrdma_mr *evrdma_mr_reg(struct evrdma_conn *conn,
     void *addr, size_t len, int access);
 
 /**
  * Deregister and free a region. If requests using it are still outstanding,
- * the deregistration happens when the last of them completes.
+ * the deregistration happens when the last of them completes. A region
+ * whose base was freed (evrdma_base_free()) is already deregistered; this
+ * frees its handle.
  * @param mr the region; NULL is allowed
  */
 EVRDMA_EXPORT void evrdma_mr_free(struct evrdma_mr *mr);
@@ -65,7 +75,7 @@ EVRDMA_EXPORT size_t evrdma_mr_len(const struct evrdma_mr *mr);
  * Hand it to the peer (e.g. in a SEND) as bytes from evrdma_remote_encode().
  */
 struct evrdma_remote {
-	uint64_t addr;		/**< remote virtual address of the first byte */
+	uint64_t addr;		/**< the first byte's address as the peer's device knows it (zero-based regions: its offset in the region's first page) */
 	uint64_t len;		/**< bytes accessible from @c addr */
 	uint32_t rkey;		/**< remote key */
 };

@@ -40,7 +40,8 @@ enum evrdma_reason {
 	EVRDMA_REASON_DEVICE_FATAL,	/**< the device reported a fatal error */
 	EVRDMA_REASON_RESOURCE,		/**< a local resource could not be created; errno says which */
 	EVRDMA_REASON_DNS,		/**< host name resolution failed */
-	EVRDMA_REASON_PROTOCOL		/**< the peer broke the evrdma handshake protocol */
+	EVRDMA_REASON_PROTOCOL,		/**< the peer broke the evrdma protocol (handshake or channel messages) */
+	EVRDMA_REASON_MISUSE		/**< the application broke a documented rule of the API (e.g. drained a message channel's output directly) */
 };
 
 /**

@@ -1,0 +1,686 @@
+/*
+ * evrdma: the channel's semantics, those of libevent's bufferevent over a
+ * socket, independent of how the bytes move (see chan.h). What a user of
+ * a TCP bufferevent relies on holds here, and where a transport cannot do
+ * the same the public header says so:
+ *  - input takes at most the read high watermark; reading, and the read
+ *    timeout, are suspended while input is at it;
+ *  - the read callback runs after new data, when input reaches the low
+ *    watermark; the write callback when output drained to its low
+ *    watermark after bytes were sent, and once each time EV_WRITE is
+ *    enabled (a socket is writable then);
+ *  - the read timeout counts while reading is enabled and not suspended,
+ *    the write timeout while EV_WRITE is enabled and output holds bytes;
+ *    either disables its direction and reports TIMEOUT;
+ *  - the end of the stream is reported once, after the data: EOF when the
+ *    peer shut down in order, ERROR otherwise (see evrdma__chan_check_end).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan.h"
+
+/* ---- message lengths ---- */
+
+int
+evrdma__lenq_push(struct evrdma__lenq *q, size_t len)
+{
+	if (q->count == q->cap) {
+		unsigned ncap = q->cap ? q->cap * 2 : 16, i;
+		size_t *nv = malloc(ncap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		for (i = 0; i < q->count; i++)
+			nv[i] = q->v[(q->head + i) % q->cap];
+		free(q->v);
+		q->v = nv;
+		q->head = 0;
+		q->cap = ncap;
+	}
+	q->v[(q->head + q->count++) % q->cap] = len;
+	q->bytes += len;
+	return 0;
+}
+
+int
+evrdma__lenq_push_front(struct evrdma__lenq *q, size_t len)
+{
+	if (evrdma__lenq_push(q, len) < 0)	/* makes room */
+		return -1;
+	q->count--;
+	q->head = (q->head + q->cap - 1) % q->cap;
+	q->v[q->head] = len;
+	q->count++;
+	return 0;
+}
+
+size_t
+evrdma__lenq_pop(struct evrdma__lenq *q)
+{
+	size_t len;
+
+	if (!q->count)
+		return 0;
+	len = q->v[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+	q->bytes -= len;
+	return len;
+}
+
+/* ---- callbacks to the user ---- */
+
+void
+evrdma__chan_event(struct evrdma_channel *ch, short what)
+{
+	if (!ch->eventcb || ch->freed || !evrdma__base_user_ok(ch->base))
+		return;
+	evrdma__chan_ref(ch);
+	ch->eventcb(ch, what, ch->cbarg);
+	evrdma__chan_unref(ch);
+}
+
+static void
+timer_arm(struct event *ev, const struct timeval *tv)
+{
+	if (ev)
+		evrdma__ev_timer_start_tv(ev, tv);
+}
+
+static void
+rd_timer_update(struct evrdma_channel *ch)
+{
+	if (ch->has_tv_read && ch->connected && evrdma__chan_reading(ch) &&
+	    !ch->rd_held && !ch->rd_ended)
+		timer_arm(ch->rd_timer, &ch->tv_read);
+	else
+		evrdma__ev_stop(ch->rd_timer);
+}
+
+static void
+ch_rd_timeout(void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch->enabled &= ~EV_READ;
+	evrdma__chan_event(ch, BEV_EVENT_TIMEOUT | BEV_EVENT_READING);
+}
+
+static void
+ch_wr_timeout(void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	ch->enabled &= ~EV_WRITE;
+	evrdma__chan_event(ch, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING);
+}
+
+/* ---- output and input ---- */
+
+/*
+ * Output changed. Bytes the user added are sent at the end of the loop
+ * iteration (coalesced with whatever else is written meanwhile); in
+ * message mode each addition is one message. Draining a message channel's
+ * output directly would cut messages apart unseen: that ends the channel
+ * (EVRDMA_REASON_MISUSE) rather than send garbage.
+ */
+static void
+ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	if (ch->out_own || ch->freed)
+		return;
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
+		if (info->n_deleted) {
+			evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a "
+			    "message channel drained directly", (void *)ch);
+			if (ch->base)
+				ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
+			return;
+		}
+		if (info->n_added &&
+		    evrdma__lenq_push(&ch->out_msgs, info->n_added) < 0) {
+			if (ch->base)
+				ch->ops->abort(ch, EVRDMA_REASON_RESOURCE);
+			return;
+		}
+	}
+	if (info->n_added && ch->base)
+		ch->ops->kick(ch);
+}
+
+/* Input shrank while held: what the transport holds may move in, and a
+ * read suspended at the high watermark resumes. */
+static void
+ch_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct evrdma_channel *ch = arg;
+
+	if (!info->n_deleted || ch->freed)
+		return;
+	if (ch->rd_held && (!ch->rd_hi ||
+	    evbuffer_get_length(ch->input) < ch->rd_hi)) {
+		ch->rd_held = 0;
+		rd_timer_update(ch);
+	}
+	if (ch->base)
+		ch->ops->kick(ch);
+}
+
+int
+evrdma__chan_watch_input(struct evrdma_channel *ch, int held)
+{
+	size_t have = evbuffer_get_length(ch->input);
+	int wm = ch->rd_hi && have >= ch->rd_hi;
+
+	if (wm != ch->rd_held) {
+		ch->rd_held = (uint8_t)wm;
+		rd_timer_update(ch);
+	}
+	held = held || wm;
+	if (held && !ch->in_cbent) {
+		ch->in_cbent = evbuffer_add_cb(ch->input, ch_input_cb, ch);
+		if (!ch->in_cbent)
+			return -1;
+	} else if (!held && ch->in_cbent) {
+		evbuffer_remove_cb_entry(ch->input, ch->in_cbent);
+		ch->in_cbent = NULL;
+	}
+	return 0;
+}
+
+void
+evrdma__chan_input_added(struct evrdma_channel *ch, size_t have)
+{
+	if (ch->rd_hi && have >= ch->rd_hi)
+		ch->rd_held = 1;
+	rd_timer_update(ch);
+	if (have >= ch->rd_lo && ch->readcb && !ch->freed &&
+	    evrdma__base_user_ok(ch->base)) {
+		ch->in_read_cb = 1;
+		ch->readcb(ch, ch->cbarg);
+		ch->in_read_cb = 0;
+	}
+}
+
+void
+evrdma__chan_recv(struct evrdma_channel *ch, const void *p, size_t len)
+{
+	rd_timer_update(ch);
+	ch->in_read_cb = 1;
+	ch->recvcb(ch, p, len, ch->cbarg);
+	ch->in_read_cb = 0;
+}
+
+void
+evrdma__chan_sent(struct evrdma_channel *ch, int sent)
+{
+	size_t olen;
+
+	if (ch->freed || !ch->base)
+		return;
+	olen = evbuffer_get_length(ch->output);
+	if (ch->has_tv_write) {
+		if (!olen || !(ch->enabled & EV_WRITE) || ch->wr_ended)
+			evrdma__ev_stop(ch->wr_timer);
+		else if (sent || !evrdma__ev_pending(ch->wr_timer))
+			timer_arm(ch->wr_timer, &ch->tv_write);
+	}
+	if ((sent || ch->write_kick) && olen <= ch->wr_lo && ch->writecb &&
+	    (ch->enabled & EV_WRITE) && !ch->wr_ended) {
+		ch->write_kick = 0;
+		ch->writecb(ch, ch->cbarg);
+	}
+	ch->write_kick = 0;
+}
+
+void
+evrdma__chan_connected(struct evrdma_channel *ch)
+{
+	ch->connected = 1;
+	rd_timer_update(ch);
+	evrdma__chan_event(ch, BEV_EVENT_CONNECTED);
+}
+
+void
+evrdma__chan_connect_failed(struct evrdma_channel *ch, int reason)
+{
+	if (ch->rd_ended && ch->wr_ended)
+		return;
+	ch->rd_ended = ch->wr_ended = 1;
+	ch->error = reason;
+	evrdma__ev_stop(ch->rd_timer);
+	evrdma__ev_stop(ch->wr_timer);
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
+	    evrdma_reason_str(reason));
+	evrdma__chan_event(ch, BEV_EVENT_ERROR);
+}
+
+/*
+ * The end of the stream, reported once per direction, as a socket
+ * bufferevent would where a socket would know, and always once the
+ * connection is over (a socket with reading disabled and nothing to
+ * write learns nothing; a channel does, and says so):
+ *  - with EV_READ enabled, after every received byte is in input: EOF |
+ *    READING when the peer shut down in order (it sent its end: a
+ *    shutdown or a free), ERROR | READING when the connection ended
+ *    otherwise (reason in evrdma_channel_get_error());
+ *  - with output to send and the connection over: ERROR | WRITING;
+ *  - with EV_READ disabled, the connection over and nothing left to read
+ *    or write: as with EV_READ enabled. Bytes still to read keep the end
+ *    waiting until reading is enabled, so that nothing received is lost.
+ * Reporting a direction's end disables it, as bufferevent does.
+ */
+void
+evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
+{
+	short what;
+
+	if (ch->freed || !ch->connected || !evrdma__base_user_ok(ch->base))
+		return;
+	if (!ch->rd_ended && !waiting && (ch->peer_eof || ch->gone) &&
+	    (evrdma__chan_reading(ch) || (ch->gone &&
+	    !evbuffer_get_length(ch->output)))) {
+		ch->rd_ended = 1;
+		if (ch->gone)
+			ch->wr_ended = 1;
+		ch->enabled &= ~EV_READ;
+		evrdma__ev_stop(ch->rd_timer);
+		if (ch->peer_eof) {
+			what = BEV_EVENT_EOF | BEV_EVENT_READING;
+		} else {
+			what = BEV_EVENT_ERROR | BEV_EVENT_READING;
+			ch->error = ch->gone_reason;
+		}
+		if (ch->gone)
+			evrdma__ev_stop(ch->wr_timer);
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
+		    ch->peer_eof ? "end of stream" :
+		    evrdma_reason_str(ch->gone_reason));
+		evrdma__chan_event(ch, what);
+		return;
+	}
+	if (ch->gone && !ch->wr_ended && evbuffer_get_length(ch->output)) {
+		ch->wr_ended = 1;
+		ch->error = ch->gone_reason;
+		ch->enabled &= ~EV_WRITE;
+		evrdma__ev_stop(ch->wr_timer);
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: cannot write: %s",
+		    (void *)ch, evrdma_reason_str(ch->gone_reason));
+		evrdma__chan_event(ch, BEV_EVENT_ERROR | BEV_EVENT_WRITING);
+	}
+}
+
+/* ---- set-up and lifetime ---- */
+
+int
+evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
+    const struct evrdma__chan_ops *ops, int mode)
+{
+	ch->ops = ops;
+	ch->base = base;
+	ch->refcnt = 1;		/* the user's */
+	ch->mode = mode;
+	ch->enabled = EV_WRITE;
+	ch->input = evbuffer_new();
+	ch->output = evbuffer_new();
+	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
+	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
+	if (!ch->input || !ch->output || !ch->rd_timer || !ch->wr_timer ||
+	    !evbuffer_add_cb(ch->output, ch_output_cb, ch))
+		return evrdma__fail(ENOMEM, "channel: out of memory");
+	return 0;
+}
+
+/* The semantics' share of the end: called by the transport's destruct. */
+void
+evrdma__chan_fini(struct evrdma_channel *ch)
+{
+	evrdma__ev_free(ch->rd_timer);
+	evrdma__ev_free(ch->wr_timer);
+	ch->rd_timer = ch->wr_timer = NULL;
+	if (ch->input)
+		evbuffer_free(ch->input);
+	if (ch->output)
+		evbuffer_free(ch->output);
+	ch->input = ch->output = NULL;
+	free(ch->in_msgs.v);
+	free(ch->out_msgs.v);
+}
+
+void
+evrdma__chan_release(struct evrdma_channel *ch)
+{
+	/* the transport frees its part around ours (evrdma__chan_fini) */
+	ch->ops->destruct(ch);
+}
+
+void
+evrdma__chan_orphan(struct evrdma_channel *ch)
+{
+	evrdma__ev_free(ch->rd_timer);
+	evrdma__ev_free(ch->wr_timer);
+	ch->rd_timer = ch->wr_timer = NULL;
+	ch->base = NULL;
+	ch->gone = 1;
+	ch->rd_ended = ch->wr_ended = 1;
+	if (!ch->error)
+		ch->error = EVRDMA_REASON_RESOURCE;
+}
+
+/* ---- the bufferevent-like interface ---- */
+
+static int
+ch_live(const struct evrdma_channel *ch)
+{
+	if (!ch || ch->freed)
+		return evrdma__fail(EINVAL, "no channel");
+	return 0;
+}
+
+int
+evrdma_channel_connect(struct evrdma_channel *ch, const struct sockaddr *sa,
+    int socklen)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (!ch->base)
+		return evrdma__fail(EPIPE, "the channel's base was freed");
+	return ch->ops->connect(ch, sa, socklen);
+}
+
+int
+evrdma_channel_connect_hostname(struct evrdma_channel *ch,
+    struct evdns_base *dns, int family, const char *host, int port)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (!ch->base)
+		return evrdma__fail(EPIPE, "the channel's base was freed");
+	return ch->ops->connect_hostname(ch, dns, family, host, port);
+}
+
+void
+evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
+    evrdma_channel_data_cb writecb, evrdma_channel_event_cb eventcb,
+    void *arg)
+{
+	if (!ch || ch->freed)
+		return;
+	ch->readcb = readcb;
+	ch->writecb = writecb;
+	ch->eventcb = eventcb;
+	ch->cbarg = arg;
+}
+
+int
+evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
+    evrdma_channel_recv_cb cb)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	ch->recvcb = cb;
+	/* data waiting goes to it at the next pass, if input is empty */
+	if (cb && ch->base)
+		ch->ops->kick(ch);
+	return 0;
+}
+
+int
+evrdma_channel_enable(struct evrdma_channel *ch, short events)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	ch->enabled |= events & (EV_READ | EV_WRITE);
+	if (events & EV_READ)
+		rd_timer_update(ch);
+	/* a socket is writable at once: one write callback */
+	if ((events & EV_WRITE) && ch->connected && !ch->wr_ended)
+		ch->write_kick = 1;
+	if (ch->base)
+		ch->ops->kick(ch);
+	return 0;
+}
+
+int
+evrdma_channel_disable(struct evrdma_channel *ch, short events)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	ch->enabled &= ~(events & (EV_READ | EV_WRITE));
+	if (events & EV_READ)
+		evrdma__ev_stop(ch->rd_timer);
+	if (events & EV_WRITE) {
+		evrdma__ev_stop(ch->wr_timer);
+		ch->write_kick = 0;
+	}
+	return 0;
+}
+
+short
+evrdma_channel_get_enabled(struct evrdma_channel *ch)
+{
+	return ch ? ch->enabled : 0;
+}
+
+struct evbuffer *
+evrdma_channel_get_input(struct evrdma_channel *ch)
+{
+	return ch ? ch->input : NULL;
+}
+
+struct evbuffer *
+evrdma_channel_get_output(struct evrdma_channel *ch)
+{
+	return ch ? ch->output : NULL;
+}
+
+size_t
+evrdma_channel_max_message(struct evrdma_channel *ch)
+{
+	return ch ? ch->ops->max_message(ch) : 0;
+}
+
+static int
+ch_check_write(struct evrdma_channel *ch, size_t len)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (ch->shut_wr)
+		return evrdma__fail(EPIPE, "channel is shut down");
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    (len == 0 || len > ch->ops->max_message(ch)))
+		return evrdma__fail(len ? EMSGSIZE : EINVAL, "message of %zu "
+		    "bytes (1..%zu)", len, ch->ops->max_message(ch));
+	return 0;
+}
+
+int
+evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	if (ch_check_write(ch, len) < 0)
+		return -1;
+	if (len == 0)
+		return 0;	/* as bufferevent_write(): nothing to send */
+	if (!data)
+		return evrdma__fail(EINVAL, "no data");
+	if (ch->base && ch->ops->write(ch, data, len) == 0)
+		return 0;
+	/* (in message mode, output's callback counts it as one message) */
+	if (evbuffer_add(ch->output, data, len) < 0)
+		return evrdma__fail(ENOMEM, "out of memory");
+	return 0;
+}
+
+int
+evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
+{
+	size_t len = buf ? evbuffer_get_length(buf) : 0;
+
+	if (!buf)
+		return evrdma__fail(EINVAL, "no buffer");
+	if (ch_check_write(ch, len) < 0)
+		return -1;
+	if (evbuffer_add_buffer(ch->output, buf) < 0)
+		return evrdma__fail(ENOMEM, "out of memory");
+	return 0;
+}
+
+void *
+evrdma_channel_reserve(struct evrdma_channel *ch, size_t len)
+{
+	if (ch_check_write(ch, len) < 0)
+		return NULL;
+	if (!ch->base || ch->gone) {
+		evrdma__fail(EPIPE, "the channel's connection is over");
+		return NULL;
+	}
+	return ch->ops->reserve(ch, len);
+}
+
+int
+evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	return ch->ops->commit(ch, len);
+}
+
+size_t
+evrdma_channel_read(struct evrdma_channel *ch, void *data, size_t len)
+{
+	int n;
+
+	if (!ch || !data)
+		return 0;
+	n = evbuffer_remove(ch->input, data, len);
+	return n > 0 ? (size_t)n : 0;
+}
+
+ssize_t
+evrdma_channel_read_message(struct evrdma_channel *ch, void *data, size_t len)
+{
+	size_t n;
+
+	if (ch_live(ch) < 0)
+		return -1;
+	if (ch->mode != EVRDMA_CHANNEL_MESSAGE) {
+		evrdma__fail(EINVAL, "not a message channel");
+		return -1;
+	}
+	if (!ch->in_msgs.count) {
+		evrdma__fail(EAGAIN, "no message");
+		return -1;
+	}
+	if (evbuffer_get_length(ch->input) != ch->in_msgs.bytes) {
+		/* input was drained (or added to) other than through this
+		 * call: the boundaries are lost */
+		evrdma__fail(EBADMSG, "input changed outside "
+		    "evrdma_channel_read_message(): message boundaries lost");
+		return -1;
+	}
+	n = evrdma__lenq_front(&ch->in_msgs);
+	if (!data)
+		return (ssize_t)n;
+	if (len < n) {
+		evrdma__fail(EMSGSIZE, "message of %zu bytes, buffer %zu", n,
+		    len);
+		return -1;
+	}
+	evrdma__lenq_pop(&ch->in_msgs);
+	evbuffer_remove(ch->input, data, n);
+	return (ssize_t)n;
+}
+
+void
+evrdma_channel_setwatermark(struct evrdma_channel *ch, short events,
+    size_t lowmark, size_t highmark)
+{
+	if (!ch || ch->freed)
+		return;
+	if (events & EV_READ) {
+		ch->rd_lo = lowmark;
+		ch->rd_hi = highmark;
+		/* a lower mark holds what comes next back at once */
+		evrdma__chan_watch_input(ch, ch->in_cbent != NULL);
+		if (ch->base)
+			ch->ops->kick(ch);
+	}
+	if (events & EV_WRITE) {
+		ch->wr_lo = lowmark;
+		ch->wr_hi = highmark;
+	}
+}
+
+int
+evrdma_channel_set_timeouts(struct evrdma_channel *ch,
+    const struct timeval *tv_read, const struct timeval *tv_write)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	ch->has_tv_read = tv_read != NULL;
+	if (tv_read)
+		ch->tv_read = *tv_read;
+	ch->has_tv_write = tv_write != NULL;
+	if (tv_write)
+		ch->tv_write = *tv_write;
+	rd_timer_update(ch);
+	if (!ch->has_tv_write)
+		evrdma__ev_stop(ch->wr_timer);
+	else if ((ch->enabled & EV_WRITE) && ch->connected &&
+	    evbuffer_get_length(ch->output))
+		timer_arm(ch->wr_timer, &ch->tv_write);
+	return 0;
+}
+
+int
+evrdma_channel_flush(struct evrdma_channel *ch)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (!ch->base || ch->gone || ch->wr_ended)
+		return evrdma__fail(EPIPE, "channel is closed or failed");
+	return ch->ops->flush(ch);
+}
+
+int
+evrdma_channel_shutdown(struct evrdma_channel *ch)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (ch->shut_wr || ch->gone || ch->wr_ended)
+		return evrdma__fail(EPIPE, "channel already shut down, closed "
+		    "or failed");
+	ch->shut_wr = 1;
+	if (ch->base)
+		ch->ops->kick(ch);
+	return 0;
+}
+
+int
+evrdma_channel_get_error(struct evrdma_channel *ch)
+{
+	return ch ? ch->error : EVRDMA_REASON_NONE;
+}
+
+void
+evrdma_channel_free(struct evrdma_channel *ch)
+{
+	if (!ch || ch->freed)
+		return;
+	ch->freed = 1;
+	ch->readcb = ch->writecb = NULL;
+	ch->eventcb = NULL;
+	ch->recvcb = NULL;
+	evrdma__ev_stop(ch->rd_timer);
+	evrdma__ev_stop(ch->wr_timer);
+	ch->ops->close(ch);
+	evrdma__chan_unref(ch);
+}

@@ -1,0 +1,172 @@
+/*
+ * evrdma: channels, private. A channel is the bufferevent's semantics
+ * (chan.c: input and output, watermarks, enable/disable, timeouts, EOF,
+ * shutdown and the end of the stream, message boundaries, one reference
+ * count) over a transport that only moves bytes (chan_rdma.c), plugged in
+ * through struct evrdma__chan_ops, as libevent's bufferevent.c is over
+ * bufferevent_sock.c. The transport embeds struct evrdma_channel first and
+ * calls the evrdma__chan_* functions below to tell the semantics what
+ * happened; the semantics call the transport only through the ops.
+ *
+ * Uses libevent's evbuffer API, which is the channel's own API.
+ */
+#ifndef EVRDMA_CHAN_H_INCLUDED_
+#define EVRDMA_CHAN_H_INCLUDED_
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <evrdma/channel.h>
+#include "evrdma-internal.h"
+
+/* Lengths of the messages in input or output (message mode). */
+struct evrdma__lenq {
+	size_t *v;
+	unsigned head, count, cap;
+	size_t bytes;			/* their sum */
+};
+
+int evrdma__lenq_push(struct evrdma__lenq *q, size_t len);
+int evrdma__lenq_push_front(struct evrdma__lenq *q, size_t len);
+size_t evrdma__lenq_pop(struct evrdma__lenq *q);
+
+static inline size_t
+evrdma__lenq_front(const struct evrdma__lenq *q)
+{
+	return q->count ? q->v[q->head] : 0;
+}
+
+struct evrdma__chan_ops {
+	/* Something the transport acts on changed (output grew, input has
+	 * room again, a direction was enabled, a watermark moved, shutdown):
+	 * run a pass soon, from the loop. */
+	void (*kick)(struct evrdma_channel *ch);
+	/* Send what output holds now, without calling the user. */
+	int (*flush)(struct evrdma_channel *ch);
+	/* The user freed the channel: finish what was sent, tell the peer,
+	 * release the transport, and drop the transport's reference. */
+	void (*close)(struct evrdma_channel *ch);
+	/* End the connection at once (the user broke a rule). */
+	void (*abort)(struct evrdma_channel *ch, int reason);
+	int (*connect)(struct evrdma_channel *ch, const struct sockaddr *sa,
+	    int socklen);
+	int (*connect_hostname)(struct evrdma_channel *ch,
+	    struct evdns_base *dns, int family, const char *host, int port);
+	/* A write the transport takes by a faster road than output: 0, or
+	 * -1 when it goes to output (the semantics then add it there). */
+	int (*write)(struct evrdma_channel *ch, const void *data, size_t len);
+	void *(*reserve)(struct evrdma_channel *ch, size_t len);
+	int (*commit)(struct evrdma_channel *ch, size_t len);
+	size_t (*max_message)(struct evrdma_channel *ch);
+	/* The last reference went: free the transport and the memory. */
+	void (*destruct)(struct evrdma_channel *ch);
+};
+
+struct evrdma_channel {
+	const struct evrdma__chan_ops *ops;
+	struct evrdma_base *base;	/* NULL: a husk (base freed) */
+	unsigned refcnt;		/* the user, the transport, passes */
+	int mode;
+	struct evbuffer *input;
+	struct evbuffer *output;
+	/* input's callback, registered only while input's room holds the
+	 * transport back (evrdma__chan_watch_input): a registered one costs
+	 * each evbuffer operation on input some 80 instructions */
+	struct evbuffer_cb_entry *in_cbent;
+	evrdma_channel_data_cb readcb, writecb;
+	evrdma_channel_event_cb eventcb;
+	evrdma_channel_recv_cb recvcb;
+	void *cbarg;
+	short enabled;
+	size_t rd_lo, rd_hi, wr_lo, wr_hi;
+	struct timeval tv_read, tv_write;
+	uint8_t has_tv_read, has_tv_write;
+	struct event *rd_timer, *wr_timer;
+	struct evrdma__lenq in_msgs, out_msgs;
+	uint8_t connected;		/* CONNECTED happened (or accepted) */
+	uint8_t freed;			/* the user's handle is gone */
+	uint8_t shut_wr;		/* evrdma_channel_shutdown() */
+	uint8_t rd_held;		/* input full: reading suspended */
+	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
+	uint8_t out_own;		/* the channel itself changes output */
+	uint8_t in_read_cb;		/* inside the read or receive callback */
+	/* what the transport reports about the end */
+	uint8_t peer_eof;		/* the peer shut down in order */
+	uint8_t gone;			/* the connection is over */
+	int gone_reason;
+	/* what the user was told */
+	uint8_t rd_ended;		/* EOF or ERROR|READING */
+	uint8_t wr_ended;		/* ERROR|WRITING or the whole end */
+	int error;			/* evrdma_channel_get_error() */
+};
+
+/* ---- set-up and lifetime (chan.c) ---- */
+int evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
+    const struct evrdma__chan_ops *ops, int mode);
+
+static inline void
+evrdma__chan_ref(struct evrdma_channel *ch)
+{
+	ch->refcnt++;
+}
+
+/* The last reference went: ops->destruct(), which calls chan_fini()
+ * once the evbuffers' cleanups can no longer reach the transport. */
+void evrdma__chan_release(struct evrdma_channel *ch);
+void evrdma__chan_fini(struct evrdma_channel *ch);
+
+static inline void
+evrdma__chan_unref(struct evrdma_channel *ch)
+{
+	if (--ch->refcnt == 0)
+		evrdma__chan_release(ch);
+}
+
+/* The base is going: timers go, the channel stays as a closed husk. */
+void evrdma__chan_orphan(struct evrdma_channel *ch);
+
+/* ---- what the transport tells the semantics ---- */
+
+static inline int
+evrdma__chan_reading(const struct evrdma_channel *ch)
+{
+	return (ch->enabled & EV_READ) && !ch->freed;
+}
+
+/*
+ * How many bytes input takes now: none while reading is disabled, up to
+ * the read high watermark when one is set (bufferevent reads at most that
+ * much), else any.
+ */
+static inline size_t
+evrdma__chan_room(const struct evrdma_channel *ch, size_t have)
+{
+	if (!evrdma__chan_reading(ch))
+		return 0;
+	if (!ch->rd_hi)
+		return (size_t)-1;
+	return have >= ch->rd_hi ? 0 : ch->rd_hi - have;
+}
+
+/* The connection is up: CONNECTED (active side). */
+void evrdma__chan_connected(struct evrdma_channel *ch);
+/* The connection could not be made: ERROR, once. */
+void evrdma__chan_connect_failed(struct evrdma_channel *ch, int reason);
+/* The transport put bytes into input (@p have: input's length now). */
+void evrdma__chan_input_added(struct evrdma_channel *ch, size_t have);
+/* The transport could not move all it has into input (@p held) or can
+ * again: watch input's drains only while it cannot. */
+int evrdma__chan_watch_input(struct evrdma_channel *ch, int held);
+/* Hand @p len bytes to the receive callback (input is empty). */
+void evrdma__chan_recv(struct evrdma_channel *ch, const void *p, size_t len);
+/* After the transport's sends of a pass: the write timeout and the write
+ * callback (@p sent: it took bytes from output). */
+void evrdma__chan_sent(struct evrdma_channel *ch, int sent);
+/* Report the end of the stream if it is due (see chan.c); @p waiting:
+ * received bytes the transport holds that input has not taken. */
+void evrdma__chan_check_end(struct evrdma_channel *ch, int waiting);
+/* Call the event callback (with a reference held). */
+void evrdma__chan_event(struct evrdma_channel *ch, short what);
+
+#endif /* EVRDMA_CHAN_H_INCLUDED_ */

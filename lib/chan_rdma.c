@@ -1,0 +1,1766 @@
+/*
+ * evrdma: the channel's RDMA transport: rings, posts, receives and their
+ * refill, completions, pulls, and the graceful close. The semantics are in
+ * chan.c; the wire format and credit rules in wire.c
+ * (doc/channel-protocol.md).
+ *
+ * Every message is a SEND WITH IMMEDIATE into the next receive the peer
+ * posted. The receive buffers are registered for local writes only: a peer
+ * can reach nothing of ours but what it sends into a receive we posted
+ * (and, if we let it pull, our send ring, read-only), and a buffer handed
+ * to the application is never posted again until the application has let
+ * go of it, so delivered bytes cannot change.
+ *
+ * Received bytes enter input by reference (zero-copy), except small
+ * messages, which are copied (cheaper than a reference, and the buffer
+ * returns at once); a buffer returns to the receive pool, and a credit to
+ * the peer, when the application drains its bytes. If the application
+ * holds more than half the slots, new data is copied instead (up to
+ * max_input bytes of input) so the sender is not stalled by a slow
+ * consumer of references; past that, data waits in its buffer and flow
+ * control holds the peer.
+ *
+ * Replies skip the evbuffers: a write from the read callback into an empty
+ * output is copied into a send slot left open for the callback's next
+ * writes and posted by the same pass (rc_write_open), and a receive
+ * callback (evrdma_channel_set_recv_cb) gets the bytes where they landed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chan.h"
+
+/* spare receives beyond R + C: credits can go back before the pass has
+ * reposted what it consumed (the refill waits until after the sends) */
+#define SPARE_RECVS	4
+/* messages under this size are copied into input; writes from this size
+ * on (and any write into an empty output) are copied straight into a send
+ * slot */
+#define STAGE_MIN	1024
+
+/* receive buffers */
+enum { RB_FREE, RB_POSTED, RB_READY, RB_PULL, RB_PULLING, RB_LOST };
+
+/* send slots */
+enum { SLOT_FREE, SLOT_STAGED, SLOT_POSTED, SLOT_RESERVED, SLOT_OPEN };
+#define SF_PULL		0x01	/* posted as a pull */
+#define SF_SENT		0x02	/* its send completed */
+#define SF_PULLED	0x04	/* the peer reported the pull done */
+
+struct ch_rdma;
+
+/* Memory of a ring, kept while evbuffer references into it live (the
+ * user may move them anywhere). */
+struct ch_ring {
+	struct ch_rdma *owner;		/* NULL once the channel is gone */
+	uint8_t *mem;
+	size_t len;
+	unsigned refs;			/* references + 1 for the channel */
+	struct ch_slotref {
+		struct ch_ring *ring;
+		unsigned idx;
+	} *slot;
+};
+
+struct ch_rbuf {
+	uint32_t len;			/* the message's bytes */
+	uint32_t off;			/* of which already in input */
+	uint32_t pslot;			/* a pull: the peer's send slot */
+	uint16_t refs;			/* input references into it */
+	uint8_t state;			/* RB_* */
+	uint8_t queued;			/* in rxq: not all in input yet */
+};
+
+struct ch_rdma {
+	struct evrdma_channel ch;	/* first */
+	struct evrdma_conn *conn;	/* until closed() */
+	int conn_freed;			/* evrdma_conn_free() done */
+	int passive;
+	int established;		/* the user has it, connected */
+	int ended;			/* the connection ended */
+	int closing;			/* the user freed the channel */
+	int pre_send;			/* inside the pass's read callbacks */
+	int again;			/* ... which asked for another pass */
+	struct evrdma__work pump_work;
+	struct event *linger_ev;
+
+	/* ours */
+	unsigned slots, ctrl, spare, nbuf;
+	uint32_t slot_size;
+	size_t max_input;
+	uint32_t pull_min;		/* we pull DATA of this size on */
+	unsigned pull_cap;		/* READs the send queue has room for */
+
+	/* the peer's */
+	unsigned peer_slots, peer_ctrl;
+	uint32_t peer_slot_size, peer_pull_min;
+	struct evrdma_remote peer_src;	/* its send ring, if we pull */
+
+	/* receive pool: nbuf buffers of slot_size, local write only */
+	struct ch_ring *rring;
+	struct evrdma_mr *rmr;
+	struct ch_rbuf *rb;
+	unsigned *rfree, nfree;		/* stack of free buffers */
+	unsigned *rxq;			/* arrived DATA in order (ring) */
+	uint64_t rx_head, rx_tail, rx_pull;	/* rx_pull: next READ */
+	unsigned posted;		/* receives posted */
+	unsigned held;			/* DATA arrived, buffer not free */
+	unsigned ret_data, ret_ctrl, ret_pull;	/* owed to the peer */
+	unsigned refs_held;		/* buffers input references */
+	unsigned pull_wait, pull_out;
+	int peer_starved;
+	int data_lost;			/* a pull could not be done */
+
+	/* send ring: slots of slot_size, then a pull descriptor for each */
+	struct ch_ring *sring;
+	struct evrdma_mr *smr;
+	int src_remote;			/* smr is readable by the peer */
+	int pullable;			/* the peer pulls, and may */
+	uint8_t *sstate, *sflags;
+	unsigned *sfifo, sfifo_head, sfifo_n;	/* posted DATA, in order */
+	unsigned *spq, spq_head, spq_n;		/* pulls not reported done */
+	unsigned snext, sfree;
+	int resv;			/* reserved slot, or -1 */
+	size_t resv_len;
+	int resv_wanted;		/* a reserve failed: EAGAIN */
+	int wopen;			/* slot of the open write, or -1 */
+	size_t wopen_len;
+	unsigned s_credits, c_credits;	/* the peer's, in hand */
+	int eof_sent, eof_done;
+};
+
+static void rc_schedule(struct ch_rdma *rc);
+static void rc_linger_check(struct ch_rdma *rc);
+
+static struct ch_rdma *
+to_rc(struct evrdma_channel *ch)
+{
+	return (struct ch_rdma *)ch;
+}
+
+/* ---- rings ---- */
+
+/* @p n slots of @p size bytes and @p extra bytes after them, zeroed and
+ * page-aligned: registered memory never shows what it held before. */
+static struct ch_ring *
+ring_new(struct ch_rdma *rc, unsigned n, size_t size, size_t extra)
+{
+	struct ch_ring *r = calloc(1, sizeof(*r));
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned i;
+
+	if (!r)
+		return NULL;
+	r->owner = rc;
+	r->refs = 1;
+	r->len = (size_t)n * size + extra;
+	if (posix_memalign((void **)&r->mem, pg, (r->len + pg - 1) & ~(pg - 1)))
+		r->mem = NULL;
+	r->slot = calloc(n, sizeof(*r->slot));
+	if (!r->mem || !r->slot) {
+		free(r->mem);
+		free(r->slot);
+		free(r);
+		return NULL;
+	}
+	memset(r->mem, 0, r->len);
+	for (i = 0; i < n; i++) {
+		r->slot[i].ring = r;
+		r->slot[i].idx = i;
+	}
+	return r;
+}
+
+static void
+ring_unref(struct ch_ring *ring)
+{
+	if (--ring->refs)
+		return;
+	free(ring->mem);
+	free(ring->slot);
+	free(ring);
+}
+
+/* ---- credits and control messages ---- */
+
+static size_t
+rc_chunk(const struct ch_rdma *rc)
+{
+	return rc->peer_slot_size < rc->slot_size ?
+	    rc->peer_slot_size : rc->slot_size;
+}
+
+/* Post every free receive buffer; the receives return their buffer. */
+static void rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+
+static int
+rc_post_free(struct ch_rdma *rc)
+{
+	size_t offs[64];
+	void *args[64];
+	unsigned n, i;
+	int k;
+
+	while (rc->nfree) {
+		n = rc->nfree < 64 ? rc->nfree : 64;
+		for (i = 0; i < n; i++) {
+			unsigned idx = rc->rfree[rc->nfree - 1 - i];
+
+			offs[i] = (size_t)idx * rc->slot_size;
+			args[i] = &rc->rring->slot[idx];
+		}
+		k = evrdma__conn_post_recvs(rc->conn, rc->rmr, offs,
+		    rc->slot_size, n, rc_recv_cb, args);
+		if (k < 0)
+			return -1;
+		for (i = 0; i < (unsigned)k; i++)
+			rc->rb[rc->rfree[--rc->nfree]].state = RB_POSTED;
+		rc->posted += (unsigned)k;
+		if ((unsigned)k < n)
+			return evrdma__fail(ENOMEM, "cannot post receives");
+	}
+	return 0;
+}
+
+/* Before credits go back: receives for everything the peer may then
+ * send (evrdma__ch_recvs_cover). */
+static int
+rc_returns_ready(struct ch_rdma *rc, unsigned data_after, unsigned ctrl_after)
+{
+	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	    data_after, ctrl_after))
+		return 0;
+	if (rc_post_free(rc) < 0)
+		return -1;
+	if (!evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	    data_after, ctrl_after))
+		return evrdma__fail(ENOMEM, "receives do not cover the credits");
+	return 0;
+}
+
+/* The immediate of a message of @p type, carrying what we owe. */
+static int
+rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
+{
+	unsigned d = rc->ret_data > EVRDMA_CH_DRET_MAX ? EVRDMA_CH_DRET_MAX :
+	    rc->ret_data;
+	unsigned p = rc->ret_pull > EVRDMA_CH_PDONE_MAX ? EVRDMA_CH_PDONE_MAX :
+	    rc->ret_pull;
+
+	if (rc_returns_ready(rc, rc->ret_data - d, 0) < 0)
+		return -1;
+	memset(m, 0, sizeof(*m));
+	m->type = (uint8_t)type;
+	m->dret = (uint16_t)d;
+	m->cret = (uint8_t)rc->ret_ctrl;
+	m->pdone = (uint8_t)p;
+	rc->ret_data -= d;
+	rc->ret_ctrl = 0;
+	rc->ret_pull -= p;
+	rc->peer_starved = 0;
+	return 0;
+}
+
+static void
+rc_ctrl_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+}
+
+static void
+rc_eof_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	if (!wc->status) {
+		rc->eof_done = 1;
+		rc_linger_check(rc);
+	}
+}
+
+/* A CREDIT or EOF: 1 posted, 0 no control credit in hand, -1 failed. */
+static int
+rc_post_ctrl(struct ch_rdma *rc, int type, int starved)
+{
+	struct evrdma__ch_imm m;
+	int eof = type == EVRDMA_CH_EOF;
+
+	if (!rc->c_credits)
+		return 0;
+	if (rc_take_returns(rc, type, &m) < 0)
+		return -1;
+	m.starved = (uint8_t)starved;
+	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+	    evrdma__ch_imm_encode(&m), eof ? rc_eof_cb : rc_ctrl_cb, rc) < 0)
+		return -1;
+	rc->c_credits--;
+	return 1;
+}
+
+/* ---- the end ---- */
+
+/* A rule of the protocol broken: the peer loses its access at once. */
+static void
+rc_violation(struct ch_rdma *rc, const char *why)
+{
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
+	    "peer: %s", (void *)rc, why);
+	if (rc->conn)
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
+}
+
+static void
+rc_conn_free(struct ch_rdma *rc)
+{
+	if (rc->conn && !rc->conn_freed) {
+		rc->conn_freed = 1;
+		evrdma__ev_stop(rc->linger_ev);
+		evrdma_conn_free(rc->conn);
+	}
+}
+
+/* The user freed the channel and the peer has what was sent: close. */
+static void
+rc_linger_check(struct ch_rdma *rc)
+{
+	if (rc->closing && rc->eof_done && !rc->spq_n)
+		rc_conn_free(rc);
+}
+
+static void
+rc_linger_timeout(void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: the peer did not confirm "
+	    "the end in time; closing", (void *)rc);
+	rc_conn_free(rc);
+}
+
+/* ---- receive side ---- */
+
+static void
+rb_free(struct ch_rdma *rc, unsigned idx)
+{
+	rc->rb[idx].state = RB_FREE;
+	rc->rfree[rc->nfree++] = idx;
+}
+
+/* A DATA buffer is done with: the buffer goes back to the pool and its
+ * credit to the peer. */
+static void
+rb_release(struct ch_rdma *rc, unsigned idx)
+{
+	rb_free(rc, idx);
+	rc->held--;
+	rc->ret_data++;
+	if (!rc->pre_send)
+		rc_schedule(rc);
+}
+
+static void
+rc_ref_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct ch_rdma *rc = ring->owner;
+
+	if (rc) {
+		struct ch_rbuf *b = &rc->rb[ref->idx];
+
+		if (--b->refs == 0) {
+			rc->refs_held--;
+			if (!b->queued)
+				rb_release(rc, ref->idx);
+		}
+	}
+	ring_unref(ring);
+}
+
+static void
+rxq_pop(struct ch_rdma *rc)
+{
+	rc->rx_head++;
+	if (rc->rx_pull < rc->rx_head)
+		rc->rx_pull = rc->rx_head;
+}
+
+/* The buffer at the head of rxq, if it can be delivered now. */
+static int
+rxq_ready(struct ch_rdma *rc)
+{
+	return rc->rx_head < rc->rx_tail &&
+	    rc->rb[rc->rxq[rc->rx_head % rc->nbuf]].state == RB_READY;
+}
+
+/*
+ * Move arrived data into input while reading is enabled and input has
+ * room (or hand it to the receive callback while input is empty); then
+ * the read callback.
+ */
+static void
+rc_deliver(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	/* input's length, kept here: only we add to it in this loop */
+	size_t have = evbuffer_get_length(ch->input);
+	int moved = 0, held = 0;
+
+	while (evrdma__chan_reading(ch) && rxq_ready(rc)) {
+		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
+		struct ch_rbuf *b = &rc->rb[idx];
+		uint8_t *p = rc->rring->mem + (size_t)idx * rc->slot_size +
+		    b->off;
+		size_t len = b->len - b->off, room, take;
+
+		if (ch->recvcb && !have) {
+			/* zero-copy to the user; the buffer goes back to
+			 * the peer as soon as the callback returns */
+			rxq_pop(rc);
+			b->queued = 0;
+			evrdma__chan_recv(ch, p, len);
+			rb_release(rc, idx);
+			if (ch->freed)
+				return;
+			/* it may have put bytes in input: what comes next
+			 * goes there, behind them */
+			have = evbuffer_get_length(ch->input);
+			continue;
+		}
+		room = evrdma__chan_room(ch, have);
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			/* whole messages, and one even past the mark when
+			 * input is empty (it could never enter otherwise) */
+			take = (len <= room || !have) && room ? len : 0;
+		else
+			take = len < room ? len : room;
+		if (!take) {
+			held = 1;
+			break;
+		}
+		if ((take < STAGE_MIN || rc->refs_held >= rc->slots / 2) &&
+		    have + take <= rc->max_input) {
+			if (evbuffer_add(ch->input, p, take) < 0) {
+				held = 1;
+				break;
+			}
+		} else if (rc->refs_held < rc->slots / 2) {
+			rc->rring->refs++;
+			if (evbuffer_add_reference(ch->input, p, take,
+			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
+				rc->rring->refs--;
+				held = 1;
+				break;
+			}
+			if (b->refs++ == 0)
+				rc->refs_held++;
+		} else {
+			held = 1;
+			break;	/* held in its buffer: the peer waits */
+		}
+		have += take;
+		b->off += (uint32_t)take;
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+		    evrdma__lenq_push(&ch->in_msgs, take) < 0) {
+			evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+			return;
+		}
+		moved = 1;
+		if (b->off < b->len)
+			continue;	/* cut at the high watermark */
+		rxq_pop(rc);
+		b->queued = 0;
+		if (!b->refs)
+			rb_release(rc, idx);
+	}
+	/* before the read callback: what it reads may let more in */
+	if (evrdma__chan_watch_input(ch, held) < 0 && rc->conn)
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+	if (moved)
+		evrdma__chan_input_added(ch, have);
+}
+
+/* The peer has done @p n more of our pulls (in order). -1 when it claims
+ * more than we made. */
+static int
+rc_pulls_done(struct ch_rdma *rc, unsigned n)
+{
+	if (n > rc->spq_n)
+		return -1;
+	for (; n; n--) {
+		unsigned idx = rc->spq[rc->spq_head];
+
+		rc->spq_head = (rc->spq_head + 1) % rc->slots;
+		rc->spq_n--;
+		rc->sflags[idx] |= SF_PULLED;
+		if (rc->sflags[idx] & SF_SENT) {
+			rc->sstate[idx] = SLOT_FREE;
+			rc->sfree++;
+		}
+	}
+	rc_linger_check(rc);
+	return 0;
+}
+
+/* A DATA message arrived in buffer @p idx. */
+static void
+rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
+    uint32_t byte_len)
+{
+	struct ch_rbuf *b = &rc->rb[idx];
+
+	if (rc->ch.peer_eof) {
+		rb_free(rc, idx);
+		rc_violation(rc, "data after EOF");
+		return;
+	}
+	if (!evrdma__ch_data_allowed(rc->held + rc->ret_data, rc->slots)) {
+		rb_free(rc, idx);
+		rc_violation(rc, "data beyond its credits");
+		return;
+	}
+	if (m->pull) {
+		struct evrdma__ch_pull d;
+		const char *why;
+
+		if (!rc->pull_min || !rc->peer_src.rkey) {
+			rb_free(rc, idx);
+			rc_violation(rc, "pull not offered");
+			return;
+		}
+		if (evrdma__ch_pull_decode(rc->rring->mem +
+		    (size_t)idx * rc->slot_size, byte_len, rc->peer_slots,
+		    rc->peer_slot_size, rc->slot_size, &d, &why) < 0) {
+			rb_free(rc, idx);
+			rc_violation(rc, why);
+			return;
+		}
+		b->len = d.len;
+		b->pslot = d.slot;
+		b->state = RB_PULL;
+		rc->pull_wait++;
+	} else {
+		if (byte_len == 0) {
+			rb_free(rc, idx);
+			rc_violation(rc, "empty data message");
+			return;
+		}
+		b->len = byte_len;
+		b->state = RB_READY;
+	}
+	b->off = 0;
+	b->queued = 1;
+	rc->rxq[rc->rx_tail++ % rc->nbuf] = idx;
+	rc->held++;
+	if (rc->closing) {
+		/* freed: nobody reads; the peer gets its credits (and its
+		 * pulls reported done) so that it is not held up */
+		if (b->state == RB_PULL) {
+			b->state = RB_READY;
+			rc->pull_wait--;
+			rc->ret_pull++;
+		}
+		rc->rx_head = rc->rx_pull = rc->rx_tail;
+		b->queued = 0;
+		rb_release(rc, idx);
+	}
+}
+
+static void
+rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+	unsigned idx = ref->idx;
+	struct evrdma__ch_imm m;
+
+	rc->posted--;
+	if (wc->status) {
+		/* flushed (the connection is ending) or failed (it ends) */
+		rb_free(rc, idx);
+		return;
+	}
+	if (wc->opcode != EVRDMA_OP_RECV || !wc->has_imm) {
+		rb_free(rc, idx);
+		rc_violation(rc, "not a SEND with immediate");
+		return;
+	}
+	if (evrdma__ch_imm_decode(wc->imm_data, &m) < 0) {
+		rb_free(rc, idx);
+		rc_violation(rc, "bad immediate");
+		return;
+	}
+	if (!evrdma__ch_return_valid(rc->s_credits, m.dret, rc->peer_slots) ||
+	    !evrdma__ch_return_valid(rc->c_credits, m.cret, rc->peer_ctrl)) {
+		rb_free(rc, idx);
+		rc_violation(rc, "credits returned that were not lent");
+		return;
+	}
+	if (rc_pulls_done(rc, m.pdone) < 0) {
+		rb_free(rc, idx);
+		rc_violation(rc, "pulls acknowledged that were not made");
+		return;
+	}
+	rc->s_credits += m.dret;
+	rc->c_credits += m.cret;
+	if (m.starved)
+		rc->peer_starved = 1;
+	if (m.type == EVRDMA_CH_DATA) {
+		rc_take_data(rc, idx, &m, wc->byte_len);
+	} else {
+		rb_free(rc, idx);
+		if (!evrdma__ch_ctrl_allowed(rc->ret_ctrl, rc->ctrl)) {
+			rc_violation(rc, "control beyond its credits");
+			return;
+		}
+		rc->ret_ctrl++;
+		if (m.type == EVRDMA_CH_EOF) {
+			if (rc->ch.peer_eof) {
+				rc_violation(rc, "a second EOF");
+				return;
+			}
+			rc->ch.peer_eof = 1;
+		}
+	}
+	/* After the poll pass, not from inside it: sending there lets
+	 * channels with traffic in flight refill ahead of the others
+	 * (measured: unfair with 200 channels), and one pass per poll
+	 * batches what all of its completions made due. */
+	rc_schedule(rc);
+}
+
+static void
+rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+	struct ch_rbuf *b = &rc->rb[ref->idx];
+
+	rc->pull_out--;
+	if (wc->status) {
+		/* its bytes are lost: the connection fails for it, and the
+		 * stream cannot end in order */
+		b->state = RB_LOST;
+		rc->data_lost = 1;
+		return;
+	}
+	b->state = RB_READY;
+	rc->ret_pull++;
+	rc_schedule(rc);
+}
+
+/* Post the READs of pulls, in arrival order, as far as the send queue has
+ * room for them beside our own messages. */
+static int
+rc_post_pulls(struct ch_rdma *rc)
+{
+	while (rc->rx_pull < rc->rx_tail) {
+		unsigned idx = rc->rxq[rc->rx_pull % rc->nbuf];
+		struct ch_rbuf *b = &rc->rb[idx];
+
+		if (b->state == RB_PULL) {
+			if (rc->pull_out >= rc->pull_cap)
+				break;	/* rc_pull_cb resumes */
+			if (evrdma_conn_post_read(rc->conn, rc->rmr,
+			    (size_t)idx * rc->slot_size, b->len, &rc->peer_src,
+			    (uint64_t)b->pslot * rc->peer_slot_size,
+			    rc_pull_cb, &rc->rring->slot[idx]) < 0) {
+				if (errno == EAGAIN)
+					break;	/* a completion resumes */
+				return -1;
+			}
+			b->state = RB_PULLING;
+			rc->pull_wait--;
+			rc->pull_out++;
+		}
+		rc->rx_pull++;
+	}
+	return 0;
+}
+
+/* ---- send side ---- */
+
+/* A free send slot, keeping @p reserve free for the copy path. */
+static int
+slot_alloc(struct ch_rdma *rc, unsigned reserve)
+{
+	unsigned i;
+
+	if (rc->sfree <= reserve)
+		return -1;
+	for (i = 0; i < rc->slots; i++) {
+		unsigned idx = (rc->snext + i) % rc->slots;
+
+		if (rc->sstate[idx] == SLOT_FREE) {
+			rc->snext = (idx + 1) % rc->slots;
+			rc->sfree--;
+			return (int)idx;
+		}
+	}
+	return -1;
+}
+
+static void
+slot_release(struct ch_rdma *rc, unsigned idx)
+{
+	rc->sstate[idx] = SLOT_FREE;
+	rc->sfree++;
+}
+
+static uint8_t *
+slot_mem(struct ch_rdma *rc, unsigned idx)
+{
+	return rc->sring->mem + (size_t)idx * rc->slot_size;
+}
+
+/* Output dropped a staged slot without sending it (the user drained
+ * output, or the channel is going): free again, and zeroed, since a peer
+ * that pulls could read it and it is no longer meant for the peer. */
+static void
+rc_staged_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct ch_rdma *rc = ring->owner;
+
+	if (rc && rc->sstate[ref->idx] == SLOT_STAGED) {
+		memset(slot_mem(rc, ref->idx), 0, len);
+		slot_release(rc, ref->idx);
+	}
+	ring_unref(ring);
+}
+
+/* Copy @p len bytes into a free send slot (one stays for the copy path).
+ * @return the slot, or -1 when none is free */
+static int
+slot_copy(struct ch_rdma *rc, const void *data, size_t len)
+{
+	int idx = slot_alloc(rc, 1);
+
+	if (idx >= 0)
+		memcpy(slot_mem(rc, (unsigned)idx), data, len);
+	return idx;
+}
+
+/* Put the first @p len bytes of send slot @p idx into @p buf by reference,
+ * staged: posted from where they are when they reach output's front.
+ * -1 (out of memory) leaves the slot as it was. */
+static int
+slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
+{
+	rc->sring->refs++;
+	if (evbuffer_add_reference(buf, slot_mem(rc, idx), len,
+	    rc_staged_cleanup, &rc->sring->slot[idx]) < 0) {
+		rc->sring->refs--;
+		return -1;
+	}
+	rc->sstate[idx] = SLOT_STAGED;
+	return 0;
+}
+
+static void
+rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+	unsigned idx = rc->sfifo[rc->sfifo_head];
+
+	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
+	rc->sfifo_n--;
+	/* a pull's slot is free once the peer has also done the pull */
+	rc->sflags[idx] |= SF_SENT;
+	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
+	    wc->status)
+		slot_release(rc, idx);
+	/* a free slot matters only to output waiting for one, or to a
+	 * reservation that found none; send queue room to waiting pulls */
+	if (!wc->status && (evbuffer_get_length(rc->ch.output) ||
+	    rc->resv_wanted || rc->pull_wait))
+		rc_schedule(rc);
+}
+
+/*
+ * Post send slot @p idx holding @p n bytes as the next DATA message, with
+ * the credits we owe; the caller checked the peer's credits.
+ */
+static int
+rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
+{
+	size_t off = (size_t)idx * rc->slot_size;
+	struct evrdma__ch_imm m;
+	int pull;
+
+	rc->sstate[idx] = SLOT_POSTED;
+	/* pull while the peer keeps up with our pulls, write when it lags:
+	 * the bytes move either way, but on a software device the work of
+	 * moving them falls on the CPU of the side that posts the request,
+	 * so this shares it */
+	pull = rc->pullable && n >= rc->peer_pull_min &&
+	    rc->spq_n < (rc->slots / 4 ? rc->slots / 4 : 1);
+	rc->sflags[idx] = pull ? SF_PULL : 0;
+	if (pull) {
+		/* the peer READs the bytes where they are; we send only
+		 * where: a descriptor after the slots */
+		struct evrdma__ch_pull d = { idx, (uint32_t)n };
+
+		off = (size_t)rc->slots * rc->slot_size +
+		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
+		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
+		n = EVRDMA_CH_PULL_DESC_LEN;
+	}
+	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
+		return -1;
+	/* out of credits, or of send slots that pulls hold: the peer
+	 * answers at once (evrdma__ch_credit_due) */
+	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
+	m.pull = (uint8_t)pull;
+	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
+	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
+		return -1;
+	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = idx;
+	if (pull)
+		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = idx;
+	rc->s_credits--;
+	if (pull)
+		rc->ch.base->stats.ch_pulled++;
+	else
+		rc->ch.base->stats.ch_written++;
+	return 0;
+}
+
+/* Send the open write, then as much of output as the credits and our send
+ * ring allow: 1 when something went, 0 when nothing did, -1 on failure. */
+static int
+rc_send_data(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	size_t olen;
+	int sent = 0;
+
+	if (rc->wopen >= 0) {
+		/* it was opened with a credit in hand and goes first, so
+		 * the credit is still there */
+		unsigned idx = (unsigned)rc->wopen;
+
+		rc->wopen = -1;
+		if (rc_post_slot(rc, idx, rc->wopen_len) < 0)
+			return -1;
+		sent = 1;
+	}
+	while ((ch->enabled & EV_WRITE) && evrdma__ch_can_send(rc->s_credits)
+	    && (olen = evbuffer_get_length(ch->output))) {
+		struct evbuffer_iovec v;
+		size_t n, off;
+		int idx = -1;
+
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
+			n = evrdma__lenq_front(&ch->out_msgs);
+			if (n > rc_chunk(rc) || n > olen || !n) {
+				/* written before connect, larger than the
+				 * peer's slots: it cannot go as one message */
+				evrdma__fail(EMSGSIZE, "queued message of %zu "
+				    "bytes exceeds the peer's %zu", n,
+				    rc_chunk(rc));
+				evrdma__conn_abort(rc->conn,
+				    EVRDMA_REASON_RESOURCE);
+				return -1;
+			}
+		} else {
+			n = olen < rc_chunk(rc) ? olen : rc_chunk(rc);
+		}
+		/* a staged slot at the front, exactly this message, or in
+		 * stream mode at least half a message (sent alone: copying
+		 * it to coalesce would cost more than the slot space saved):
+		 * post it where it is; anything else is copied into a free
+		 * slot */
+		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
+		    (v.iov_len == n || (ch->mode != EVRDMA_CHANNEL_MESSAGE &&
+		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) &&
+		    (uint8_t *)v.iov_base >= rc->sring->mem &&
+		    (uint8_t *)v.iov_base < rc->sring->mem +
+		    (size_t)rc->slots * rc->slot_size) {
+			off = (size_t)((uint8_t *)v.iov_base - rc->sring->mem);
+			if (off % rc->slot_size == 0 &&
+			    rc->sstate[off / rc->slot_size] == SLOT_STAGED)
+				idx = (int)(off / rc->slot_size);
+		}
+		ch->out_own = 1;
+		if (idx >= 0) {
+			n = v.iov_len;
+			rc->sstate[idx] = SLOT_POSTED;
+			evbuffer_drain(ch->output, n);
+		} else {
+			idx = slot_alloc(rc, 0);
+			if (idx < 0) {
+				ch->out_own = 0;
+				break;	/* all in flight: a completion resumes */
+			}
+			rc->sstate[idx] = SLOT_POSTED;
+			evbuffer_remove(ch->output, slot_mem(rc, (unsigned)idx),
+			    n);
+		}
+		ch->out_own = 0;
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			evrdma__lenq_pop(&ch->out_msgs);
+		if (rc_post_slot(rc, (unsigned)idx, n) < 0)
+			return -1;
+		sent = 1;
+	}
+	return sent;
+}
+
+/* Can the pass send data? (Control messages go on while closing.) */
+static int
+rc_up(const struct ch_rdma *rc)
+{
+	return rc->conn && !rc->conn_freed && !rc->ended && rc->established;
+}
+
+/* The sends of a pass, under one doorbell: pulls, data, EOF, credits.
+ * Returns as rc_send_data. */
+static int
+rc_send_all(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	int sent = 0;
+
+	evrdma__conn_cork(rc->conn);
+	if (rc->pull_wait && rc_post_pulls(rc) < 0)
+		sent = -1;
+	if (sent >= 0 && !rc->closing)
+		sent = rc_send_data(rc);
+	if (sent >= 0 && !rc->eof_sent && (rc->closing || (ch->shut_wr &&
+	    !evbuffer_get_length(ch->output) && rc->wopen < 0))) {
+		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0);
+
+		if (r < 0)
+			sent = -1;
+		else
+			rc->eof_sent = r;
+	}
+	if (sent >= 0 && evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
+	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
+	    rc->peer_starved) && rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
+		sent = -1;
+	evrdma__conn_uncork(rc->conn);
+	return sent;
+}
+
+/*
+ * The read callbacks' fast path: a write made while the pass that runs
+ * them is under way (it sends before the loop goes on), into an empty
+ * output, with a credit in hand, is copied into a free send slot that
+ * stays open for the writes that follow it into an empty output while
+ * they fit (stream mode), and that the pass posts as it is. A reply then
+ * costs no evbuffer chain, callbacks or drain, and it goes out as soon as
+ * it would have from output. Output's length does not count it: it is
+ * already on its way, as bytes a socket accepted.
+ */
+static int
+rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	int idx;
+
+	if (!rc->pre_send || evbuffer_get_length(ch->output))
+		return -1;
+	if (rc->wopen >= 0) {
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE ||
+		    rc->wopen_len + len > rc_chunk(rc))
+			return -1;
+		memcpy(slot_mem(rc, (unsigned)rc->wopen) + rc->wopen_len, data,
+		    len);
+		rc->wopen_len += len;
+		return 0;
+	}
+	if (!rc_up(rc) || !(ch->enabled & EV_WRITE) ||
+	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc))
+		return -1;
+	idx = slot_copy(rc, data, len);
+	if (idx < 0)
+		return -1;
+	rc->sstate[idx] = SLOT_OPEN;
+	rc->wopen = idx;
+	rc->wopen_len = len;
+	return 0;
+}
+
+/* Writing was disabled with a write open: put it in front of output. */
+static int
+rc_wopen_to_output(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	struct evbuffer *tmp = evbuffer_new();
+	int rc_;
+
+	if (!tmp)
+		return -1;
+	if ((ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    evrdma__lenq_push_front(&ch->out_msgs, rc->wopen_len) < 0) ||
+	    slot_stage(rc, tmp, (unsigned)rc->wopen, rc->wopen_len) < 0) {
+		evbuffer_free(tmp);
+		return -1;
+	}
+	rc->wopen = -1;
+	/* libevent has no prepend of a reference: by way of a buffer */
+	ch->out_own = 1;
+	rc_ = evbuffer_prepend_buffer(ch->output, tmp);
+	ch->out_own = 0;
+	evbuffer_free(tmp);	/* if the prepend failed, frees the slot */
+	return rc_;
+}
+
+/* Drop the open write and the reservation (the channel is going or the
+ * connection is over). */
+static void
+rc_drop_pending_writes(struct ch_rdma *rc)
+{
+	if (rc->wopen >= 0) {
+		slot_release(rc, (unsigned)rc->wopen);
+		rc->wopen = -1;
+	}
+	if (rc->resv >= 0) {
+		slot_release(rc, (unsigned)rc->resv);
+		rc->resv = -1;
+	}
+}
+
+/*
+ * The open write is sent by this pass, unless the connection is over (it
+ * goes as unsent output does) or writing was disabled since (it goes to
+ * the front of output, to wait there).
+ */
+static void
+rc_wopen_settle(struct ch_rdma *rc)
+{
+	if (!rc_up(rc) || rc->closing) {
+		slot_release(rc, (unsigned)rc->wopen);
+		rc->wopen = -1;
+		return;
+	}
+	if (!(rc->ch.enabled & EV_WRITE) && rc_wopen_to_output(rc) < 0) {
+		if (rc->wopen >= 0) {
+			slot_release(rc, (unsigned)rc->wopen);
+			rc->wopen = -1;
+		}
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+	}
+}
+
+/* ---- the pass ---- */
+
+/* Received bytes that can still reach input (data that is lost, or that
+ * waits for a READ that will never be posted, cannot). */
+static int
+rc_waiting(struct ch_rdma *rc)
+{
+	if (rc->rx_head == rc->rx_tail)
+		return 0;
+	if (rc->conn)
+		return 1;	/* more may still come in order */
+	if (rxq_ready(rc))
+		return 1;
+	/* the connection is over with a message that never arrived whole:
+	 * what follows it can never be delivered, and the end is no
+	 * orderly one */
+	if (!rc->data_lost)
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: messages lost with "
+		    "the connection", (void *)rc);
+	rc->data_lost = 1;
+	rc->ch.peer_eof = 0;
+	while (rc->rx_head < rc->rx_tail) {
+		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
+
+		rc->rb[idx].queued = 0;
+		rxq_pop(rc);
+		if (!rc->rb[idx].refs)
+			rb_release(rc, idx);
+	}
+	return 0;
+}
+
+/*
+ * Once per loop iteration with something due (and after every poll pass
+ * that made something due): deliver, let the read callbacks reply, send
+ * (coalescing all writes of the iteration) with the credits we owe, top
+ * up the receives, report the end if it is due, then the write callback.
+ */
+static void
+rc_pass(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	int sent = 0;
+
+	if (!ch->base)
+		return;
+	/* this pass does what a scheduled one would */
+	evrdma__work_cancel(ch->base, &rc->pump_work);
+	evrdma__chan_ref(ch);
+	if (rc->established && !ch->freed && !ch->rd_ended) {
+		/* what the read callback writes or frees is sent below */
+		rc->pre_send = 1;
+		rc_deliver(rc);
+		rc->pre_send = 0;
+	}
+	if (rc->wopen >= 0)
+		rc_wopen_settle(rc);
+	if (rc->conn && !rc->conn_freed && !rc->ended &&
+	    (rc->established || rc->closing)) {
+		sent = rc_send_all(rc);
+		if (sent < 0) {
+			if (rc->conn)
+				evrdma__conn_abort(rc->conn,
+				    EVRDMA_REASON_RESOURCE);
+		} else if (rc->nfree >= (rc->spare ? (rc->spare + 1) / 2 : 1) &&
+		    rc_post_free(rc) < 0 && errno != EPIPE) {
+			/* the sends are out: now top up the receives */
+			evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+		}
+	}
+	if (rc->established && (ch->peer_eof || ch->gone))
+		evrdma__chan_check_end(ch, rc_waiting(rc));
+	/* a reservation that found no slot is told of a free one as a
+	 * write is of drained output */
+	if (rc->resv_wanted && rc->sfree > 1) {
+		rc->resv_wanted = 0;
+		sent = 1;
+	}
+	if (rc->established && !ch->freed)
+		evrdma__chan_sent(ch, sent > 0);
+	rc_linger_check(rc);
+	if (rc->again) {
+		rc->again = 0;
+		rc_schedule(rc);
+	}
+	evrdma__chan_unref(ch);
+}
+
+static void
+rc_pump_work(struct evrdma__work *w)
+{
+	rc_pass((struct ch_rdma *)((char *)w -
+	    offsetof(struct ch_rdma, pump_work)));
+}
+
+/* rc_pass() at the end of this poll pass, or at the next iteration. */
+static void
+rc_schedule(struct ch_rdma *rc)
+{
+	if (rc->ch.base)
+		evrdma__work_queue(rc->ch.base, &rc->pump_work);
+}
+
+/* ---- the connection's owner ---- */
+
+/* Register the rings and post the receives. */
+static int
+rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
+{
+	struct evrdma_base *base = rc->ch.base;
+	struct evrdma__pd *pd = evrdma__conn_pd(conn);
+	const struct ibv_device_attr *da = evrdma__conn_dev_attr(conn);
+
+	/* We pull when the device can issue READs and the send queue has
+	 * room for them beside our own messages (slots + ctrl at most). */
+	rc->pull_cap = conn->sq_depth > rc->slots + rc->ctrl ?
+	    conn->sq_depth - rc->slots - rc->ctrl : 0;
+	if (rc->pull_cap > rc->slots)
+		rc->pull_cap = rc->slots;
+	rc->pull_min = da->max_qp_init_rd_atom > 0 && rc->pull_cap ?
+	    base->cfg.ch_pull_min : 0;
+	rc->src_remote = src_remote && da->max_qp_rd_atom > 0;
+	if (evrdma__mem_pin_check(rc->rring->len + rc->sring->len) < 0)
+		return -1;
+	rc->rmr = evrdma__mr_reg(base, pd, rc->rring->mem, rc->rring->len,
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	rc->smr = evrdma__mr_reg(base, pd, rc->sring->mem, rc->sring->len,
+	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
+	if (!rc->rmr || !rc->smr)
+		return -1;
+	return rc_post_free(rc);
+}
+
+static void
+rc_hs_out(struct ch_rdma *rc, uint8_t *out, size_t *len)
+{
+	struct evrdma__ch_hs hs;
+
+	memset(&hs, 0, sizeof(hs));
+	hs.mode = (uint8_t)rc->ch.mode;
+	hs.slots = (uint16_t)rc->slots;
+	hs.ctrl = (uint8_t)rc->ctrl;
+	hs.slot_size = rc->slot_size;
+	hs.pull_min = rc->pull_min;
+	if (rc->src_remote) {
+		hs.src_rkey = rc->smr->mr->rkey;
+		hs.src_base = rc->smr->iova;
+	}
+	evrdma__ch_hs_encode(out, &hs);
+	*len = EVRDMA_CH_HS_LEN;
+}
+
+/* The peer's handshake: 0, or -1 with a reject code. */
+static int
+rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
+{
+	struct evrdma__ch_hs hs;
+	int err = evrdma__ch_hs_decode(p, len, &hs);
+
+	if (err != EVRDMA_CH_HS_OK || hs.mode != rc->ch.mode) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: bad handshake: %s",
+		    (void *)rc, err ? evrdma__ch_hs_strerror(err) :
+		    "the other mode");
+		*code = err == EVRDMA_CH_HS_VERSION ? EVRDMA_REJECT_VERSION :
+		    EVRDMA_REJECT_PROTOCOL;
+		return -1;
+	}
+	rc->peer_slots = hs.slots;
+	rc->peer_ctrl = hs.ctrl;
+	rc->peer_slot_size = hs.slot_size;
+	rc->peer_pull_min = hs.pull_min;
+	rc->s_credits = hs.slots;
+	rc->c_credits = hs.ctrl;
+	if (hs.src_rkey) {
+		rc->peer_src.rkey = hs.src_rkey;
+		rc->peer_src.addr = hs.src_base;
+		rc->peer_src.len = (uint64_t)hs.slots * hs.slot_size;
+	}
+	return 0;
+}
+
+static int
+own_prepare(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
+    size_t peer_len, uint8_t *out, size_t *len, int *code)
+{
+	struct ch_rdma *rc = owner;
+
+	*code = EVRDMA_REJECT_RESOURCES;
+	if (peer && rc_hs_in(rc, peer, peer_len, code) < 0) {
+		errno = EPROTO;
+		return -1;
+	}
+	/* the requester offers its send ring only if it may be read; the
+	 * listener knows already whether its peer will pull */
+	if (rc_setup(rc, conn, peer ? rc->peer_pull_min > 0 : 1) < 0) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
+		    evrdma_errmsg());
+		return -1;
+	}
+	rc_hs_out(rc, out, len);
+	return 0;
+}
+
+/* A peer that will not pull reads nothing of ours: the requester's send
+ * ring, offered before it knew, is registered again, local only. */
+static int
+rc_unexpose(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	struct evrdma_mr *mr;
+
+	mr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
+	    rc->sring->mem, rc->sring->len, 0);
+	if (!mr)
+		return -1;
+	evrdma_mr_free(rc->smr);
+	rc->smr = mr;
+	rc->src_remote = 0;
+	return 0;
+}
+
+static int
+own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
+    size_t peer_len)
+{
+	struct ch_rdma *rc = owner;
+	int code;
+
+	if (!rc->passive) {
+		if (rc_hs_in(rc, peer, peer_len, &code) < 0)
+			return -1;
+		if (!rc->peer_pull_min && rc->src_remote &&
+		    rc_unexpose(rc, conn) < 0)
+			return -1;
+	}
+	rc->pullable = rc->peer_pull_min && rc->src_remote;
+	if (!rc->pull_min)
+		rc->peer_src.rkey = 0;	/* we never read it */
+	if (!rc->passive) {
+		rc->established = 1;
+		evrdma__chan_connected(&rc->ch);
+		rc_schedule(rc);
+	}
+	return 0;
+}
+
+static void
+own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
+{
+	struct ch_rdma *rc = owner;
+
+	rc->ended = 1;
+	if (!rc->ch.gone_reason)
+		rc->ch.gone_reason = reason;
+	rc_drop_pending_writes(rc);
+	/* the receives flush now: every message that arrived is ours before
+	 * closed() */
+	rc_conn_free(rc);
+	if (!rc->established && !rc->passive && !rc->closing)
+		evrdma__chan_connect_failed(&rc->ch, reason);
+	rc_schedule(rc);
+}
+
+static void
+own_closed(void *owner, int husk)
+{
+	struct ch_rdma *rc = owner;
+	struct evrdma_channel *ch = &rc->ch;
+	int never_handed = rc->passive && !rc->established && !ch->freed;
+
+	rc->conn = NULL;
+	evrdma__ev_free(rc->linger_ev);
+	rc->linger_ev = NULL;
+	evrdma_mr_free(rc->rmr);
+	evrdma_mr_free(rc->smr);
+	rc->rmr = rc->smr = NULL;
+	rc_drop_pending_writes(rc);
+	if (!ch->gone_reason)
+		ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
+	ch->gone = 1;
+	if (husk) {
+		evrdma__work_cancel(ch->base, &rc->pump_work);
+		evrdma__chan_orphan(ch);
+	} else {
+		rc_schedule(rc);
+	}
+	/* a request of a listener's that never reached the user: nobody
+	 * else will free it */
+	if (never_handed) {
+		ch->freed = 1;
+		evrdma__chan_unref(ch);
+	}
+	evrdma__chan_unref(ch);		/* the connection's reference */
+}
+
+static const struct evrdma__owner_ops rc_owner_ops = {
+	.prepare = own_prepare,
+	.established = own_established,
+	.ended = own_ended,
+	.closed = own_closed,
+};
+
+/* ---- the transport's ops ---- */
+
+static void
+op_kick(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	/* inside the read callbacks, the pass itself sends next; what it
+	 * cannot do any more (deliver what the callback made room for) the
+	 * next pass does */
+	if (rc->pre_send)
+		rc->again = 1;
+	else
+		rc_schedule(rc);
+}
+
+static int
+op_flush(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (!rc_up(rc))
+		return evrdma__fail(rc->established ? EPIPE : ENOTCONN,
+		    "channel not connected");
+	if (rc->pre_send)
+		return 0;	/* the pass sends when the callback returns */
+	if (rc_send_all(rc) < 0) {
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+		return -1;
+	}
+	/* what is due to the user (the write callback) comes from the pass */
+	rc_schedule(rc);
+	return 0;
+}
+
+static void
+op_close(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	rc->closing = 1;
+	rc_drop_pending_writes(rc);
+	/* unsent output is discarded, as bufferevent_free() does */
+	ch->out_own = 1;
+	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
+	ch->out_own = 0;
+	if (!ch->base)
+		return;		/* a husk: nothing left to close */
+	if (!rc_up(rc)) {
+		rc_conn_free(rc);
+		return;
+	}
+	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail) {
+		/* freed with bytes it never read: not an orderly end, as a
+		 * socket closed with unread data resets the connection */
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_DISCONNECTED);
+		return;
+	}
+	/* What left output arrives: tell the peer the end (EOF), wait until
+	 * it has it and has pulled what it was to pull, then disconnect;
+	 * at most the teardown timeout. */
+	evrdma__ev_timer_start(rc->linger_ev,
+	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
+	rc_schedule(rc);
+}
+
+static void
+op_abort(struct evrdma_channel *ch, int reason)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (rc->conn && !rc->conn_freed)
+		evrdma__conn_abort(rc->conn, reason);
+}
+
+static int
+op_connect(struct evrdma_channel *ch, const struct sockaddr *sa, int socklen)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (!rc->conn || rc->passive)
+		return evrdma__fail(EISCONN, "channel already connected");
+	return evrdma_conn_connect(rc->conn, sa, socklen);
+}
+
+static int
+op_connect_hostname(struct evrdma_channel *ch, struct evdns_base *dns,
+    int family, const char *host, int port)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (!rc->conn || rc->passive)
+		return evrdma__fail(EISCONN, "channel already connected");
+	return evrdma_conn_connect_hostname(rc->conn, dns, family, host, port);
+}
+
+/*
+ * Copy a write straight into a free send slot and put the slot in output
+ * by reference, so that sending it needs no second copy. Small writes
+ * behind others are left to evbuffer (and coalesced with them when sent);
+ * a small write into an empty output is staged too: the common request
+ * and reply, sent alone. One slot always stays for the copy path, which
+ * must make progress when staged data does not fit a message.
+ */
+static int
+op_write(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	int idx;
+
+	if (rc_write_open(rc, data, len) == 0)
+		return 0;
+	if ((len < STAGE_MIN && evbuffer_get_length(ch->output)) ||
+	    len > rc_chunk(rc) || rc->closing)
+		return -1;
+	idx = slot_copy(rc, data, len);
+	if (idx < 0)
+		return -1;
+	if (slot_stage(rc, ch->output, (unsigned)idx, len) < 0) {
+		slot_release(rc, (unsigned)idx);
+		return -1;
+	}
+	return 0;
+}
+
+static void *
+op_reserve(struct evrdma_channel *ch, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	int idx;
+
+	if (!rc->established) {
+		evrdma__fail(ENOTCONN, "channel not connected");
+		return NULL;
+	}
+	if (len == 0 || len > rc_chunk(rc)) {
+		evrdma__fail(len ? EMSGSIZE : EINVAL, "reservation of %zu "
+		    "bytes (1..%zu)", len, rc_chunk(rc));
+		return NULL;
+	}
+	/* a new reservation replaces an uncommitted one */
+	if (rc->resv >= 0) {
+		idx = rc->resv;
+	} else {
+		/* one slot stays for the copy path, as for staged writes */
+		idx = slot_alloc(rc, 1);
+		if (idx < 0) {
+			/* the write callback tells when one is free */
+			rc->resv_wanted = 1;
+			evrdma__fail(EAGAIN, "no free send slot (all in "
+			    "flight or holding output)");
+			return NULL;
+		}
+		rc->sstate[idx] = SLOT_RESERVED;
+		rc->resv = idx;
+	}
+	rc->resv_len = len;
+	return slot_mem(rc, (unsigned)idx);
+}
+
+static int
+op_commit(struct evrdma_channel *ch, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	unsigned idx;
+
+	if (rc->resv < 0)
+		return evrdma__fail(EINVAL, "nothing reserved");
+	if (len > rc->resv_len)
+		return evrdma__fail(EINVAL, "commit of %zu bytes exceeds the "
+		    "reserved %zu", len, rc->resv_len);
+	idx = (unsigned)rc->resv;
+	rc->resv = -1;
+	if (len == 0) {
+		slot_release(rc, idx);
+		return 0;
+	}
+	if (ch->shut_wr) {
+		slot_release(rc, idx);
+		return evrdma__fail(EPIPE, "channel is shut down");
+	}
+	/* (output's callback counts it as one message in message mode) */
+	if (slot_stage(rc, ch->output, idx, len) < 0) {
+		slot_release(rc, idx);
+		return evrdma__fail(ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static size_t
+op_max_message(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	return rc->peer_slot_size ? rc_chunk(rc) : rc->slot_size;
+}
+
+static void
+op_destruct(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (ch->base)
+		evrdma__work_cancel(ch->base, &rc->pump_work);
+	evrdma__ev_free(rc->linger_ev);
+	/* the evbuffers' cleanups must not reach us any more */
+	if (rc->rring)
+		rc->rring->owner = NULL;
+	if (rc->sring)
+		rc->sring->owner = NULL;
+	evrdma__chan_fini(ch);
+	evrdma_mr_free(rc->rmr);
+	evrdma_mr_free(rc->smr);
+	if (rc->rring)
+		ring_unref(rc->rring);
+	if (rc->sring)
+		ring_unref(rc->sring);
+	free(rc->rb);
+	free(rc->rfree);
+	free(rc->rxq);
+	free(rc->sstate);
+	free(rc->sflags);
+	free(rc->sfifo);
+	free(rc->spq);
+	free(rc);
+}
+
+static const struct evrdma__chan_ops rc_ops = {
+	.kick = op_kick,
+	.flush = op_flush,
+	.close = op_close,
+	.abort = op_abort,
+	.connect = op_connect,
+	.connect_hostname = op_connect_hostname,
+	.write = op_write,
+	.reserve = op_reserve,
+	.commit = op_commit,
+	.max_message = op_max_message,
+	.destruct = op_destruct,
+};
+
+/* ---- set-up ---- */
+
+static struct ch_rdma *
+rc_new(struct evrdma_base *base, int flags)
+{
+	const struct evrdma_config *cfg = &base->cfg;
+	struct ch_rdma *rc;
+	unsigned i;
+
+	if (flags & ~EVRDMA_CHANNEL_MESSAGE) {
+		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
+		return NULL;
+	}
+	if (cfg->rq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2 ||
+	    cfg->sq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2) {
+		evrdma__fail(EINVAL, "channel: queue depths %u/%u are below "
+		    "ring slots + 4", cfg->sq_depth, cfg->rq_depth);
+		return NULL;
+	}
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		goto nomem;
+	rc->slots = cfg->ch_slots;
+	rc->ctrl = 4;
+	/* R + C receives are the least; the spare ones where the queue
+	 * has room */
+	rc->spare = cfg->rq_depth - rc->slots - rc->ctrl;
+	if (rc->spare > SPARE_RECVS)
+		rc->spare = SPARE_RECVS;
+	rc->nbuf = rc->slots + rc->ctrl + rc->spare;
+	rc->slot_size = cfg->ch_slot_size;
+	rc->max_input = cfg->ch_max_input;
+	rc->resv = -1;
+	rc->wopen = -1;
+	rc->pump_work.fn = rc_pump_work;
+	if (evrdma__chan_init(&rc->ch, base, &rc_ops,
+	    flags & EVRDMA_CHANNEL_MESSAGE) < 0)
+		goto nomem;
+	rc->ch.refcnt++;	/* the connection's, until closed() */
+	rc->rring = ring_new(rc, rc->nbuf, rc->slot_size, 0);
+	/* after the send slots: a pull descriptor for each */
+	rc->sring = ring_new(rc, rc->slots, rc->slot_size,
+	    (size_t)rc->slots * EVRDMA_CH_PULL_DESC_LEN);
+	rc->rb = calloc(rc->nbuf, sizeof(*rc->rb));
+	rc->rfree = calloc(rc->nbuf, sizeof(*rc->rfree));
+	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
+	rc->sstate = calloc(rc->slots, 1);
+	rc->sflags = calloc(rc->slots, 1);
+	rc->sfifo = calloc(rc->slots, sizeof(*rc->sfifo));
+	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
+	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
+	if (!rc->rring || !rc->sring || !rc->rb || !rc->rfree || !rc->rxq ||
+	    !rc->sstate || !rc->sflags || !rc->sfifo || !rc->spq ||
+	    !rc->linger_ev)
+		goto nomem;
+	for (i = 0; i < rc->nbuf; i++)
+		rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
+	rc->sfree = rc->slots;
+	return rc;
+nomem:
+	if (rc && rc->ch.ops) {
+		rc->ch.refcnt = 1;
+		evrdma__chan_unref(&rc->ch);
+	} else {
+		free(rc);
+	}
+	evrdma__fail(ENOMEM, "channel: out of memory");
+	return NULL;
+}
+
+struct evrdma_channel *
+evrdma_channel_new(struct evrdma_base *base, int flags)
+{
+	struct ch_rdma *rc;
+
+	if (!base || !base->cm_ch) {
+		evrdma__fail(EINVAL, "evrdma_channel_new: no base");
+		return NULL;
+	}
+	rc = rc_new(base, flags);
+	if (!rc)
+		return NULL;
+	rc->conn = evrdma_conn_new(base, 0);
+	if (!rc->conn) {
+		int err = errno;
+
+		rc->ch.refcnt = 1;
+		evrdma__chan_unref(&rc->ch);
+		errno = err;
+		return NULL;
+	}
+	evrdma__conn_set_owner(rc->conn, &rc_owner_ops, rc);
+	/* credits guarantee a posted receive: an RNR is a protocol bug and
+	 * must fail at once, not stall for retries */
+	rc->conn->rnr_retry = 0;
+	return &rc->ch;
+}
+
+/* ---- the listener's side ---- */
+
+struct ch_listen {
+	evrdma_channel_accept_cb cb;
+	void *arg;
+	int flags;
+};
+
+static int
+lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
+    int *code)
+{
+	struct ch_listen *cl = arg;
+	struct ch_rdma *rc = rc_new(conn->base, cl->flags);
+
+	*code = EVRDMA_REJECT_RESOURCES;
+	if (!rc)
+		return -1;
+	rc->passive = 1;
+	rc->conn = conn;
+	conn->rnr_retry = 0;	/* see evrdma_channel_new() */
+	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
+	return 0;
+}
+
+static void
+lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
+    const struct sockaddr *peer, int socklen)
+{
+	struct ch_listen *cl = arg;
+	struct ch_rdma *rc = conn->owner;
+
+	rc->established = 1;
+	rc->ch.connected = 1;
+	evrdma__chan_ref(&rc->ch);
+	cl->cb(lst, &rc->ch, peer, socklen, cl->arg);
+	rc_schedule(rc);
+	evrdma__chan_unref(&rc->ch);
+}
+
+static const struct evrdma__listen_ops ch_listen_ops = {
+	.attach = lst_attach,
+	.accepted = lst_accepted,
+	.free_arg = free,
+};
+
+struct evrdma_listener *
+evrdma_channel_listener_new(struct evrdma_base *base,
+    const struct sockaddr *sa, int socklen, int backlog, int flags,
+    evrdma_channel_accept_cb cb, void *arg)
+{
+	struct evrdma_listener *lst;
+	struct ch_listen *cl;
+
+	if (!cb || (flags & ~EVRDMA_CHANNEL_MESSAGE)) {
+		evrdma__fail(EINVAL, "evrdma_channel_listener_new: bad "
+		    "argument");
+		return NULL;
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (!cl) {
+		evrdma__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	cl->cb = cb;
+	cl->arg = arg;
+	cl->flags = flags;
+	lst = evrdma__listener_new(base, sa, socklen, backlog, 0,
+	    &ch_listen_ops, cl);
+	if (!lst)
+		free(cl);
+	return lst;
+}

@@ -1,0 +1,461 @@
+/*
+ * evrdma: work requests. The table that maps a wr_id to its request, the
+ * request queues of each QP (struct evrdma__ep), posting, and completion:
+ * turning an ibv_wc (or a cancellation) into exactly one callback.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evrdma-internal.h"
+
+/* ---- the table ---- */
+
+static int
+tab_grow(struct evrdma__reqtab *tab)
+{
+	uint32_t n = tab->nslots ? tab->nslots * 2 : 256;
+	struct evrdma_req **slots;
+	uint32_t *fr, i;
+
+	slots = realloc(tab->slots, n * sizeof(*slots));
+	if (!slots)
+		return -1;
+	tab->slots = slots;
+	fr = realloc(tab->free_slots, n * sizeof(*fr));
+	if (!fr)
+		return -1;
+	tab->free_slots = fr;
+	for (i = tab->nslots; i < n; i++) {
+		slots[i] = NULL;
+		/* push in reverse so low slots are used first */
+		fr[tab->nfree++] = n - 1 - (i - tab->nslots);
+	}
+	tab->nslots = n;
+	return 0;
+}
+
+static struct evrdma_req *
+req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
+{
+	struct evrdma__reqtab *tab = ep->tab;
+	struct evrdma_req *req;
+
+	if (!tab->nfree && tab_grow(tab) < 0)
+		return NULL;
+	if ((req = tab->cache))
+		tab->cache = (struct evrdma_req *)req->ep;
+	else if (!(req = malloc(sizeof(*req))))
+		return NULL;
+	/* up to the work request, which only a corked post fills (and
+	 * fills whole): clearing it too would double the cost of a post */
+	memset(req, 0, offsetof(struct evrdma_req, link));
+	req->slot = tab->free_slots[--tab->nfree];
+	req->gen = tab->next_gen++;
+	if (!tab->next_gen)
+		tab->next_gen = 1;
+	tab->slots[req->slot] = req;
+	tab->live++;
+	req->ep = ep;
+	req->cb = cb;
+	req->arg = arg;
+	req->opcode = (uint8_t)opcode;
+	req->is_recv = opcode == EVRDMA_OP_RECV;
+	return req;
+}
+
+static void
+req_free(struct evrdma__reqtab *tab, struct evrdma_req *req)
+{
+	tab->slots[req->slot] = NULL;
+	tab->free_slots[tab->nfree++] = req->slot;
+	/* the cache is a singly linked list threaded through ->ep */
+	req->ep = (struct evrdma__ep *)tab->cache;
+	tab->cache = req;
+	tab->live--;
+}
+
+static uint64_t
+req_wr_id(const struct evrdma_req *req)
+{
+	return (uint64_t)req->gen << 32 | req->slot;
+}
+
+void
+evrdma__reqtab_fini(struct evrdma__reqtab *tab)
+{
+	struct evrdma_req *req;
+
+	while ((req = tab->cache)) {
+		tab->cache = (struct evrdma_req *)req->ep;
+		free(req);
+	}
+	free(tab->slots);
+	free(tab->free_slots);
+	memset(tab, 0, sizeof(*tab));
+}
+
+void
+evrdma__ep_init(struct evrdma__ep *ep, struct evrdma__reqtab *tab,
+    const struct evrdma__ep_ops *ops, struct evrdma_conn *conn)
+{
+	ep->ops = ops;
+	ep->tab = tab;
+	ep->conn = conn;
+	ep->refcnt = 1;
+	TAILQ_INIT(&ep->sends);
+	TAILQ_INIT(&ep->recvs);
+}
+
+/* ---- posting ---- */
+
+static void
+ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
+    struct evrdma_mr *mr)
+{
+	if (mr) {
+		req->mr = mr;
+		evrdma__mr_hold(mr);
+	}
+	if (req->is_recv) {
+		TAILQ_INSERT_TAIL(&ep->recvs, req, link);
+		ep->rq_out++;
+	} else {
+		TAILQ_INSERT_TAIL(&ep->sends, req, link);
+		ep->sq_out++;
+	}
+}
+
+/* Chain a send to the cork; every 16th is signaled (see ep_cork). */
+static void
+ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct ibv_send_wr *wr, const struct ibv_sge *sge)
+{
+	/* the request keeps its own copy until uncork */
+	req->sge = *sge;
+	req->wr = *wr;
+	req->wr.sg_list = &req->sge;
+	req->wr.next = NULL;
+	if (++ep->cork_n % 16 == 0)
+		req->wr.send_flags |= IBV_SEND_SIGNALED;
+	else
+		req->unsignaled = 1;
+	if (ep->cork_tail)
+		ep->cork_tail->next = &req->wr;
+	else
+		ep->cork_head = &req->wr;
+	ep->cork_tail = &req->wr;
+}
+
+int
+evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
+    size_t len, struct ibv_send_wr *wr, int opcode, evrdma_req_cb cb,
+    void *arg)
+{
+	struct evrdma_req *req;
+	struct ibv_sge sge;
+	int rc, inl, recv = wr == NULL;
+
+	if (recv ? ep->rq_out >= ep->rq_depth : ep->sq_out >= ep->sq_depth)
+		return evrdma__fail(EAGAIN, "%s queue full",
+		    recv ? "receive" : "send");
+	req = req_new(ep, opcode, cb, arg);
+	if (!req)
+		return evrdma__fail(ENOMEM, "out of memory");
+	inl = !recv && len && len <= ep->max_inline &&
+	    (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	    wr->opcode == IBV_WR_RDMA_WRITE ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+	if (mr && len) {
+		/* inline data is copied by the provider from the process's
+		 * address; everything else goes by the region's address as
+		 * the device knows it (zero-based regions differ) */
+		sge.addr = inl ? (uintptr_t)mr->addr + off :
+		    evrdma__mr_sge_addr(mr, off);
+		sge.length = (uint32_t)len;
+		sge.lkey = mr->mr->lkey;
+	}
+	if (recv) {
+		struct ibv_recv_wr rwr, *bad;
+
+		memset(&rwr, 0, sizeof(rwr));
+		rwr.wr_id = req_wr_id(req);
+		rwr.sg_list = &sge;
+		rwr.num_sge = (mr && len) ? 1 : 0;
+		rc = ibv_post_recv(ep->qp, &rwr, &bad);
+	} else {
+		struct ibv_send_wr *bad;
+
+		wr->wr_id = req_wr_id(req);
+		wr->sg_list = &sge;
+		wr->num_sge = (mr && len) ? 1 : 0;
+		if (inl)
+			wr->send_flags |= IBV_SEND_INLINE;
+		if (ep->corked) {
+			ep_cork_add(ep, req, wr, &sge);
+			rc = 0;
+		} else {
+			wr->send_flags |= IBV_SEND_SIGNALED;
+			rc = ibv_post_send(ep->qp, wr, &bad);
+		}
+	}
+	if (rc) {
+		req_free(ep->tab, req);
+		/* libibverbs returns the errno value instead of setting it */
+		return evrdma__fail(rc, "ibv_post_%s: %s",
+		    recv ? "recv" : "send", strerror(rc));
+	}
+	ep_account(ep, req, mr);
+	return 0;
+}
+
+#define RECV_BATCH 32
+
+int
+evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
+    void *const *args)
+{
+	struct ibv_recv_wr wrs[RECV_BATCH], *bad = NULL;
+	struct ibv_sge sges[RECV_BATCH];
+	struct evrdma_req *reqs[RECV_BATCH];
+	unsigned i, k, done = 0;
+	int rc;
+
+	while (done < n) {
+		k = n - done < RECV_BATCH ? n - done : RECV_BATCH;
+		if (k > ep->rq_depth - ep->rq_out)
+			k = ep->rq_depth - ep->rq_out;
+		for (i = 0; i < k; i++) {
+			struct evrdma_req *req = req_new(ep, EVRDMA_OP_RECV,
+			    cb, args ? args[done + i] : NULL);
+
+			if (!req)
+				break;
+			reqs[i] = req;
+			memset(&wrs[i], 0, sizeof(wrs[i]));
+			wrs[i].wr_id = req_wr_id(req);
+			wrs[i].next = &wrs[i + 1];
+			if (mr && len) {
+				sges[i].addr = evrdma__mr_sge_addr(mr,
+				    offs[done + i]);
+				sges[i].length = (uint32_t)len;
+				sges[i].lkey = mr->mr->lkey;
+				wrs[i].sg_list = &sges[i];
+				wrs[i].num_sge = 1;
+			}
+		}
+		if (i == 0)
+			break;
+		k = i;
+		wrs[k - 1].next = NULL;
+		rc = ibv_post_recv(ep->qp, wrs, &bad);
+		/* the provider posted the requests before bad */
+		for (i = 0; i < k; i++) {
+			if (rc && (!bad || &wrs[i] >= bad)) {
+				req_free(ep->tab, reqs[i]);
+				continue;
+			}
+			ep_account(ep, reqs[i], mr && len ? mr : NULL);
+			done++;
+		}
+		if (rc) {
+			if (!done)
+				return evrdma__fail(rc, "ibv_post_recv: %s",
+				    strerror(rc));
+			break;
+		}
+		if (k < RECV_BATCH && done < n)
+			break;	/* queue full or out of memory */
+	}
+	if (!done)
+		return evrdma__fail(ep->rq_out >= ep->rq_depth ? EAGAIN :
+		    ENOMEM, "cannot post receives");
+	return (int)done;
+}
+
+/* ---- completion ---- */
+
+static void
+ep_deliver(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct evrdma_wc *wc)
+{
+	evrdma_req_cb cb = req->cb;
+	void *arg = req->arg;
+
+	if (req->is_recv) {
+		TAILQ_REMOVE(&ep->recvs, req, link);
+		ep->rq_out--;
+	} else {
+		TAILQ_REMOVE(&ep->sends, req, link);
+		ep->sq_out--;
+	}
+	if (req->mr)
+		evrdma__mr_release(req->mr);
+	req_free(ep->tab, req);
+	if (cb)
+		cb(ep->conn, wc, arg);
+}
+
+/* The completion of a request that never reached the device or whose
+ * completion will never come: status @p status, no WC behind it. */
+static void
+ep_deliver_status(struct evrdma__ep *ep, struct evrdma_req *req, int status)
+{
+	struct evrdma_wc w;
+
+	memset(&w, 0, sizeof(w));
+	w.status = status;
+	w.wc_status = -1;
+	w.opcode = req->opcode;
+	ep_deliver(ep, req, &w);
+}
+
+static int
+wc_errno(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return ECANCELED;
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+	case IBV_WC_REM_ABORT_ERR:
+	case IBV_WC_REM_INV_RD_REQ_ERR:
+		return EREMOTEIO;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return ETIMEDOUT;
+	default:
+		return EIO;
+	}
+}
+
+/*
+ * Sends complete in order: the sends posted unsignaled before @p upto
+ * finished successfully (a failure would have produced its own completion).
+ */
+static void
+ep_complete_unsignaled(struct evrdma__ep *ep, struct evrdma_req *upto)
+{
+	struct evrdma_req *r, *next;
+	struct evrdma_wc w;
+
+	for (r = TAILQ_FIRST(&ep->sends); r && r != upto; r = next) {
+		next = TAILQ_NEXT(r, link);
+		if (!r->unsignaled)
+			continue;
+		memset(&w, 0, sizeof(w));
+		w.wc_status = IBV_WC_SUCCESS;
+		w.opcode = r->opcode;
+		ep_deliver(ep, r, &w);
+	}
+}
+
+void
+evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
+{
+	struct evrdma__ep *ep = req->ep;
+	struct evrdma_wc w;
+
+	memset(&w, 0, sizeof(w));
+	w.status = wc_errno(wc->status);
+	w.wc_status = wc->status;
+	w.opcode = req->opcode;
+	/* With an error status only wr_id, status, qp_num and vendor_err
+	 * are valid: opcode and byte_len must not be read. */
+	if (wc->status == IBV_WC_SUCCESS) {
+		if (req->is_recv) {
+			w.opcode = wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ?
+			    EVRDMA_OP_RECV_WRITE_IMM : EVRDMA_OP_RECV;
+			w.byte_len = wc->byte_len;
+		}
+		if (wc->wc_flags & IBV_WC_WITH_IMM) {
+			w.has_imm = 1;
+			w.imm_data = ntohl(wc->imm_data);
+		}
+	} else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+		evrdma__log(EVRDMA_LOG_WARN, "work request failed: %s "
+		    "(vendor error 0x%x)",
+		    EVRDMA_SYM(ibv_wc_status_str)(wc->status), wc->vendor_err);
+	}
+	evrdma__ep_ref(ep);
+	if (!req->is_recv)
+		ep_complete_unsignaled(ep, req);
+	ep_deliver(ep, req, &w);
+	/* A failed request leaves the QP in the error state, and so does a
+	 * flush nobody asked for: the connection is broken. */
+	if (w.status && !ep->quiet)
+		ep->ops->failed(ep, w.status);
+	if (ep->watch)
+		ep->ops->settled(ep);
+	evrdma__ep_unref(ep);
+}
+
+/*
+ * Post the chain with one call; the last request is signaled so that every
+ * request of the chain gets its completion. A request the provider refused
+ * completes at once with the error, exactly once like any other; those it
+ * took before it are flushed when the connection fails for it.
+ */
+void
+evrdma__ep_uncork(struct evrdma__ep *ep)
+{
+	struct ibv_send_wr *head = ep->cork_head, *bad = NULL, *w;
+	int rc;
+
+	if (--ep->corked || !head)
+		return;
+	ep->cork_head = ep->cork_tail = NULL;
+	ep->cork_n = 0;
+	w = head;
+	while (w->next)
+		w = w->next;
+	w->send_flags |= IBV_SEND_SIGNALED;
+	evrdma__req_lookup(ep->tab, w->wr_id)->unsignaled = 0;
+	rc = ibv_post_send(ep->qp, head, &bad);
+	if (!rc)
+		return;
+	evrdma__log(EVRDMA_LOG_ERROR, "ibv_post_send (batch): %s",
+	    strerror(rc));
+	evrdma__ep_ref(ep);
+	for (w = bad; w; ) {
+		struct evrdma_req *r = evrdma__req_lookup(ep->tab, w->wr_id);
+
+		w = w->next;
+		ep_deliver_status(ep, r, EIO);
+	}
+	if (!ep->quiet)
+		ep->ops->failed(ep, EIO);
+	evrdma__ep_unref(ep);
+}
+
+void
+evrdma__ep_cancel_all(struct evrdma__ep *ep)
+{
+	struct evrdma_req *req;
+
+	evrdma__ep_ref(ep);
+	while ((req = TAILQ_FIRST(&ep->recvs)) ||
+	    (req = TAILQ_FIRST(&ep->sends)))
+		ep_deliver_status(ep, req, ECANCELED);
+	evrdma__ep_unref(ep);
+}
+
+void
+evrdma__ep_drop_all(struct evrdma__ep *ep)
+{
+	struct evrdma_req *req;
+
+	while ((req = TAILQ_FIRST(&ep->recvs)) ||
+	    (req = TAILQ_FIRST(&ep->sends))) {
+		req->cb = NULL;
+		ep_deliver_status(ep, req, ECANCELED);
+	}
+}

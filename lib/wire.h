@@ -1,0 +1,223 @@
+/*
+ * evrdma: the wire formats, as typed structs with pure encode / decode /
+ * validate functions, and the channel's credit rules as named predicates.
+ * No I/O and no state: everything here is unit-tested on the host and
+ * fuzzed (tests/fuzz/). Never installed.
+ *
+ * Layouts: the evrdma connection handshake below; the channel protocol in
+ * doc/channel-protocol.md. All multi-byte fields are big-endian.
+ */
+#ifndef EVRDMA_WIRE_H_INCLUDED_
+#define EVRDMA_WIRE_H_INCLUDED_
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the evrdma connection handshake (rdma_cm private data) ---- */
+
+/*
+ * 8 bytes at the start of the private data of every non-raw connect
+ * request, accept reply and reject: magic "EVR", version, type, flags (2),
+ * and a code: the length of the user private data that follows (connect,
+ * accept) or the reject code. rdma_cm pads private data to its maximum,
+ * so that length is what tells the data from the padding.
+ */
+#define EVRDMA_HS_LEN		8
+#define EVRDMA_HS_VERSION	1
+#define EVRDMA_PDATA_CONNECT_MAX 56	/* rdma_connect(3), RDMA_PS_TCP */
+#define EVRDMA_PDATA_ACCEPT_MAX	196	/* rdma_accept(3), RDMA_PS_TCP */
+
+enum evrdma__hs_type {
+	EVRDMA_HS_CONNECT = 1,
+	EVRDMA_HS_ACCEPT = 2,
+	EVRDMA_HS_REJECT = 3
+};
+
+struct evrdma__hs {
+	uint8_t version;
+	uint8_t type;		/* enum evrdma__hs_type */
+	uint16_t flags;		/* feature bits, for later protocols */
+	uint8_t code;		/* user data length, or reject code */
+};
+
+void evrdma__hs_encode(uint8_t out[EVRDMA_HS_LEN], const struct evrdma__hs *hs);
+/* 0 when @p buf starts with an evrdma handshake (of any version: the
+ * caller rejects unsupported ones by name), -1 when it does not. */
+int evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma__hs *hs);
+
+/*
+ * The user private data after a handshake of @p type in @p buf (@p len
+ * bytes, padding included): 0 with *data / *data_len set, or -1 when the
+ * handshake is missing, of another type, or claims more data than came.
+ * *version_bad is set when only the version is wrong.
+ */
+int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
+    const uint8_t **data, size_t *data_len, int *version_bad);
+
+/* ---- the channel protocol, version 2 ---- */
+
+#define EVRDMA_CH_VERSION	2
+#define EVRDMA_CH_HS_LEN	32
+#define EVRDMA_CH_SLOTS_MIN	2
+#define EVRDMA_CH_SLOTS_MAX	4096
+#define EVRDMA_CH_SLOT_MIN	64
+#define EVRDMA_CH_SLOT_MAX	(4u << 20)
+#define EVRDMA_CH_CTRL_MIN	2	/* see evrdma__ch_credit_due() */
+#define EVRDMA_CH_CTRL_MAX	255
+#define EVRDMA_CH_PULL_DESC_LEN	8
+
+/* What one side tells the other about itself (connect request and accept
+ * reply alike). */
+struct evrdma__ch_hs {
+	uint8_t mode;		/* 0 stream, 1 message */
+	uint16_t slots;		/* R: data messages it lets the peer have
+				 * unreturned, and the slots of its send ring */
+	uint8_t ctrl;		/* C: control messages likewise */
+	uint32_t slot_size;	/* S: the largest message it receives, and
+				 * the slot size of its send ring */
+	uint32_t pull_min;	/* it pulls DATA of at least this size (0:
+				 * never) */
+	uint32_t src_rkey;	/* its send ring may be pulled from with this
+				 * rkey (0: may not) */
+	uint64_t src_base;	/* ... at these addresses: [base, base+R*S) */
+};
+
+enum evrdma__ch_hs_err {
+	EVRDMA_CH_HS_OK = 0,
+	EVRDMA_CH_HS_SHORT,	/* truncated or not a channel handshake */
+	EVRDMA_CH_HS_VERSION,	/* another protocol version */
+	EVRDMA_CH_HS_CHECK,	/* the check value does not match */
+	EVRDMA_CH_HS_RANGE	/* a field out of its range */
+};
+
+void evrdma__ch_hs_encode(uint8_t out[EVRDMA_CH_HS_LEN],
+    const struct evrdma__ch_hs *hs);
+/* An enum evrdma__ch_hs_err; *hs is filled only on EVRDMA_CH_HS_OK. */
+int evrdma__ch_hs_decode(const uint8_t *buf, size_t len,
+    struct evrdma__ch_hs *hs);
+const char *evrdma__ch_hs_strerror(int err);
+
+/*
+ * Immediate data of every channel message (a SEND WITH IMMEDIATE):
+ * type (2 bits), data credits returned (14), control credits returned (8),
+ * STARVED (1), PULL (1), pulls done (6).
+ */
+enum evrdma__ch_type {
+	EVRDMA_CH_DATA = 0,
+	EVRDMA_CH_CREDIT = 1,
+	EVRDMA_CH_EOF = 2
+};
+#define EVRDMA_CH_DRET_MAX	0x3fffu
+#define EVRDMA_CH_CRET_MAX	0xffu
+#define EVRDMA_CH_PDONE_MAX	0x3fu
+
+struct evrdma__ch_imm {
+	uint8_t type;		/* enum evrdma__ch_type */
+	uint16_t dret;		/* data credits returned */
+	uint8_t cret;		/* control credits returned */
+	uint8_t starved;	/* the sender waits for credits or pulls */
+	uint8_t pull;		/* DATA: a pull descriptor, not the bytes */
+	uint8_t pdone;		/* pulls of the receiver's messages done */
+};
+
+uint32_t evrdma__ch_imm_encode(const struct evrdma__ch_imm *m);
+/* 0, or -1 for type 3 or PULL on anything but DATA. */
+int evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m);
+
+/* A pull: which slot of the sender's send ring holds the message, and
+ * how long it is. */
+struct evrdma__ch_pull {
+	uint32_t slot;
+	uint32_t len;
+};
+
+void evrdma__ch_pull_encode(uint8_t out[EVRDMA_CH_PULL_DESC_LEN],
+    const struct evrdma__ch_pull *p);
+/*
+ * Decode and check a pull descriptor of @p len bytes against the peer's
+ * send ring (@p peer_slots slots of @p peer_slot_size) and our receive
+ * buffer (@p our_slot_size): 0, or -1 with *why naming the violation.
+ */
+int evrdma__ch_pull_decode(const uint8_t *buf, size_t len,
+    unsigned peer_slots, uint32_t peer_slot_size, uint32_t our_slot_size,
+    struct evrdma__ch_pull *p, const char **why);
+
+/*
+ * The credit rules. A sender holds data and control credits; a receiver
+ * counts what arrived and has not been returned. All pure.
+ */
+
+/* Receiver: one more DATA may arrive while fewer than R are unreturned
+ * (@p unreturned: held in buffers plus freed but not yet returned). */
+static inline int
+evrdma__ch_data_allowed(unsigned unreturned, unsigned slots)
+{
+	return unreturned < slots;
+}
+
+/* Receiver: one more CREDIT/EOF may arrive while fewer than C are
+ * unreturned. */
+static inline int
+evrdma__ch_ctrl_allowed(unsigned unreturned, unsigned ctrl)
+{
+	return unreturned < ctrl;
+}
+
+/* Sender: a return of @p ret credits is honest when it brings the credits
+ * in hand to at most what was granted. */
+static inline int
+evrdma__ch_return_valid(unsigned in_hand, unsigned ret, unsigned granted)
+{
+	return ret <= granted && in_hand <= granted - ret;
+}
+
+/*
+ * Receiver: with @p posted receives, can the peer send everything its
+ * credits allow once we have returned what we return? It may then have
+ * R - (held + data still owed) data and C - (control still owed) control
+ * messages on the way, each needing a receive. (Credits we have not
+ * returned yet are not the peer's to use.)
+ */
+static inline int
+evrdma__ch_recvs_cover(unsigned posted, unsigned slots, unsigned ctrl,
+    unsigned held, unsigned data_owed, unsigned ctrl_owed)
+{
+	return (unsigned long)posted + held + data_owed + ctrl_owed >=
+	    (unsigned long)slots + ctrl;
+}
+
+/* Sender: a DATA message may be sent. */
+static inline int
+evrdma__ch_can_send(unsigned data_credits)
+{
+	return data_credits > 0;
+}
+
+/*
+ * Receiver: a CREDIT message is due (returns that would otherwise wait for
+ * our next DATA): a quarter of the ring of data credits (one when the peer
+ * said STARVED), half the control credits but at least two (a lone CREDIT
+ * must not be answered by a CREDIT, or two sides would trade them for
+ * ever), a quarter of the ring of pulls done, or, when the peer said
+ * STARVED, every pull it waits for once all are done.
+ */
+static inline int
+evrdma__ch_credit_due(unsigned data_owed, unsigned ctrl_owed,
+    unsigned pulls_owed, int pulls_pending, unsigned slots, unsigned ctrl,
+    int peer_starved)
+{
+	unsigned q = slots / 4 ? slots / 4 : 1;
+	unsigned c = ctrl / 2 > 2 ? ctrl / 2 : 2;
+
+	if (peer_starved && data_owed)
+		return 1;
+	if (peer_starved && pulls_owed && !pulls_pending)
+		return 1;
+	return data_owed >= q || ctrl_owed >= c ||
+	    pulls_owed >= (q < EVRDMA_CH_PDONE_MAX ? q : EVRDMA_CH_PDONE_MAX);
+}
+
+/* A 32-bit FNV-1a of @p len bytes: the handshake's check value. */
+uint32_t evrdma__fnv1a(const uint8_t *p, size_t len);
+
+#endif /* EVRDMA_WIRE_H_INCLUDED_ */
