@@ -310,6 +310,8 @@ rc_violation(struct ch_rdma *rc, const char *why)
 {
 	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
 	    "peer: %s", (void *)rc, why);
+	/* whatever it said before, this is no orderly end */
+	rc->ch.peer_eof = 0;
 	if (rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
 }
@@ -417,6 +419,7 @@ rc_deliver(struct ch_rdma *rc)
 		uint8_t *p = rc->rring->mem + (size_t)idx * rc->slot_size +
 		    b->off;
 		size_t len = b->len - b->off, room, take;
+		int copy_ok, ref_ok;
 
 		if (ch->recvcb && !have) {
 			/* zero-copy to the user; the buffer goes back to
@@ -443,13 +446,16 @@ rc_deliver(struct ch_rdma *rc)
 			held = 1;
 			break;
 		}
-		if ((take < STAGE_MIN || rc->refs_held >= rc->slots / 2) &&
-		    have + take <= rc->max_input) {
+		/* (once the connection is over there is no peer to hold
+		 * back: what arrived goes in, as far as the watermark lets) */
+		copy_ok = ch->gone || have + take <= rc->max_input;
+		ref_ok = ch->gone || rc->refs_held < rc->slots / 2;
+		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
 			if (evbuffer_add(ch->input, p, take) < 0) {
 				held = 1;
 				break;
 			}
-		} else if (rc->refs_held < rc->slots / 2) {
+		} else if (ref_ok) {
 			rc->rring->refs++;
 			if (evbuffer_add_reference(ch->input, p, take,
 			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
@@ -581,8 +587,11 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 
 	rc->posted--;
 	if (wc->status) {
-		/* flushed (the connection is ending) or failed (it ends) */
+		/* flushed (the connection is ending) or failed (it ends); the
+		 * last of them tells that everything that arrived is in */
 		rb_free(rc, idx);
+		if (rc->ended && !rc->posted)
+			rc_schedule(rc);
 		return;
 	}
 	if (wc->opcode != EVRDMA_OP_RECV || !wc->has_imm) {
@@ -647,6 +656,7 @@ rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		 * stream cannot end in order */
 		b->state = RB_LOST;
 		rc->data_lost = 1;
+		rc_schedule(rc);
 		return;
 	}
 	b->state = RB_READY;
@@ -1060,7 +1070,7 @@ rc_waiting(struct ch_rdma *rc)
 {
 	if (rc->rx_head == rc->rx_tail)
 		return 0;
-	if (rc->conn)
+	if (!rc->ch.gone)
 		return 1;	/* more may still come in order */
 	if (rxq_ready(rc))
 		return 1;
@@ -1120,6 +1130,13 @@ rc_pass(struct ch_rdma *rc)
 			/* the sends are out: now top up the receives */
 			evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
 		}
+	}
+	/* The connection ended and every receive has come back (flushed):
+	 * nothing more arrives, and nothing more can be sent. (closed()
+	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
+	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone) {
+		ch->gone = 1;
+		rc_drop_pending_writes(rc);
 	}
 	if (rc->established && (ch->peer_eof || ch->gone))
 		evrdma__chan_check_end(ch, rc_waiting(rc));
