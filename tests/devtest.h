@@ -329,5 +329,7 @@ Suite *dt_suite_conn(void);
 Suite *dt_suite_fail(void);
 Suite *dt_suite_rping(void);
 Suite *dt_suite_channel(void);
+Suite *dt_suite_chan_attack(void);
+Suite *dt_suite_lifetime(void);
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

@@ -103,6 +103,8 @@ main(void)
 
 	srunner_add_suite(sr, dt_suite_conn());
 	srunner_add_suite(sr, dt_suite_channel());
+	srunner_add_suite(sr, dt_suite_chan_attack());
+	srunner_add_suite(sr, dt_suite_lifetime());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,1440 @@
+/*
+ * evrdma device tests: channels against a stranger. A raw verbs peer
+ * (rawpeer.h) speaks the channel protocol by hand and then does the wrong
+ * thing on purpose: bad handshakes, every protocol violation, reads and
+ * writes of memory it was not given, another connection's keys, a flood of
+ * half-open connects. Each test says what must hold: the victim ends that
+ * one channel with the right reason, once; the peer loses its access at
+ * once; every other channel goes on; nothing crashes, hangs or leaks.
+ */
+#include "devtest.h"
+#include "chtest.h"
+#include "rawpeer.h"
+
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <evrdma/channel.h>
+
+#define AT_SLOTS	8
+#define AT_SLOT		4096
+/* the raw peer's side of the protocol */
+#define RP_SLOTS	4
+#define RP_CTRL		4
+#define RP_SLOT		4096
+#define RP_SEND_OFF	(256 * 1024)	/* its send ring, in rp->mem */
+#define RP_SCRATCH	(512 * 1024)	/* where its READs land */
+
+/* ---- the victim: a channel listener and what its channels saw ---- */
+
+struct victim;
+
+struct vch {
+	struct victim *v;
+	struct evrdma_channel *ch;
+	int keep;			/* leave input alone */
+	int events, ends, eof, error, freed;
+	short what;
+	int reason;
+	size_t rx;
+	uint64_t rx_seed;		/* checks what arrives, when set */
+	size_t bad_at;			/* first wrong byte + 1 */
+};
+
+struct victim {
+	struct dt_env *env;
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;
+	int sslen;
+	int echo;			/* write back what arrives */
+	int keep;			/* leave input alone */
+	int free_on_end;		/* free at EOF / ERROR, as echo-server.c */
+	struct vch ch[8];
+	int naccepted;
+	char log[256];			/* the last protocol violation logged */
+};
+
+static void
+v_read(struct evrdma_channel *ch, void *arg)
+{
+	struct vch *c = arg;
+	struct evbuffer *in = evrdma_channel_get_input(ch);
+	size_t n = evbuffer_get_length(in);
+
+	if (c->v->keep || c->keep)
+		return;
+	if (c->rx_seed && n) {
+		uint8_t *p = evbuffer_pullup(in, (ssize_t)n);
+		size_t bad = pat_check(p, c->rx, n, c->rx_seed);
+
+		if (bad != (size_t)-1 && !c->bad_at)
+			c->bad_at = c->rx + bad + 1;
+	}
+	c->rx += n;
+	if (c->v->echo)
+		evbuffer_add_buffer(evrdma_channel_get_output(ch), in);
+	else
+		evbuffer_drain(in, n);
+}
+
+static void
+v_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct vch *c = arg;
+
+	ck_assert_msg(!c->freed, "event 0x%x after free", what);
+	c->events++;
+	c->what = what;
+	if (what & BEV_EVENT_EOF)
+		c->eof++;
+	if (what & BEV_EVENT_ERROR) {
+		c->error++;
+		c->reason = evrdma_channel_get_error(ch);
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		c->ends++;
+		if (c->v->free_on_end) {
+			evrdma_channel_free(ch);
+			c->freed = 1;
+			c->ch = NULL;
+		}
+	}
+}
+
+static void
+v_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct victim *v = arg;
+	struct vch *c;
+
+	ck_assert_int_lt(v->naccepted, 8);
+	c = &v->ch[v->naccepted++];
+	c->v = v;
+	c->ch = ch;
+	evrdma_channel_setcb(ch, v_read, NULL, v_event, c);
+	evrdma_channel_enable(ch, EV_READ);
+}
+
+/* The log sink records the last protocol violation a victim caught. */
+static void
+v_log(int level, const char *msg, void *arg)
+{
+	struct victim *v = arg;
+
+	if (level == EVRDMA_LOG_WARN && strstr(msg, "protocol violation"))
+		snprintf(v->log, sizeof(v->log), "%s", msg);
+}
+
+static void
+v_listen(struct victim *v, struct dt_env *env)
+{
+	v->env = env;
+	v->sslen = dt_sockaddr(&v->ss, dt_addr(), 0);
+	v->lst = evrdma_channel_listener_new(env->base,
+	    (struct sockaddr *)&v->ss, v->sslen, 16, EVRDMA_CHANNEL_STREAM,
+	    v_accept, v);
+	ck_assert_ptr_nonnull(v->lst);
+	v->sslen = dt_sockaddr(&v->ss, dt_addr(),
+	    evrdma_listener_get_port(v->lst));
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, v);
+}
+
+static void
+v_close(struct victim *v)
+{
+	int i;
+
+	for (i = 0; i < v->naccepted; i++)
+		if (v->ch[i].ch && !v->ch[i].freed) {
+			evrdma_channel_free(v->ch[i].ch);
+			v->ch[i].freed = 1;
+		}
+	evrdma_listener_free(v->lst);
+	ch_drain(v->env, 20000);
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(NULL, 0, NULL);
+}
+
+/* ---- a healthy channel beside the victim ---- */
+
+struct friend {
+	struct evrdma_channel *ch;
+	int connected, ends;
+	size_t rx;
+};
+
+static void
+f_read(struct evrdma_channel *ch, void *arg)
+{
+	struct friend *f = arg;
+	struct evbuffer *in = evrdma_channel_get_input(ch);
+
+	f->rx += evbuffer_get_length(in);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void
+f_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct friend *f = arg;
+
+	if (what & BEV_EVENT_CONNECTED)
+		f->connected = 1;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		f->ends++;
+}
+
+static void
+f_open(struct friend *f, struct victim *v)
+{
+	f->ch = evrdma_channel_new(v->env->base, EVRDMA_CHANNEL_STREAM);
+	ck_assert_ptr_nonnull(f->ch);
+	evrdma_channel_setcb(f->ch, f_read, NULL, f_event, f);
+	evrdma_channel_enable(f->ch, EV_READ);
+	ck_assert_int_eq(evrdma_channel_connect(f->ch,
+	    (struct sockaddr *)&v->ss, v->sslen), 0);
+	CH_WAIT(v->env->eb, f->connected || f->ends, 15000);
+	ck_assert_int_eq(f->connected, 1);
+}
+
+/* An echo round trip of @p n bytes through victim channel @p idx. */
+static void
+f_echo(struct friend *f, struct victim *v, size_t n)
+{
+	static const uint8_t zeros[4096];
+	size_t want = f->rx + n, k;
+
+	while (n) {
+		k = n < sizeof(zeros) ? n : sizeof(zeros);
+		ck_assert_int_eq(evrdma_channel_write(f->ch, zeros, k), 0);
+		n -= k;
+	}
+	CH_WAIT(v->env->eb, f->rx >= want || f->ends, 20000);
+	ck_assert_uint_eq(f->rx, want);
+	ck_assert_int_eq(f->ends, 0);
+}
+
+/* ---- the raw peer as a channel client ---- */
+
+static struct rp_chs
+rp_hs(void)
+{
+	struct rp_chs h;
+
+	memset(&h, 0, sizeof(h));
+	h.version = 2;
+	h.mode = 0;
+	h.slots = RP_SLOTS;
+	h.ctrl = RP_CTRL;
+	h.slot_size = RP_SLOT;
+	h.length = -1;
+	return h;
+}
+
+/* Connect with channel handshake @p h (@p hs_len bytes of it; @p claim:
+ * the user data length evrdma's header claims). 0 when accepted. With
+ * h->src_rkey set, the peer's send ring is offered: that field and
+ * src_base are filled in from its memory. */
+static int
+rp_open(struct rawpeer *rp, struct victim *v, struct rp_chs *h,
+    size_t hs_len, size_t claim)
+{
+	uint8_t hs[32], pd[56];
+	size_t len;
+
+	ck_assert_int_eq(rp_prepare(rp, v->env->eb,
+	    (struct sockaddr *)&v->ss, v->sslen), 0);
+	if (h->src_rkey) {
+		h->src_rkey = rp->mr->rkey;
+		h->src_base = (uintptr_t)rp->mem + RP_SEND_OFF;
+	}
+	rp_chs_encode(hs, h);
+	len = rp_pdata(pd, 1, hs, hs_len, claim);
+	ck_assert_int_eq(rp_connect_now(rp, pd, len, 15000), 0);
+	return rp->established ? 0 : -1;
+}
+
+/*
+ * A raw channel client: connects with a correct handshake (@p pull_min,
+ * and its send ring offered when @p src), checks the victim's reply, posts
+ * the receives its credits promise, and waits for the victim to accept.
+ */
+static void
+rp_channel(struct rawpeer *rp, struct victim *v, uint32_t pull_min, int src,
+    struct rp_chs *vh)
+{
+	struct rp_chs h = rp_hs();
+	int i, before = v->naccepted;
+
+	h.pull_min = pull_min;
+	h.src_rkey = src ? 1 : 0;
+	ck_assert_int_eq(rp_open(rp, v, &h, 32, 32), 0);
+	ck_assert_int_eq(rp_chs_decode(rp->reply, rp->reply_len, vh), 0);
+	ck_assert_uint_eq(vh->version, 2);
+	ck_assert_int_eq(vh->length, 32);
+	ck_assert_int_eq(vh->bad_check, 0);
+	for (i = 0; i < RP_SLOTS + RP_CTRL; i++)
+		ck_assert_int_eq(rp_post_recv(rp, (size_t)i * RP_SLOT,
+		    RP_SLOT), 0);
+	CH_WAIT(v->env->eb, v->naccepted > before, 10000);
+}
+
+/* Post a request of raw peer @p rp with @p call and wait for it: its
+ * completion status (RP_TRY: -1 when none came within @p ms). */
+#define RP_DO(rp, call) ({						\
+	uint64_t wr_ = (rp)->next_wr;					\
+	ck_assert_int_eq((call), 0);					\
+	rp_status_of((rp), wr_, 10000, 1);				\
+})
+#define RP_TRY(rp, call, ms) ({						\
+	uint64_t wr_ = (rp)->next_wr;					\
+	(call) == 0 ? rp_status_of((rp), wr_, (ms), 0) : -1;		\
+})
+
+static int
+rp_status_of(struct rawpeer *rp, uint64_t wr, int ms, int must)
+{
+	const struct rp_wc *w = rp_wait_wr(rp, wr, ms);
+
+	if (must)
+		ck_assert_msg(w != NULL, "no completion for request %llu",
+		    (unsigned long long)wr);
+	return w ? w->status : -1;
+}
+
+/* The raw peer sends DATA: @p len bytes of its memory at @p off. */
+static void
+rp_data(struct rawpeer *rp, size_t off, size_t len)
+{
+	ck_assert_int_eq(rp_send_imm(rp, off, len,
+	    rp_imm(0, 0, 0, 0, 0, 0)), 0);
+}
+
+/* Wait until victim channel @p c has ended (or @p ms passed). */
+static void
+v_wait_end(struct victim *v, struct vch *c, struct rawpeer *rp, int ms)
+{
+	uint64_t dl = tu_now_ms() + (uint64_t)ms;
+
+	while (!c->ends) {
+		ck_assert_msg(tu_now_ms() < dl, "the victim channel never "
+		    "ended");
+		if (rp)
+			rp_run(rp, 20);
+		else
+			ch_step(v->env->eb, 20);
+	}
+}
+
+/* ==== 1. handshakes ==== */
+
+enum {
+	HS_OK, HS_CTRL_2, HS_CTRL_255, HS_TRUNCATED, HS_V1, HS_BAD_CHECK,
+	HS_CTRL_1, HS_SLOTS, HS_MODE, HS_LENGTH, HS_NONE, HS_COUNT
+};
+static const char *const hs_names[HS_COUNT] = {
+	"a correct handshake", "2 control credits", "255 control credits",
+	"20 bytes claimed as 32 (rdma_cm pads the rest with zeros)",
+	"version 1", "a wrong check value", "1 control credit",
+	"4097 slots", "the other mode", "a length byte of 24",
+	"no channel handshake at all"
+};
+
+/*
+ * Finding 17 and the handshake's ranges: what padding or a stranger can
+ * make of a channel handshake is refused with the right reject code, and
+ * nothing of the listener is pinned for it; what the protocol allows (C
+ * from 2 to 255) is accepted, and the reply exposes nothing to a peer
+ * that does not pull.
+ */
+START_TEST(attack_handshake)
+{
+	struct dt_env env;
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs h = rp_hs(), vh;
+	struct evrdma_stats st;
+	int want = EVRDMA_REJECT_PROTOCOL;
+	size_t hs_len = 32, claim = 32;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	dt_env_init(&env, NULL);
+	v_listen(&v, &env);
+	switch (_i) {
+	case HS_OK:
+	case HS_CTRL_2:
+	case HS_CTRL_255:
+		h.ctrl = _i == HS_CTRL_2 ? 2 : _i == HS_CTRL_255 ? 255 : 4;
+		want = 0;
+		break;
+	case HS_TRUNCATED:
+		hs_len = 20;
+		break;
+	case HS_V1:
+		h.version = 1;
+		want = EVRDMA_REJECT_VERSION;
+		break;
+	case HS_BAD_CHECK:
+		h.bad_check = 1;
+		break;
+	case HS_CTRL_1:
+		h.ctrl = 1;
+		break;
+	case HS_SLOTS:
+		h.slots = 4097;
+		break;
+	case HS_MODE:
+		h.mode = 1;
+		break;
+	case HS_LENGTH:
+		h.length = 24;
+		break;
+	case HS_NONE:
+		hs_len = claim = 0;
+		break;
+	}
+	rp_open(&rp, &v, &h, hs_len, claim);
+	fprintf(stderr, "channel handshake, %s: %s (code %d)\n", hs_names[_i],
+	    rp.established ? "accepted" : "rejected", rp.reject_code);
+	if (want) {
+		ck_assert_int_eq(rp.rejected, 1);
+		ck_assert_int_eq(rp.reject_code, want);
+		ch_loop_for(env.eb, 200);
+		ck_assert_int_eq(v.naccepted, 0);
+		/* nothing of the request is left on the listener */
+		evrdma_base_get_stats(env.base, &st);
+		ck_assert_uint_eq(st.qps, 0);
+		ck_assert_uint_eq(st.mrs, 0);
+	} else {
+		ck_assert_int_eq(rp.established, 1);
+		ck_assert_int_eq(rp_chs_decode(rp.reply, rp.reply_len, &vh), 0);
+		ck_assert_uint_eq(vh.version, 2);
+		ck_assert_int_eq(vh.length, 32);
+		ck_assert_int_eq(vh.bad_check, 0);
+		ck_assert_uint_ge(vh.ctrl, 2);
+		/* the peer said it does not pull: nothing readable offered */
+		ck_assert_uint_eq(vh.src_rkey, 0);
+		ck_assert_uint_eq(vh.src_base, 0);
+		CH_WAIT(env.eb, v.naccepted == 1, 10000);
+	}
+	rp_close(&rp);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 2. protocol violations ==== */
+
+enum {
+	PV_CREDITS, PV_EMPTY, PV_TYPE3, PV_PULL_CREDIT, PV_PULL_NO_SRC,
+	PV_PULL_DESC_LEN, PV_PULL_SLOT, PV_PULL_LONG, PV_PDONE, PV_RETURN,
+	PV_CTRL, PV_AFTER_EOF, PV_EOF_TWICE, PV_LONG, PV_WRITE_IMM,
+	PV_COUNT
+};
+static const char *const pv_names[PV_COUNT] = {
+	"DATA beyond its credits", "empty DATA", "immediate type 3",
+	"CREDIT marked as a pull", "a pull from a peer without a send ring",
+	"a pull descriptor of 7 bytes", "a pull from a slot it has not",
+	"a pull longer than a slot", "pulls reported done never made",
+	"credits returned that were not lent", "control beyond its credits",
+	"DATA after EOF", "a second EOF", "a message longer than a slot",
+	"an RDMA WRITE WITH IMMEDIATE instead of a SEND"
+};
+/* what the victim logs: it caught the violation itself (NULL: the device
+ * fails the connection, the reason is QP_FATAL) */
+static const char *const pv_why[PV_COUNT] = {
+	"data beyond its credits", "empty data message", "bad immediate",
+	"bad immediate", "pull not offered", "bad pull descriptor length",
+	"pull from a slot the peer's ring does not have",
+	"pull length out of range", "pulls acknowledged that were not made",
+	"credits returned that were not lent", "control beyond its credits",
+	"data after EOF", "a second EOF", NULL, NULL
+};
+
+static void
+pv_desc(struct rawpeer *rp, size_t off, uint32_t slot, uint32_t len)
+{
+	uint8_t *d = rp->mem + off;
+
+	d[0] = (uint8_t)(slot >> 24);
+	d[1] = (uint8_t)(slot >> 16);
+	d[2] = (uint8_t)(slot >> 8);
+	d[3] = (uint8_t)slot;
+	d[4] = (uint8_t)(len >> 24);
+	d[5] = (uint8_t)(len >> 16);
+	d[6] = (uint8_t)(len >> 8);
+	d[7] = (uint8_t)len;
+}
+
+/* Do violation @p which as raw peer @p rp (a connected channel client
+ * whose send ring is offered). */
+static void
+pv_commit(struct rawpeer *rp, int which, const struct rp_chs *vh)
+{
+	size_t d = RP_SCRATCH;
+	unsigned i;
+
+	switch (which) {
+	case PV_CREDITS:
+		for (i = 0; i <= vh->slots; i++)
+			rp_data(rp, d, 16);
+		break;
+	case PV_EMPTY:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(0, 0, 0, 0, 0,
+		    0)), 0);
+		break;
+	case PV_TYPE3:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(3, 0, 0, 0, 0,
+		    0)), 0);
+		break;
+	case PV_PULL_CREDIT:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(1, 0, 0, 0, 1,
+		    0)), 0);
+		break;
+	case PV_PULL_NO_SRC:	/* (this peer's handshake offered none) */
+	case PV_PULL_DESC_LEN:
+	case PV_PULL_SLOT:
+	case PV_PULL_LONG:
+		pv_desc(rp, d, which == PV_PULL_SLOT ? RP_SLOTS : 0,
+		    which == PV_PULL_LONG ? vh->slot_size + 64 : 64);
+		ck_assert_int_eq(rp_send_imm(rp, d,
+		    which == PV_PULL_DESC_LEN ? 7 : 8, rp_imm(0, 0, 0, 0, 1,
+		    0)), 0);
+		break;
+	case PV_PDONE:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(1, 0, 0, 0, 0,
+		    5)), 0);
+		break;
+	case PV_RETURN:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(1, RP_SLOTS + 1,
+		    0, 0, 0, 0)), 0);
+		break;
+	case PV_CTRL:
+		/* in one burst: the victim returns control credits only
+		 * after its pass, so it sees more than it lent */
+		for (i = 0; i < 3 * vh->ctrl; i++)
+			ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(1, 0, 0,
+			    0, 0, 0)), 0);
+		break;
+	case PV_AFTER_EOF:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(2, 0, 0, 0, 0,
+		    0)), 0);
+		rp_data(rp, d, 16);
+		break;
+	case PV_EOF_TWICE:
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(2, 0, 0, 0, 0,
+		    0)), 0);
+		ck_assert_int_eq(rp_send_imm(rp, d, 0, rp_imm(2, 0, 0, 0, 0,
+		    0)), 0);
+		break;
+	case PV_LONG:
+		rp_data(rp, d, vh->slot_size + 64);
+		break;
+	case PV_WRITE_IMM:
+		/* the peer has no writable memory to name: the device refuses
+		 * the WRITE (at the peer), and its receive is never used */
+		ck_assert_int_eq(rp_write(rp, d, 16, 0, 0, 1, 0), 0);
+		break;
+	}
+}
+
+/*
+ * A raw channel client breaks the protocol. The victim (its accepted
+ * channel) must end with BEV_EVENT_ERROR and reason PROTOCOL (QP_FATAL
+ * where the device itself refuses), once, having caught the violation
+ * itself; the peer must lose its access at once (its connection is torn
+ * down: a READ of the victim's send ring that worked before fails); a
+ * healthy channel on the same listener and loop goes on working; nothing
+ * leaks.
+ */
+START_TEST(attack_violation)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct friend f;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	struct vch *c;
+	struct evrdma_stats st;
+	int src = _i == PV_PULL_DESC_LEN || _i == PV_PULL_SLOT ||
+	    _i == PV_PULL_LONG;
+
+	memset(&v, 0, sizeof(v));
+	memset(&f, 0, sizeof(f));
+	memset(&rp, 0, sizeof(rp));
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 64), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v.echo = 1;
+	v_listen(&v, &env);
+	f_open(&f, &v);
+	f_echo(&f, &v, 32 * KiB);
+
+	/* the peer pulls (so the victim offers its send ring) */
+	rp_channel(&rp, &v, 1, src, &vh);
+	ck_assert_uint_ne(vh.src_rkey, 0);
+	ck_assert_uint_lt(vh.src_base, 4096);	/* zero-based: no address */
+	c = &v.ch[1];
+	/* it works before it turns: an echo (left in the victim's send
+	 * ring for the peer to pull), and a READ of it */
+	memset(rp.mem + RP_SCRATCH, 'x', 64);
+	ck_assert_int_eq(RP_DO(&rp, rp_send_imm(&rp, RP_SCRATCH, 64,
+	    rp_imm(0, 0, 0, 0, 0, 0))), IBV_WC_SUCCESS);
+	ck_assert_int_eq(RP_DO(&rp, rp_read(&rp, RP_SCRATCH + 4096, 64,
+	    vh.src_base, vh.src_rkey)), IBV_WC_SUCCESS);
+	ck_assert_int_eq(c->ends, 0);
+
+	if (_i == PV_CREDITS)
+		c->keep = 1;	/* nothing read: no credit comes back */
+	if (_i == PV_AFTER_EOF || _i == PV_EOF_TWICE)
+		/* (EOF alone, read at once, would be an orderly end) */
+		evrdma_channel_disable(c->ch, EV_READ);
+	v.log[0] = 0;
+	pv_commit(&rp, _i, &vh);
+	v_wait_end(&v, c, &rp, 10000);
+	ck_assert_int_eq(rp_wait_disconnect(&rp, 10000), 0);
+	rp_run(&rp, 300);
+	fprintf(stderr, "channel violation, %s: 0x%x, %s; logged: %s\n",
+	    pv_names[_i], c->what, evrdma_reason_str(c->reason),
+	    v.log[0] ? v.log : "(nothing)");
+	ck_assert_int_eq(c->ends, 1);
+	ck_assert_int_eq(c->error, 1);
+	ck_assert(c->what & BEV_EVENT_ERROR);
+	if (pv_why[_i]) {
+		ck_assert_int_eq(c->reason, EVRDMA_REASON_PROTOCOL);
+		ck_assert_msg(strstr(v.log, pv_why[_i]) != NULL,
+		    "victim logged \"%s\", not \"%s\"", v.log, pv_why[_i]);
+	} else {
+		ck_assert(c->reason == EVRDMA_REASON_QP_FATAL ||
+		    c->reason == EVRDMA_REASON_DISCONNECTED);
+	}
+	/* the peer's access ended with it: the same READ never succeeds
+	 * (it fails, or its retries run out against a QP that is gone),
+	 * and the victim's QP and rings are gone without the application
+	 * freeing the channel */
+	ck_assert_int_ne(RP_TRY(&rp, rp_read(&rp, RP_SCRATCH + 4096, 64,
+	    vh.src_base, vh.src_rkey), 2000), IBV_WC_SUCCESS);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 2),
+	    10000);
+	/* the healthy channel goes on */
+	f_echo(&f, &v, 64 * KiB);
+	evrdma_channel_free(f.ch);
+	rp_close(&rp);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 3. isolation: other connections, old bytes ==== */
+
+/*
+ * Findings 2 and 3. Peer A, a client that pulls, gets data echoed by the
+ * victim (so A's channel's send ring holds it). Then peer B connects: the
+ * whole of its own channel's send ring reads as zeros (no earlier
+ * client's bytes), and a READ with A's key and address, or a WRITE into
+ * anything of the victim's, fails at B's end and costs B its connection,
+ * while A goes on.
+ */
+START_TEST(attack_isolation)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer a, b;
+	struct rp_chs ah, bh;
+	unsigned n, i;
+	const size_t ring = (size_t)AT_SLOTS * AT_SLOT;
+
+	memset(&v, 0, sizeof(v));
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 64), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v.echo = 1;
+	v_listen(&v, &env);
+
+	rp_channel(&a, &v, 1, 0, &ah);
+	memset(a.mem + RP_SCRATCH, 0xa5, 1024);
+	for (i = 0; i < 3; i++)
+		rp_data(&a, RP_SCRATCH, 1024);
+	/* the echo, coalesced, left for A to pull (a descriptor) */
+	for (n = 0; ; n++) {
+		ck_assert_uint_lt(n, 1000);
+		rp_run(&a, 10);
+		for (i = 0; i < a.nwc && !a.wc[i].is_recv; i++)
+			;
+		if (i < a.nwc)
+			break;
+	}
+	ck_assert(a.wc[i].imm & 0x40);
+	/* A reads its own ring: the echoed bytes are there */
+	ck_assert_int_eq(RP_DO(&a, rp_read(&a, RP_SCRATCH + 8192, 1024,
+	    ah.src_base, ah.src_rkey)), IBV_WC_SUCCESS);
+	ck_assert_int_eq(a.mem[RP_SCRATCH + 8192], 0xa5);
+
+	rp_channel(&b, &v, 1, 0, &bh);
+	ck_assert_uint_ne(bh.src_rkey, ah.src_rkey);
+	/* B's own ring, right after connecting: nothing but zeros */
+	ck_assert_int_eq(RP_DO(&b, rp_read(&b, RP_SCRATCH, ring, bh.src_base,
+	    bh.src_rkey)), IBV_WC_SUCCESS);
+	for (i = 0; i < ring; i++)
+		ck_assert_msg(b.mem[RP_SCRATCH + i] == 0, "byte %u of a new "
+		    "channel's send ring is 0x%02x", i,
+		    b.mem[RP_SCRATCH + i]);
+	/* A's ring with A's key, from B's connection: refused */
+	n = RP_DO(&b, rp_read(&b, RP_SCRATCH, 1024, ah.src_base, ah.src_rkey));
+	fprintf(stderr, "channel isolation: B reading A's ring: %s\n",
+	    ibv_wc_status_str(n));
+	ck_assert_int_eq(n, IBV_WC_REM_ACCESS_ERR);
+	v_wait_end(&v, &v.ch[1], &b, 10000);
+	ck_assert_int_eq(v.ch[1].error, 1);
+
+	/* A is untouched, and its ring still reads */
+	ck_assert_int_eq(v.ch[0].ends, 0);
+	memset(a.mem + RP_SCRATCH + 8192, 0, 1024);
+	ck_assert_int_eq(RP_DO(&a, rp_read(&a, RP_SCRATCH + 8192, 1024,
+	    ah.src_base, ah.src_rkey)), IBV_WC_SUCCESS);
+	ck_assert_int_eq(a.mem[RP_SCRATCH + 8192], 0xa5);
+	/* and a WRITE into its send ring (read-only) is refused too */
+	ck_assert_int_eq(RP_DO(&a, rp_write(&a, RP_SCRATCH, 64, ah.src_base,
+	    ah.src_rkey, 0, 0)), IBV_WC_REM_ACCESS_ERR);
+	v_wait_end(&v, &v.ch[0], &a, 10000);
+
+	rp_close(&a);
+	rp_close(&b);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * Finding 3 for raw connections: a region the application exposes to one
+ * connection's peer (REMOTE_READ | REMOTE_WRITE) is out of reach of every
+ * other connection, with the right key and address.
+ */
+struct iso_srv {
+	struct evrdma_mr *mr[3];
+	struct evrdma_remote rem[3];
+	struct evrdma_conn *conn[3];
+	uint8_t mem[3][4096];
+	int n, naccepted;
+};
+
+static int
+iso_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	struct iso_srv *s = arg;
+	int i = s->n++;
+
+	ck_assert_int_lt(i, 3);
+	memset(s->mem[i], 'A' + i, sizeof(s->mem[i]));
+	s->mr[i] = evrdma_mr_reg(c, s->mem[i], sizeof(s->mem[i]),
+	    EVRDMA_ACCESS_REMOTE_READ | EVRDMA_ACCESS_REMOTE_WRITE);
+	ck_assert_ptr_nonnull(s->mr[i]);
+	ck_assert_int_eq(evrdma_mr_export(s->mr[i], 0, 4096, &s->rem[i]), 0);
+	/* zero-based: the peer learns no process address */
+	ck_assert_uint_lt(s->rem[i].addr, 4096);
+	return 0;
+}
+
+static void
+iso_accept(struct evrdma_listener *l, struct evrdma_conn *c,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct iso_srv *s = arg;
+
+	ck_assert_int_lt(s->naccepted, 3);
+	s->conn[s->naccepted++] = c;
+}
+
+START_TEST(attack_isolation_raw)
+{
+	struct dt_env env;
+	struct iso_srv s;
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;
+	struct rawpeer a, b;
+	uint8_t pd[8];
+	int len;
+	unsigned n;
+
+	memset(&s, 0, sizeof(s));
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	dt_env_init(&env, NULL);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
+	    iso_accept, &s);
+	ck_assert_ptr_nonnull(lst);
+	evrdma_listener_set_prepare_cb(lst, iso_prepare, &s);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	rp_pdata(pd, 1, NULL, 0, 0);
+	ck_assert_int_eq(rp_connect(&a, env.eb, (struct sockaddr *)&ss, len,
+	    pd, 8, 15000), 0);
+	ck_assert_int_eq(rp_connect(&b, env.eb, (struct sockaddr *)&ss, len,
+	    pd, 8, 15000), 0);
+	ck_assert(a.established && b.established);
+	CH_WAIT(env.eb, s.conn[1] != NULL, 10000);
+
+	/* each reaches its own region */
+	ck_assert_int_eq(RP_DO(&a, rp_read(&a, 0, 64, s.rem[0].addr,
+	    s.rem[0].rkey)), IBV_WC_SUCCESS);
+	ck_assert_int_eq(a.mem[0], 'A');
+	/* B with A's key: neither READ nor WRITE */
+	ck_assert_int_eq(RP_DO(&b, rp_write(&b, 0, 64, s.rem[0].addr,
+	    s.rem[0].rkey, 0, 0)), IBV_WC_REM_ACCESS_ERR);
+	ck_assert_int_eq(s.mem[0][0], 'A');
+	rp_close(&b);
+	/* B's fresh connection, same key: still nothing */
+	memset(&b, 0, sizeof(b));
+	ck_assert_int_eq(rp_connect(&b, env.eb, (struct sockaddr *)&ss, len,
+	    pd, 8, 15000), 0);
+	ck_assert_int_eq(RP_DO(&b, rp_read(&b, 0, 64, s.rem[0].addr,
+	    s.rem[0].rkey)), IBV_WC_REM_ACCESS_ERR);
+	/* and on the server, a region of one connection cannot be posted on
+	 * another */
+	errno = 0;
+	ck_assert_int_eq(evrdma_conn_post_send(s.conn[0], s.mr[1], 0, 8, NULL,
+	    NULL), -1);
+	ck_assert_int_eq(errno, EXDEV);
+
+	rp_close(&a);
+	rp_close(&b);
+	CH_WAIT(env.eb, s.naccepted == 3, 10000);
+	for (n = 0; n < 3; n++)
+		evrdma_conn_free(s.conn[n]);
+	evrdma_listener_free(lst);
+	dt_drain(&env, 20000);
+	for (n = 0; n < 3; n++)
+		evrdma_mr_free(s.mr[n]);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 4. delivered bytes do not change ==== */
+
+/*
+ * Finding 4: the victim leaves a 4 KiB message in input; the peer then
+ * tries every way it has to write into the victim's memory (RDMA WRITEs
+ * and atomics with the only key it knows, at every address it could
+ * guess) and sends more. The bytes in input stay what arrived.
+ */
+START_TEST(attack_rewrite_delivered)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	struct evbuffer *in;
+	uint8_t want[4096];
+	unsigned n, i;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 64), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v.keep = 1;
+	v_listen(&v, &env);
+	rp_channel(&rp, &v, 1, 0, &vh);
+	pat_fill(want, 0, sizeof(want), 0x7e57);
+	memcpy(rp.mem + RP_SCRATCH, want, sizeof(want));
+	rp_data(&rp, RP_SCRATCH, sizeof(want));
+	in = evrdma_channel_get_input(v.ch[0].ch);
+	CH_WAIT(env.eb, evbuffer_get_length(in) == sizeof(want), 10000);
+
+	memset(rp.mem + RP_SCRATCH, 0xee, 8192);
+	for (i = 0; i < 4; i++) {
+		/* the victim's send ring key, all over its address range,
+		 * and keys near it: none works (the first failure costs the
+		 * peer its connection; what follows fails or never comes) */
+		n = RP_TRY(&rp, rp_write(&rp, RP_SCRATCH, 4096, vh.src_base +
+		    (uint64_t)i * 4096, vh.src_rkey + i, 0, 0), 3000);
+		ck_assert_int_ne(n, IBV_WC_SUCCESS);
+	}
+	rp_run(&rp, 300);
+	ck_assert_uint_eq(evbuffer_get_length(in), sizeof(want));
+	ck_assert_int_eq(memcmp(evbuffer_pullup(in, -1), want, sizeof(want)),
+	    0);
+	rp_close(&rp);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 5. the channel that never closes ==== */
+
+enum { FO_READ_PAST, FO_WRITE_SEND_RING, FO_ATOMIC, FO_READ_GUESS,
+	FO_COUNT };
+static const char *const fo_names[FO_COUNT] = {
+	"a READ past the send ring", "a WRITE into the send ring",
+	"an atomic on the send ring", "a READ with a guessed key"
+};
+
+/*
+ * Finding 15: one RDMA operation the victim's memory refuses, then a
+ * disconnect. The victim's channel must end (BEV_EVENT_ERROR) within a
+ * few seconds and give back its QP and registered memory, without the
+ * application's help.
+ */
+START_TEST(attack_forbidden_then_gone)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	struct evrdma_stats st;
+	uint64_t t0;
+	unsigned n;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 64), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v_listen(&v, &env);
+	rp_channel(&rp, &v, 1, 0, &vh);
+	switch (_i) {
+	case FO_READ_PAST:
+		n = RP_DO(&rp, rp_read(&rp, RP_SCRATCH, 64, vh.src_base +
+		    (uint64_t)AT_SLOTS * AT_SLOT + 4096, vh.src_rkey));
+		break;
+	case FO_WRITE_SEND_RING:
+		n = RP_DO(&rp, rp_write(&rp, RP_SCRATCH, 64, vh.src_base,
+		    vh.src_rkey, 0, 0));
+		break;
+	case FO_ATOMIC:
+		n = RP_DO(&rp, rp_fadd(&rp, RP_SCRATCH, vh.src_base,
+		    vh.src_rkey));
+		break;
+	default:
+		n = RP_DO(&rp, rp_read(&rp, RP_SCRATCH, 64, 0,
+		    vh.src_rkey + 1));
+		break;
+	}
+	ck_assert_int_ne(n, IBV_WC_SUCCESS);
+	rp_close(&rp);
+	t0 = tu_now_ms();
+	v_wait_end(&v, &v.ch[0], NULL, 10000);
+	fprintf(stderr, "channel after %s and a disconnect: 0x%x (%s) after "
+	    "%llu ms\n", fo_names[_i], v.ch[0].what,
+	    evrdma_reason_str(v.ch[0].reason),
+	    (unsigned long long)(tu_now_ms() - t0));
+	ck_assert_int_eq(v.ch[0].error, 1);
+	/* the QP and the rings went without the application freeing */
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 0 &&
+	    st.mrs == 0), 10000);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 6. freed while the peer owes pulls, then abused ==== */
+
+/*
+ * Finding 1. A peer that pulls gets the victim's echo as a pull, never
+ * reports it done, and sends EOF: the victim (freeing at EOF, as
+ * examples/echo-server.c does) lingers for the pull. The peer then sends
+ * a burst of control messages beyond its credits and disconnects. The
+ * victim must close in order: no use after free (ASan watches), nothing
+ * left behind.
+ */
+START_TEST(attack_linger_abuse)
+{
+	struct dt_env env;
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	unsigned n, i;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	dt_env_init(&env, NULL);
+	v.echo = 1;
+	v.free_on_end = 1;
+	v_listen(&v, &env);
+	rp_channel(&rp, &v, 1, 0, &vh);
+	memset(rp.mem + RP_SCRATCH, 'e', 4096);
+	ck_assert_int_eq(RP_DO(&rp, rp_send_imm(&rp, RP_SCRATCH, 4096,
+	    rp_imm(0, 0, 0, 0, 0, 0))), IBV_WC_SUCCESS);
+	/* the echo comes as a pull, which the peer never does */
+	for (n = 0; n < 1000; n++) {
+		unsigned k;
+
+		rp_run(&rp, 10);
+		for (k = 0; k < rp.nwc && !rp.wc[k].is_recv; k++)
+			;
+		if (k < rp.nwc)
+			break;
+	}
+	ck_assert_int_eq(rp_send_imm(&rp, RP_SCRATCH, 0, rp_imm(2, 0, 0, 0, 0,
+	    0)), 0);
+	CH_WAIT(env.eb, v.ch[0].freed, 10000);
+	/* lingering now; the abuse */
+	for (i = 0; i < 3 * vh.ctrl + vh.slots; i++)
+		if (rp_send_imm(&rp, RP_SCRATCH, 0, rp_imm(1, 0, 0, 0, 0,
+		    0)) != 0)
+			break;
+	rp_run(&rp, 500);
+	rp_close(&rp);
+	ch_loop_for(env.eb, 500);
+	v_close(&v);	/* asserts everything is gone */
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 7. a violation before the listener hands the channel out ==== */
+
+/*
+ * The peer breaks the protocol in its very first message, sent the moment
+ * it is connected (before the victim has read its own ESTABLISHED, when
+ * the loop is busy). The channel must never reach the application
+ * silently failed: either the accept callback never runs for it, or the
+ * accepted channel gets BEV_EVENT_ERROR.
+ */
+START_TEST(attack_violation_first)
+{
+	struct dt_env env;
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs h = rp_hs();
+	uint8_t hs[32], pd[56];
+	size_t len;
+	int i;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	dt_env_init(&env, NULL);
+	v_listen(&v, &env);
+	ck_assert_int_eq(rp_prepare(&rp, env.eb, (struct sockaddr *)&v.ss,
+	    v.sslen), 0);
+	for (i = 0; i < RP_SLOTS + RP_CTRL; i++)
+		ck_assert_int_eq(rp_post_recv(&rp, (size_t)i * RP_SLOT,
+		    RP_SLOT), 0);
+	rp_chs_encode(hs, &h);
+	len = rp_pdata(pd, 1, hs, 32, 32);
+	ck_assert_int_eq(rp_connect_now(&rp, pd, len, 15000), 0);
+	ck_assert_int_eq(rp.established, 1);
+	ck_assert_int_eq(rp_send_imm(&rp, RP_SCRATCH, 0, rp_imm(3, 0, 0, 0, 0,
+	    0)), 0);
+	ck_assert_int_eq(rp_wait_disconnect(&rp, 10000), 0);
+	ch_loop_for(env.eb, 500);
+	fprintf(stderr, "channel violation at once: accepted %d, ends %d\n",
+	    v.naccepted, v.naccepted ? v.ch[0].ends : 0);
+	if (v.naccepted) {
+		ck_assert_int_eq(v.ch[0].ends, 1);
+		ck_assert_int_eq(v.ch[0].error, 1);
+		ck_assert_int_eq(v.ch[0].reason, EVRDMA_REASON_PROTOCOL);
+	}
+	rp_close(&rp);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 8. a flood of half-open connects under a low memlock limit ==== */
+
+/* Drop CAP_IPC_LOCK (the guest runs tests as root), so that the
+ * RLIMIT_MEMLOCK set next applies to registrations. */
+static void
+drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
+}
+
+#define FLOOD		40
+#define FLOOD_HALF	4
+#define FLOOD_BACKLOG	8
+
+struct flood_log {
+	int memlock, rejecting;
+};
+
+static void
+flood_log_cb(int level, const char *msg, void *arg)
+{
+	struct flood_log *fl = arg;
+
+	if (getenv("EVRDMA_TEST_LOG"))
+		fprintf(stderr, "flood log: %s\n", msg);
+	if (strstr(msg, "RLIMIT_MEMLOCK"))
+		fl->memlock++;
+	if (strstr(msg, "rejecting"))
+		fl->rejecting++;
+}
+
+/*
+ * Strangers open connections and never finish them. A listener pins at
+ * most its half-open limit of them (a QP and rings each), and no more than
+ * RLIMIT_MEMLOCK allows, refusing the rest with a clear reason; requests
+ * beyond the backlog are rejected at once, waiting ones when they waited
+ * past the connect timeout; once the flood has gone, a real client
+ * connects.
+ */
+START_TEST(attack_half_open_flood)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(4, 65536, 0);
+	struct victim v;
+	struct friend f;
+	struct rawpeer *rp = calloc(FLOOD, sizeof(*rp));
+	struct rp_chs h = rp_hs();
+	struct flood_log fl = { 0, 0 };
+	struct evrdma_stats st;
+	struct rlimit rl;
+	unsigned qps_max = 0;
+	uint8_t hs[32], pd[56];
+	size_t len;
+	int i, rejected = 0, answered = 0, by_kernel = 0;
+
+	/* rings of 4 x 64 KiB: 1 MiB registered a channel; room for two
+	 * (a client in this process needs both ends) */
+	drop_ipc_lock();
+	rl.rlim_cur = rl.rlim_max = 2560 * KiB;
+	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	ck_assert_int_eq(evrdma_config_set_half_open(cfg, FLOOD_HALF), 0);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_CONNECT, 1500), 0);
+	memset(&v, 0, sizeof(v));
+	memset(&f, 0, sizeof(f));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v.sslen = dt_sockaddr(&v.ss, dt_addr(), 0);
+	v.env = &env;
+	v.lst = evrdma_channel_listener_new(env.base,
+	    (struct sockaddr *)&v.ss, v.sslen, FLOOD_BACKLOG,
+	    EVRDMA_CHANNEL_STREAM, v_accept, &v);
+	ck_assert_ptr_nonnull(v.lst);
+	v.sslen = dt_sockaddr(&v.ss, dt_addr(),
+	    evrdma_listener_get_port(v.lst));
+	evrdma_set_log_callback(flood_log_cb, EVRDMA_LOG_INFO, &fl);
+
+	rp_chs_encode(hs, &h);
+	len = rp_pdata(pd, 1, hs, 32, 32);
+	for (i = 0; i < FLOOD; i++) {
+		rp[i].no_qp = 1;
+		ck_assert_int_eq(rp_prepare(&rp[i], env.eb,
+		    (struct sockaddr *)&v.ss, v.sslen), 0);
+		/* connect, and do not wait for the answer */
+		rp_connect_now(&rp[i], pd, len, 0);
+	}
+	for (i = 0; i < 300; i++) {
+		int k;
+
+		rp_run(&rp[0], 10);
+		for (k = 1; k < FLOOD; k++)
+			rp_poll(&rp[k]);
+		evrdma_base_get_stats(env.base, &st);
+		if (st.qps > qps_max)
+			qps_max = st.qps;
+	}
+	for (i = 0; i < FLOOD; i++) {
+		rejected += rp[i].rejected;
+		answered += rp[i].established;
+		/* by the listener (RESOURCES), or by the kernel's own rdma_cm
+		 * backlog before the listener saw the request (no code) */
+		if (rp[i].rejected) {
+			ck_assert(rp[i].reject_code == EVRDMA_REJECT_RESOURCES
+			    || rp[i].reject_code == -1);
+			by_kernel += rp[i].reject_code == -1;
+		}
+	}
+	fprintf(stderr, "half-open flood of %d: at most %u QPs pinned, %d "
+	    "answered, %d rejected (%d by the kernel's backlog); memlock "
+	    "refusals logged: %d\n", FLOOD, qps_max, answered, rejected,
+	    by_kernel, fl.memlock);
+	/* at most the half-open limit held anything, and memlock capped it
+	 * further (two channels' rings fit) */
+	ck_assert_uint_le(qps_max, 2);
+	ck_assert_int_ge(fl.memlock, 1);
+	/* beyond the backlog, at once; the rest after the connect timeout */
+	ck_assert_int_ge(rejected, FLOOD - FLOOD_HALF - FLOOD_BACKLOG);
+	ch_loop_for(env.eb, 3000);
+	for (i = 0; i < FLOOD; i++)
+		rp_close(&rp[i]);
+	free(rp);
+	ch_loop_for(env.eb, 2000);
+	evrdma_base_get_stats(env.base, &st);
+	ck_assert_uint_eq(st.qps, 0);
+	ck_assert_uint_eq(st.mrs, 0);
+	/* the listener still serves */
+	evrdma_set_log_callback(NULL, 0, NULL);
+	f_open(&f, &v);
+	evrdma_channel_free(f.ch);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 9. pulls reported done at once, many times over ==== */
+
+#define PD_MSGS		200
+
+/* The raw peer's bookkeeping as a pulling receiver. */
+struct pd_state {
+	unsigned next_recv, got, read_ok, ccred, pend_dret, pend_done;
+	uint64_t read_wr[PD_MSGS];	/* wr_id of each message's READ */
+};
+
+/* One completion of the raw peer: a message of the victim (a pull to do,
+ * or a CREDIT), or one of its own READs, checked against the pattern. */
+static void
+pd_take(struct rawpeer *rp, struct pd_state *ps, const struct rp_wc *w,
+    const struct rp_chs *vh)
+{
+	unsigned buf, slot, k;
+	uint32_t plen;
+	uint8_t *d;
+
+	ck_assert_int_eq(w->status, IBV_WC_SUCCESS);
+	if (w->opcode == IBV_WC_RDMA_READ) {
+		for (k = 0; k < ps->got; k++)
+			if (ps->read_wr[k] == w->wr_id)
+				break;
+		ck_assert_uint_lt(k, ps->got);
+		ck_assert(pat_check(rp->mem + RP_SCRATCH + (size_t)(k % 64) *
+		    AT_SLOT, (uint64_t)k * AT_SLOT, AT_SLOT, 0x9011) ==
+		    (size_t)-1);
+		ps->read_ok++;
+		return;
+	}
+	if (w->opcode != IBV_WC_RECV)
+		return;
+	ck_assert(w->has_imm);
+	buf = ps->next_recv++ % (RP_SLOTS + RP_CTRL);
+	d = rp->mem + (size_t)buf * RP_SLOT;
+	ps->ccred += (w->imm >> 8) & 0xff;
+	if (w->imm >> 30 == 0 && !(w->imm & 0x40)) {
+		/* written rather than pulled (the victim shares the work):
+		 * the bytes are here */
+		ck_assert_uint_eq(w->byte_len, AT_SLOT);
+		ck_assert(pat_check(d, (uint64_t)ps->got * AT_SLOT, AT_SLOT,
+		    0x9011) == (size_t)-1);
+		ck_assert_uint_lt(ps->got, PD_MSGS);
+		ps->read_wr[ps->got++] = UINT64_MAX;
+		ps->read_ok++;
+		ps->pend_dret++;
+	} else if (w->imm >> 30 == 0) {
+		slot = (unsigned)d[0] << 24 | d[1] << 16 | d[2] << 8 | d[3];
+		plen = (uint32_t)d[4] << 24 | d[5] << 16 | d[6] << 8 | d[7];
+		ck_assert_uint_lt(slot, vh->slots);
+		ck_assert_uint_eq(plen, AT_SLOT);
+		ck_assert_uint_lt(ps->got, PD_MSGS);
+		ps->read_wr[ps->got] = rp->next_wr;
+		ck_assert_int_eq(rp_read(rp, RP_SCRATCH + (size_t)(ps->got %
+		    64) * AT_SLOT, plen, vh->src_base + (uint64_t)slot *
+		    vh->slot_size, vh->src_rkey), 0);
+		ps->got++;
+		ps->pend_dret++;
+		ps->pend_done++;
+	}
+	ck_assert_int_eq(rp_post_recv(rp, (size_t)buf * RP_SLOT, RP_SLOT), 0);
+	/* reported done at once, before the READ, within our control
+	 * credits */
+	if (ps->ccred && (ps->pend_dret || ps->pend_done)) {
+		unsigned done = ps->pend_done < 63 ? ps->pend_done : 63;
+
+		ck_assert_int_eq(rp_send_imm(rp, RP_SCRATCH, 0, rp_imm(1,
+		    ps->pend_dret, 0, 0, 0, done)), 0);
+		ps->ccred--;
+		ps->pend_dret = 0;
+		ps->pend_done -= done;
+	}
+}
+
+/*
+ * A peer that pulls reports every pull done the moment its descriptor
+ * arrives (before the victim's own send of it may have completed), and
+ * reads the bytes afterwards. The victim frees a send slot only when both
+ * have happened: its ring never overflows, and every byte is intact.
+ */
+START_TEST(attack_pull_done_early)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	struct pd_state *ps = calloc(1, sizeof(*ps));
+	uint8_t chunk[AT_SLOT];
+	unsigned i, seen = 0;
+	uint64_t dl;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v_listen(&v, &env);
+	rp_channel(&rp, &v, 1, 0, &vh);
+	ps->ccred = vh.ctrl;
+	for (i = 0; i < PD_MSGS; i++) {
+		pat_fill(chunk, (uint64_t)i * AT_SLOT, AT_SLOT, 0x9011);
+		ck_assert_int_eq(evrdma_channel_write(v.ch[0].ch, chunk,
+		    AT_SLOT), 0);
+	}
+	dl = tu_now_ms() + 60000;
+	while (ps->read_ok < PD_MSGS) {
+		ck_assert_msg(tu_now_ms() < dl, "%u of %u messages read",
+		    ps->read_ok, PD_MSGS);
+		rp_run(&rp, 5);
+		ck_assert_uint_lt(rp.nwc, RP_MAX_WC);
+		for (; seen < rp.nwc; seen++)
+			pd_take(&rp, ps, &rp.wc[seen], &vh);
+		/* (the completion log is short: start it over) */
+		if (seen > RP_MAX_WC / 2) {
+			rp.nwc = seen = 0;
+		}
+	}
+	ck_assert_int_eq(v.ch[0].ends, 0);
+	free(ps);
+	rp_close(&rp);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== 10. a server that abandons a connection ==== */
+
+struct abandon {
+	struct evrdma_channel *cli;
+	int connected, ends, eof, error, reason;
+	short what;
+	int srv_freed;
+};
+
+static void
+ab_cli_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct abandon *a = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		static const uint8_t req[4096];
+
+		a->connected = 1;
+		ck_assert_int_eq(evrdma_channel_write(ch, req, sizeof(req)),
+		    0);
+		return;
+	}
+	a->ends++;
+	a->what = what;
+	if (what & BEV_EVENT_EOF)
+		a->eof++;
+	if (what & BEV_EVENT_ERROR) {
+		a->error++;
+		a->reason = evrdma_channel_get_error(ch);
+	}
+}
+
+/* The server gives up on the connection as soon as data arrives, without
+ * reading it (as a server whose handshake timed out, or a crashing one). */
+static void
+ab_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct abandon *a = arg;
+
+	evrdma_channel_free(ch);
+	a->srv_freed = 1;
+}
+
+static void
+ab_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_channel_setcb(ch, ab_srv_read, NULL, NULL, arg);
+	evrdma_channel_enable(ch, EV_READ);
+}
+
+/*
+ * Finding 16: a client whose server abandons the connection after the
+ * client saw CONNECTED (and wrote) must learn it as an error, never as an
+ * orderly EOF: its data was not taken.
+ */
+START_TEST(attack_server_abandons)
+{
+	struct dt_env env;
+	struct abandon a;
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;
+	int len;
+
+	memset(&a, 0, sizeof(a));
+	dt_env_init(&env, NULL);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
+	    len, 4, EVRDMA_CHANNEL_STREAM, ab_accept, &a);
+	ck_assert_ptr_nonnull(lst);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	a.cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
+	ck_assert_ptr_nonnull(a.cli);
+	evrdma_channel_setcb(a.cli, NULL, NULL, ab_cli_event, &a);
+	evrdma_channel_enable(a.cli, EV_READ);
+	ck_assert_int_eq(evrdma_channel_connect(a.cli, (struct sockaddr *)&ss,
+	    len), 0);
+	CH_WAIT(env.eb, a.ends, 20000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "server abandons: client got 0x%x (%s)\n", a.what,
+	    evrdma_reason_str(a.reason));
+	ck_assert_int_eq(a.connected, 1);
+	ck_assert_int_eq(a.srv_freed, 1);
+	ck_assert_int_eq(a.ends, 1);
+	ck_assert_int_eq(a.eof, 0);
+	ck_assert_int_eq(a.error, 1);
+	ck_assert_int_eq(a.reason, EVRDMA_REASON_DISCONNECTED);
+	evrdma_channel_free(a.cli);
+	evrdma_listener_free(lst);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_chan_attack(void)
+{
+	Suite *s = suite_create("device-chan-attack");
+	TCase *tc;
+
+	tc = tcase_create("handshake");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, attack_handshake, 0, HS_COUNT);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("violation");
+	tcase_set_timeout(tc, 90);
+	tcase_add_loop_test(tc, attack_violation, 0, PV_COUNT);
+	tcase_add_test(tc, attack_violation_first);
+	tcase_add_test(tc, attack_linger_abuse);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memory");
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, attack_isolation);
+	tcase_add_test(tc, attack_isolation_raw);
+	tcase_add_test(tc, attack_rewrite_delivered);
+	tcase_add_loop_test(tc, attack_forbidden_then_gone, 0, FO_COUNT);
+	tcase_add_test(tc, attack_pull_done_early);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("listener");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, attack_half_open_flood);
+	tcase_add_test(tc, attack_server_abandons);
+	suite_add_tcase(s, tc);
+	return s;
+}
