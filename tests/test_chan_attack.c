@@ -1404,6 +1404,94 @@ START_TEST(attack_server_abandons)
 }
 END_TEST
 
+/* ==== 11. freed with no control credit in hand ==== */
+
+/*
+ * The peer grants 2 control credits and never returns one unless the
+ * test says so. The victim spends both (returning data credits), then is
+ * freed: its EOF must wait for a credit, not be skipped. Variant 0: no
+ * credit ever comes; the victim gives up after its teardown timeout and
+ * disconnects (no hang, nothing left). Variant 1: a credit comes after a
+ * while; the EOF goes, and the victim disconnects once it is through,
+ * well before the timeout.
+ */
+START_TEST(attack_linger_no_credit)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs h = rp_hs(), vh;
+	struct evrdma_stats st;
+	unsigned i, ctrl_seen = 0, eof_seen = 0, k;
+	uint64_t t_free, t_end;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 1500), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v_listen(&v, &env);
+	h.ctrl = 2;
+	ck_assert_int_eq(rp_open(&rp, &v, &h, 32, 32), 0);
+	ck_assert_int_eq(rp_chs_decode(rp.reply, rp.reply_len, &vh), 0);
+	for (i = 0; i < RP_SLOTS + 2; i++)
+		ck_assert_int_eq(rp_post_recv(&rp, (size_t)i * RP_SLOT,
+		    RP_SLOT), 0);
+	CH_WAIT(env.eb, v.naccepted == 1, 10000);
+	/* data the victim reads: it returns the credits by CREDIT
+	 * messages, two of them, and then has no control credit left */
+	for (i = 0; i < 2 * (AT_SLOTS / 4); i++) {
+		unsigned before = rp.nwc;
+
+		rp_data(&rp, RP_SCRATCH, 16);
+		for (k = 0; k < 500 && ctrl_seen <= i; k++) {
+			rp_run(&rp, 10);
+			for (; before < rp.nwc; before++)
+				if (rp.wc[before].is_recv &&
+				    rp.wc[before].imm >> 30 == 1)
+					ctrl_seen++;
+		}
+	}
+	ck_assert_uint_eq(ctrl_seen, 2);
+	evrdma_channel_free(v.ch[0].ch);
+	v.ch[0].freed = 1;
+	t_free = tu_now_ms();
+	if (_i == 1) {
+		rp_run(&rp, 300);
+		/* no EOF yet: it waits for a control credit */
+		for (k = 0; k < rp.nwc; k++)
+			ck_assert(!(rp.wc[k].is_recv && rp.wc[k].imm >> 30 == 2));
+		ck_assert_int_eq(rp_send_imm(&rp, RP_SCRATCH, 0, rp_imm(1, 0, 1,
+		    0, 0, 0)), 0);
+	}
+	ck_assert_int_eq(rp_wait_disconnect(&rp, 10000), 0);
+	t_end = tu_now_ms();
+	for (k = 0; k < rp.nwc; k++)
+		if (rp.wc[k].is_recv && rp.wc[k].status == IBV_WC_SUCCESS &&
+		    rp.wc[k].imm >> 30 == 2)
+			eof_seen++;
+	fprintf(stderr, "linger without a control credit (%s): EOF %u, "
+	    "disconnected %llu ms after the free (teardown 1500 ms)\n",
+	    _i ? "one comes later" : "none comes", eof_seen,
+	    (unsigned long long)(t_end - t_free));
+	if (_i == 0) {
+		ck_assert_uint_eq(eof_seen, 0);
+		ck_assert_uint_ge(t_end - t_free, 1400);
+	} else {
+		ck_assert_uint_eq(eof_seen, 1);
+		ck_assert_uint_lt(t_end - t_free, 1400);
+	}
+	ck_assert_uint_lt(t_end - t_free, 5000);
+	rp_close(&rp);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 0),
+	    10000);
+	v_close(&v);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_attack(void)
 {
@@ -1420,6 +1508,7 @@ dt_suite_chan_attack(void)
 	tcase_add_loop_test(tc, attack_violation, 0, PV_COUNT);
 	tcase_add_test(tc, attack_violation_first);
 	tcase_add_test(tc, attack_linger_abuse);
+	tcase_add_loop_test(tc, attack_linger_no_credit, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("memory");
