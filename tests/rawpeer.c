@@ -13,15 +13,9 @@
 #include <time.h>
 
 #include "rawpeer.h"
+#include "testutil.h"
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#define now_ms tu_now_ms
 
 static void
 put_be(uint8_t *p, uint64_t v, int n)
