@@ -136,6 +136,7 @@ struct ch_rdma {
 
 static void rc_schedule(struct ch_rdma *rc);
 static void rc_linger_check(struct ch_rdma *rc);
+static void slot_release(struct ch_rdma *rc, unsigned idx);
 
 static struct ch_rdma *
 to_rc(struct evrdma_channel *ch)
@@ -473,7 +474,9 @@ rc_deliver(struct ch_rdma *rc)
 		b->off += (uint32_t)take;
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 		    evrdma__lenq_push(&ch->in_msgs, take) < 0) {
-			evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+			if (rc->conn)
+				evrdma__conn_abort(rc->conn,
+				    EVRDMA_REASON_RESOURCE);
 			return;
 		}
 		moved = 1;
@@ -504,10 +507,8 @@ rc_pulls_done(struct ch_rdma *rc, unsigned n)
 		rc->spq_head = (rc->spq_head + 1) % rc->slots;
 		rc->spq_n--;
 		rc->sflags[idx] |= SF_PULLED;
-		if (rc->sflags[idx] & SF_SENT) {
-			rc->sstate[idx] = SLOT_FREE;
-			rc->sfree++;
-		}
+		if (rc->sflags[idx] & SF_SENT)
+			slot_release(rc, idx);
 	}
 	rc_linger_check(rc);
 	return 0;
@@ -1180,11 +1181,12 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	struct evrdma_base *base = rc->ch.base;
 	struct evrdma__pd *pd = evrdma__conn_pd(conn);
 	const struct ibv_device_attr *da = evrdma__conn_dev_attr(conn);
+	unsigned sq = evrdma__conn_sq_depth(conn);
 
 	/* We pull when the device can issue READs and the send queue has
 	 * room for them beside our own messages (slots + ctrl at most). */
-	rc->pull_cap = conn->sq_depth > rc->slots + rc->ctrl ?
-	    conn->sq_depth - rc->slots - rc->ctrl : 0;
+	rc->pull_cap = sq > rc->slots + rc->ctrl ? sq - rc->slots - rc->ctrl :
+	    0;
 	if (rc->pull_cap > rc->slots)
 		rc->pull_cap = rc->slots;
 	rc->pull_min = da->max_qp_init_rd_atom > 0 && rc->pull_cap ?
@@ -1704,7 +1706,7 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 	evrdma__conn_set_owner(rc->conn, &rc_owner_ops, rc);
 	/* credits guarantee a posted receive: an RNR is a protocol bug and
 	 * must fail at once, not stall for retries */
-	rc->conn->rnr_retry = 0;
+	evrdma__conn_set_rnr_retry(rc->conn, 0);
 	return &rc->ch;
 }
 
@@ -1721,14 +1723,14 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
     int *code)
 {
 	struct ch_listen *cl = arg;
-	struct ch_rdma *rc = rc_new(conn->base, cl->flags);
+	struct ch_rdma *rc = rc_new(evrdma_conn_get_base(conn), cl->flags);
 
 	*code = EVRDMA_REJECT_RESOURCES;
 	if (!rc)
 		return -1;
 	rc->passive = 1;
 	rc->conn = conn;
-	conn->rnr_retry = 0;	/* see evrdma_channel_new() */
+	evrdma__conn_set_rnr_retry(conn, 0);	/* see evrdma_channel_new() */
 	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
 	return 0;
 }
@@ -1738,7 +1740,7 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
     const struct sockaddr *peer, int socklen)
 {
 	struct ch_listen *cl = arg;
-	struct ch_rdma *rc = conn->owner;
+	struct ch_rdma *rc = evrdma__conn_owner(conn);
 
 	rc->established = 1;
 	rc->ch.connected = 1;

@@ -1167,6 +1167,24 @@ evrdma__conn_pd(struct evrdma_conn *conn)
 	return conn->pd;
 }
 
+unsigned
+evrdma__conn_sq_depth(const struct evrdma_conn *conn)
+{
+	return conn->sq_depth;
+}
+
+void
+evrdma__conn_set_rnr_retry(struct evrdma_conn *conn, unsigned count)
+{
+	conn->rnr_retry = (uint8_t)count;
+}
+
+void *
+evrdma__conn_owner(const struct evrdma_conn *conn)
+{
+	return conn->owner;
+}
+
 int
 evrdma_conn_get_reject(struct evrdma_conn *conn, int *status, int *code)
 {

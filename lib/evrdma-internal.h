@@ -526,6 +526,10 @@ int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
 const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
 /* The connection's protection domain (NULL before its QP exists). */
 struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
+unsigned evrdma__conn_sq_depth(const struct evrdma_conn *conn);
+/* An owner whose credits guarantee a posted receive (before connect). */
+void evrdma__conn_set_rnr_retry(struct evrdma_conn *conn, unsigned count);
+void *evrdma__conn_owner(const struct evrdma_conn *conn);
 
 static inline void
 evrdma__conn_cork(struct evrdma_conn *conn)
