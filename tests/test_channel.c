@@ -10,7 +10,6 @@
  * Every stream is a pattern that is a function of (seed, offset), so no test
  * stores what it sends and every received byte is checked where it arrives.
  */
-#include "devtest.h"
 #include "chtest.h"
 
 #include <fcntl.h>
@@ -27,363 +26,6 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <evrdma/channel.h>
-
-/* ---- one channel end, its callbacks and counters ---- */
-
-enum {
-	FREE_NONE = 0,
-	FREE_READ,
-	FREE_WRITE,
-	FREE_CONNECTED,
-	FREE_EOF,
-	FREE_ERROR
-};
-
-struct ep {
-	const char *name;
-	struct evrdma_channel *ch;
-	/* sending: bytes [0, tx_total) of the stream tx_seed */
-	uint64_t tx_seed, tx_total, tx_queued;
-	size_t pump_hi;		/* ep_pump() keeps output below (0: no limit) */
-	int pump_in_wcb;	/* top up from the write callback */
-	uint64_t zc_rng;	/* ep_pump() reserves and commits, of random
-				 * sizes from this PRNG (0: writes) */
-	int zc_eagain;		/* reservations refused: no free slot */
-	/* receiving: the read callback checks and drains when drain is set */
-	uint64_t rx_seed, rx;
-	int drain;
-	int seed_hdr;		/* the stream starts with its seed (8 bytes LE) */
-	int have_hdr;
-	size_t max_in;		/* largest input length a read callback saw */
-	int in_readcb;
-	/* what the callbacks saw */
-	int nread, nwrite, nevent;
-	int connected, eof, error, timeout, ends;
-	short what;		/* flags of the last event */
-	int reason;		/* evrdma_channel_get_error() at BEV_EVENT_ERROR */
-	int reads_after_end;	/* read callbacks after EOF or ERROR */
-	int wr_err_after_eof;	/* ERROR|WRITING after EOF|READING: the
-				 * peer is gone with output still to send,
-				 * as a socket's EPIPE after the peer's FIN */
-	uint64_t rx_at_end;	/* rx + input length at EOF or ERROR */
-	int free_in;		/* FREE_*: free the channel from that callback */
-	int freed;
-	void (*on_rx)(struct ep *);
-	int done;
-};
-
-static void
-ep_free(struct ep *e)
-{
-	if (e->ch && !e->freed) {
-		evrdma_channel_free(e->ch);
-		e->ch = NULL;
-		e->freed = 1;
-	}
-}
-
-/* Check everything in input against the pattern and drain it. */
-static void
-ep_consume(struct ep *e)
-{
-	struct evbuffer *in = evrdma_channel_get_input(e->ch);
-	struct evbuffer_iovec v[16];
-	int n, i;
-
-	if (e->seed_hdr && !e->have_hdr) {
-		uint64_t h;
-
-		if (evbuffer_get_length(in) < 8)
-			return;
-		ck_assert_int_eq(evbuffer_remove(in, &h, 8), 8);
-		e->rx_seed = le64toh(h);
-		e->have_hdr = 1;
-	}
-	while (evbuffer_get_length(in) > 0) {
-		size_t got = 0, bad;
-
-		n = evbuffer_peek(in, -1, NULL, v, 16);
-		ck_assert_int_gt(n, 0);
-		if (n > 16)
-			n = 16;
-		for (i = 0; i < n; i++) {
-			bad = pat_check(v[i].iov_base, e->rx + got,
-			    v[i].iov_len, e->rx_seed);
-			ck_assert_msg(bad == (size_t)-1, "%s: byte %llu of the "
-			    "stream is wrong", e->name,
-			    (unsigned long long)(e->rx + got + bad));
-			got += v[i].iov_len;
-		}
-		ck_assert_uint_gt(got, 0);
-		ck_assert_int_eq(evbuffer_drain(in, got), 0);
-		e->rx += got;
-	}
-	if (e->on_rx)
-		e->on_rx(e);
-}
-
-static uint8_t tx_tmp[256 * 1024];
-
-/* Queue the pattern until tx_total is queued or output reaches pump_hi. */
-static void
-ep_pump(struct ep *e)
-{
-	struct evbuffer *out = evrdma_channel_get_output(e->ch);
-
-	while (e->tx_queued < e->tx_total &&
-	    (e->pump_hi == 0 || evbuffer_get_length(out) < e->pump_hi)) {
-		size_t n = sizeof(tx_tmp);
-
-		if (e->zc_rng) {
-			size_t max = evrdma_channel_max_message(e->ch);
-			uint8_t *p;
-
-			n = rng_range(&e->zc_rng, 1, max);
-			if (n > e->tx_total - e->tx_queued)
-				n = (size_t)(e->tx_total - e->tx_queued);
-			errno = 0;
-			p = evrdma_channel_reserve(e->ch, n);
-			if (!p) {
-				/* the write callback comes back */
-				ck_assert_int_eq(errno, EAGAIN);
-				e->zc_eagain++;
-				return;
-			}
-			pat_fill(p, e->tx_queued, n, e->tx_seed);
-			ck_assert_int_eq(evrdma_channel_commit(e->ch, n), 0);
-			e->tx_queued += n;
-			continue;
-		}
-
-		if (n > e->tx_total - e->tx_queued)
-			n = (size_t)(e->tx_total - e->tx_queued);
-		pat_fill(tx_tmp, e->tx_queued, n, e->tx_seed);
-		ck_assert_int_eq(evrdma_channel_write(e->ch, tx_tmp, n), 0);
-		e->tx_queued += n;
-	}
-}
-
-static void
-ep_readcb(struct evrdma_channel *ch, void *arg)
-{
-	struct ep *e = arg;
-	size_t len;
-
-	ck_assert_msg(!e->freed, "%s: read callback after free", e->name);
-	ck_assert_ptr_eq(ch, e->ch);
-	ck_assert_msg(!e->in_readcb, "%s: read callback re-entered", e->name);
-	e->in_readcb = 1;
-	e->nread++;
-	if (e->ends)
-		e->reads_after_end++;
-	len = evbuffer_get_length(evrdma_channel_get_input(ch));
-	if (len > e->max_in)
-		e->max_in = len;
-	if (e->drain)
-		ep_consume(e);
-	e->in_readcb = 0;
-	if (e->free_in == FREE_READ)
-		ep_free(e);
-}
-
-static void
-ep_writecb(struct evrdma_channel *ch, void *arg)
-{
-	struct ep *e = arg;
-
-	ck_assert_msg(!e->freed, "%s: write callback after free", e->name);
-	ck_assert_ptr_eq(ch, e->ch);
-	e->nwrite++;
-	if (e->pump_in_wcb)
-		ep_pump(e);
-	if (e->free_in == FREE_WRITE)
-		ep_free(e);
-}
-
-static void
-ep_eventcb(struct evrdma_channel *ch, short what, void *arg)
-{
-	struct ep *e = arg;
-
-	ck_assert_msg(!e->freed, "%s: event 0x%x after free", e->name, what);
-	ck_assert_ptr_eq(ch, e->ch);
-	if (e->ends && e->what == (BEV_EVENT_EOF | BEV_EVENT_READING) &&
-	    what == (BEV_EVENT_ERROR | BEV_EVENT_WRITING) &&
-	    !e->wr_err_after_eof) {
-		e->wr_err_after_eof++;
-		return;
-	}
-	ck_assert_msg(!e->ends, "%s: event 0x%x after EOF/ERROR 0x%x",
-	    e->name, what, e->what);
-	e->nevent++;
-	e->what = what;
-	if (what & BEV_EVENT_CONNECTED)
-		e->connected++;
-	if (what & BEV_EVENT_EOF)
-		e->eof++;
-	if (what & BEV_EVENT_ERROR) {
-		e->error++;
-		e->reason = evrdma_channel_get_error(ch);
-	}
-	if (what & BEV_EVENT_TIMEOUT)
-		e->timeout++;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		e->ends++;
-		e->rx_at_end = e->rx +
-		    evbuffer_get_length(evrdma_channel_get_input(ch));
-	}
-	if ((e->free_in == FREE_CONNECTED && (what & BEV_EVENT_CONNECTED)) ||
-	    (e->free_in == FREE_EOF && (what & BEV_EVENT_EOF)) ||
-	    (e->free_in == FREE_ERROR && (what & BEV_EVENT_ERROR)))
-		ep_free(e);
-}
-
-/* Start connecting @p e (a new channel) to @p sa. */
-static void
-ep_connect(struct dt_env *env, struct ep *e, const char *name,
-    const struct sockaddr_storage *ss, int sslen, int mode, int read)
-{
-	e->name = name;
-	e->ch = evrdma_channel_new(env->base, mode);
-	if (!e->ch)
-		ck_abort_msg("evrdma_channel_new: %s (%s)", strerror(errno),
-		    evrdma_errmsg());
-	/* as bufferevent: EV_WRITE on, EV_READ off */
-	ck_assert_int_eq(evrdma_channel_get_enabled(e->ch), EV_WRITE);
-	evrdma_channel_setcb(e->ch, ep_readcb, ep_writecb, ep_eventcb, e);
-	if (read) {
-		ck_assert_int_eq(evrdma_channel_enable(e->ch, EV_READ), 0);
-		ck_assert_int_eq(evrdma_channel_get_enabled(e->ch),
-		    EV_READ | EV_WRITE);
-	}
-	if (evrdma_channel_connect(e->ch, (const struct sockaddr *)ss,
-	    sslen) < 0)
-		ck_abort_msg("evrdma_channel_connect: %s (%s)",
-		    strerror(errno), evrdma_errmsg());
-}
-
-/* Send @p n more bytes of from's stream and wait until @p to has them. */
-static void
-ep_xfer(struct dt_env *env, struct ep *from, struct ep *to, size_t n, int ms)
-{
-	int ends = to->ends + from->ends;
-
-	to->drain = 1;
-	to->rx_seed = from->tx_seed;
-	ck_assert_uint_eq(to->rx, from->tx_total);
-	from->tx_total += n;
-	ep_pump(from);
-	CH_WAIT(env->eb, to->rx >= from->tx_total ||
-	    to->ends + from->ends > ends, ms);
-	ck_assert_uint_eq(to->rx, from->tx_total);
-}
-
-/* ---- a listener and its accepted channels ---- */
-
-struct chl {
-	struct dt_env *env;
-	struct evrdma_listener *lst;
-	struct sockaddr_storage ss;	/* where to connect */
-	int sslen;
-	struct ep acc[4];		/* accepted channels, in order */
-	int read[4];			/* enable EV_READ on acc[i] */
-	int naccepted;
-	int accept_free;	/* 1: free each new channel, 2: and the listener */
-};
-
-static void
-chl_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
-    const struct sockaddr *peer, int socklen, void *arg)
-{
-	struct chl *c = arg;
-	struct ep *e;
-
-	ck_assert_ptr_nonnull(ch);
-	ck_assert_ptr_nonnull(peer);
-	ck_assert_int_gt(socklen, 0);
-	ck_assert_int_lt(c->naccepted, 4);
-	if (c->accept_free) {
-		c->naccepted++;
-		evrdma_channel_free(ch);
-		if (c->accept_free == 2) {
-			evrdma_listener_free(l);
-			c->lst = NULL;
-		}
-		return;
-	}
-	e = &c->acc[c->naccepted];
-	e->ch = ch;
-	if (!e->name)
-		e->name = "accepted";
-	ck_assert_int_eq(evrdma_channel_get_enabled(ch), EV_WRITE);
-	evrdma_channel_setcb(ch, ep_readcb, ep_writecb, ep_eventcb, e);
-	if (c->read[c->naccepted])
-		ck_assert_int_eq(evrdma_channel_enable(ch, EV_READ), 0);
-	c->naccepted++;
-}
-
-static void
-chl_listen(struct chl *c, struct dt_env *env, int mode)
-{
-	struct sockaddr_storage ss;
-	int len = dt_sockaddr(&ss, dt_addr(), 0);
-
-	c->env = env;
-	c->lst = evrdma_channel_listener_new(env->base, (struct sockaddr *)&ss,
-	    len, 64, mode, chl_accept, c);
-	if (!c->lst)
-		ck_abort_msg("evrdma_channel_listener_new: %s (%s)",
-		    strerror(errno), evrdma_errmsg());
-	c->sslen = dt_sockaddr(&c->ss, dt_addr(),
-	    evrdma_listener_get_port(c->lst));
-}
-
-/* A connected pair: p->cli connected to p->l.acc[0] (both read). */
-struct chp {
-	struct dt_env *env;
-	struct chl l;
-	struct ep cli;
-	struct ep *srv;
-};
-
-static void
-chp_open(struct chp *p, struct dt_env *env, int mode, int srv_read)
-{
-	p->env = env;
-	p->srv = &p->l.acc[0];
-	p->srv->name = "server";
-	p->l.read[0] = srv_read;
-	chl_listen(&p->l, env, mode);
-	p->cli.tx_seed = 0xc11e0000u + (unsigned)mode;
-	p->srv->tx_seed = 0x5e4e0000u + (unsigned)mode;
-	ep_connect(env, &p->cli, "client", &p->l.ss, p->l.sslen, mode, 1);
-	CH_WAIT(env->eb, (p->cli.connected && p->l.naccepted) || p->cli.ends,
-	    15000);
-	ck_assert_int_eq(p->cli.connected, 1);
-	ck_assert_int_eq(p->cli.nevent, 1);
-	ck_assert_int_eq(p->cli.what, BEV_EVENT_CONNECTED);
-	ck_assert_int_eq(evrdma_channel_get_error(p->cli.ch),
-	    EVRDMA_REASON_NONE);
-}
-
-static void
-chl_close(struct chl *c)
-{
-	int i;
-
-	for (i = 0; i < 4; i++)
-		ep_free(&c->acc[i]);
-	evrdma_listener_free(c->lst);
-	c->lst = NULL;
-}
-
-static void
-chp_close(struct chp *p)
-{
-	ep_free(&p->cli);
-	chl_close(&p->l);
-	ch_drain(p->env, 20000);
-}
 
 /* ==== 1. byte-exact streams of edge sizes ==== */
 
@@ -463,6 +105,7 @@ struct rw_side {
 	int left;
 	struct evbuffer *tmp;
 	int by[3];		/* writes per method */
+	uint8_t buf[RW_MAX];	/* a write's bytes */
 };
 
 /* A few writes of random sizes, by a random one of the three methods. */
@@ -475,18 +118,18 @@ rw_pump(struct rw_side *s)
 
 	while (k-- > 0 && s->left > 0 && evbuffer_get_length(out) < 2 * MiB) {
 		n = rng_range(&s->rng, 1, RW_MAX);
-		pat_fill(tx_tmp, s->e->tx_queued, n, s->e->tx_seed);
+		pat_fill(s->buf, s->e->tx_queued, n, s->e->tx_seed);
 		how = (int)(rng_next(&s->rng) % 3);
 		switch (how) {
 		case 0:
-			ck_assert_int_eq(evrdma_channel_write(s->e->ch, tx_tmp,
+			ck_assert_int_eq(evrdma_channel_write(s->e->ch, s->buf,
 			    n), 0);
 			break;
 		case 1:
-			ck_assert_int_eq(evbuffer_add(out, tx_tmp, n), 0);
+			ck_assert_int_eq(evbuffer_add(out, s->buf, n), 0);
 			break;
 		default:
-			ck_assert_int_eq(evbuffer_add(s->tmp, tx_tmp, n), 0);
+			ck_assert_int_eq(evbuffer_add(s->tmp, s->buf, n), 0);
 			ck_assert_int_eq(evrdma_channel_write_buffer(s->e->ch,
 			    s->tmp), 0);
 			ck_assert_uint_eq(evbuffer_get_length(s->tmp), 0);
@@ -613,8 +256,8 @@ START_TEST(channel_random_writes_both_ways)
 		    "%llu ms CPU in %llu ms", (unsigned long long)c,
 		    (unsigned long long)w);
 		/* and the next message wakes the loop */
-		pat_fill(tx_tmp, p.cli.tx_queued, 100, p.cli.tx_seed);
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, tx_tmp, 100),
+		pat_fill(a.buf, p.cli.tx_queued, 100, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, a.buf, 100),
 		    0);
 		p.cli.tx_queued += 100;
 		CH_WAIT(env.eb, p.srv->rx == p.cli.tx_queued, 5000);
@@ -2119,11 +1762,13 @@ START_TEST(channel_linger_done)
 	struct evrdma_config *cfg = evrdma_config_new();
 	struct chp p;
 	struct evrdma_stats st;
-	const size_t total = sizeof(tx_tmp);	/* 4 messages of 64 KiB */
+	const size_t total = 256 * KiB;	/* 4 messages of 64 KiB */
+	uint8_t *buf = malloc(total);
 	uint64_t t_free, t_end;
 
 	memset(&p, 0, sizeof(p));
 	ck_assert_ptr_nonnull(cfg);
+	ck_assert_ptr_nonnull(buf);
 	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
 	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
 	dt_env_init(&env, cfg);
@@ -2131,8 +1776,9 @@ START_TEST(channel_linger_done)
 	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
 	p.srv->drain = 1;
 	p.srv->rx_seed = p.cli.tx_seed;
-	pat_fill(tx_tmp, 0, total, p.cli.tx_seed);
-	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, tx_tmp, total), 0);
+	pat_fill(buf, 0, total, p.cli.tx_seed);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, total), 0);
+	free(buf);
 	CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_output(
 	    p.cli.ch)) == 0, 10000);
 	evrdma_base_get_stats(env.base, &st);
