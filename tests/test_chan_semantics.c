@@ -1,0 +1,325 @@
+/*
+ * evrdma device tests, channels: the rules of the API that a bufferevent
+ * user relies on, checked on a channel alone. Shutdown then EOF after all
+ * the data (and the half-closed side still reads), freeing from inside
+ * every callback, and replies written from the read callback (their order,
+ * EV_WRITE disabled under them, shutdown after them).
+ */
+#include "chtest.h"
+
+/* ==== shutdown, then EOF ==== */
+
+START_TEST(channel_shutdown_then_eof)
+{
+	struct dt_env env;
+	struct chp p;
+	const size_t total = 3 * MiB;	/* more than the peer's ring */
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.tx_total = total;
+	ep_pump(&p.cli);
+	ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "x", 1), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), -1);
+	ck_assert_int_eq(errno, EPIPE);
+
+	CH_WAIT(env.eb, p.srv->ends || p.cli.ends, 60000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_eq(p.srv->what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	/* all the data, then EOF */
+	ck_assert_uint_eq(p.srv->rx_at_end, total);
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->reads_after_end, 0);
+	ck_assert_int_eq(p.cli.ends, 0);
+
+	/* the side that shut down still reads; the other may still write */
+	ep_xfer(&env, p.srv, &p.cli, 100000, 30000);
+	ck_assert_int_eq(evrdma_channel_shutdown(p.srv->ch), 0);
+	CH_WAIT(env.eb, p.cli.ends, 30000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(p.cli.what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_int_eq(p.cli.nevent, 2);	/* CONNECTED, EOF */
+	ck_assert_uint_eq(p.cli.rx_at_end, 100000);
+	ck_assert_int_eq(p.srv->ends, 1);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== free from inside every callback ==== */
+
+enum {
+	FI_READ,
+	FI_WRITE,
+	FI_CONNECTED,
+	FI_EOF,
+	FI_ERROR,
+	FI_ACCEPT,
+	FI_ACCEPT_LISTENER,
+	FI_COUNT
+};
+
+static const char *const fi_names[FI_COUNT] = {
+	"read", "write", "connected", "eof", "error", "accept",
+	"accept+listener"
+};
+
+START_TEST(channel_free_in_callback)
+{
+	struct dt_env env;
+	struct chp p;
+	struct ep *srv = &p.l.acc[0];
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	p.env = &env;
+	fprintf(stderr, "channel free in %s callback\n", fi_names[_i]);
+	switch (_i) {
+	case FI_READ:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->free_in = FREE_READ;
+		p.cli.tx_total = 1 * MiB;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, srv->freed, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(srv->nread, 1);
+		ck_assert_int_eq(srv->nwrite + srv->ends, 0);
+		ck_assert_int_eq(p.cli.ends, 1);
+		break;
+	case FI_WRITE:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->drain = 1;
+		srv->rx_seed = p.cli.tx_seed;
+		p.cli.free_in = FREE_WRITE;
+		p.cli.tx_total = 100000;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		CH_WAIT(env.eb, srv->ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nwrite, 1);
+		ck_assert_int_eq(srv->ends, 1);
+		/* the write callback said it was sent: it all arrives */
+		ck_assert_uint_eq(srv->rx, 100000);
+		ck_assert_uint_eq(srv->rx_at_end, 100000);
+		break;
+	case FI_CONNECTED:
+		p.srv = srv;
+		srv->name = "server";
+		p.l.read[0] = 1;
+		chl_listen(&p.l, &env, EVRDMA_CHANNEL_STREAM);
+		p.cli.free_in = FREE_CONNECTED;
+		ep_connect(&env, &p.cli, "client", &p.l.ss, p.l.sslen,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		ch_loop_for(env.eb, 1000);
+		if (p.l.naccepted)
+			CH_WAIT(env.eb, srv->ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nevent, 1);
+		ck_assert_int_eq(p.cli.connected, 1);
+		ck_assert_int_le(srv->ends, 1);
+		break;
+	case FI_EOF:
+		chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+		srv->drain = 1;
+		srv->rx_seed = p.cli.tx_seed;
+		srv->free_in = FREE_EOF;
+		p.cli.tx_total = 1000;
+		ep_pump(&p.cli);
+		ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+		CH_WAIT(env.eb, srv->freed, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_uint_eq(srv->rx, 1000);
+		ck_assert_int_eq(srv->ends, 1);
+		ck_assert_int_eq(srv->eof, 1);
+		ck_assert_int_eq(p.cli.ends, 1);
+		break;
+	case FI_ERROR: {
+		struct sockaddr_storage ss;
+		int len = dt_sockaddr(&ss, dt_addr(), 9);	/* no listener */
+
+		p.cli.free_in = FREE_ERROR;
+		ep_connect(&env, &p.cli, "client", &ss, len,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.cli.freed, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.cli.nevent, 1);
+		ck_assert_int_eq(p.cli.error, 1);
+		ck_assert_int_eq(p.cli.reason, EVRDMA_REASON_REJECTED);
+		break;
+	}
+	case FI_ACCEPT:
+	case FI_ACCEPT_LISTENER:
+		p.l.accept_free = _i == FI_ACCEPT ? 1 : 2;
+		chl_listen(&p.l, &env, EVRDMA_CHANNEL_STREAM);
+		ep_connect(&env, &p.cli, "client", &p.l.ss, p.l.sslen,
+		    EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, p.l.naccepted == 1 || p.cli.ends, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.l.naccepted, 1);
+		ck_assert_int_le(p.cli.connected, 1);
+		ck_assert_int_eq(p.cli.ends, 1);
+		ck_assert_int_eq(p.cli.nevent, p.cli.connected + 1);
+		if (_i == FI_ACCEPT_LISTENER)
+			ck_assert_ptr_null(p.l.lst);
+		break;
+	}
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== replies written from the read callback ==== */
+
+/*
+ * Replies written from the read callback into an empty output go straight
+ * into a send slot (evrdma_channel_write()). Scripted by the client's
+ * one-byte requests, the server's read callback:
+ *  'a': writes "A1", adds "B2" to output directly, writes "C3": the
+ *       client gets A1B2C3 (stream) or the messages A1, B2, C3;
+ *       output's length counts only what went into output;
+ *  'd': writes "D4", "E5" and disables EV_WRITE: nothing arrives, output
+ *       holds both, in order; enabled again, they arrive;
+ *  's': writes "S6" and shuts down: the client gets S6, then EOF.
+ * Variant 0 stream, 1 message (no direct adds to output there).
+ */
+struct rw {
+	struct evbuffer *got;		/* what the client received */
+	int msgs;			/* message mode */
+};
+
+/* (the callbacks' argument is the ep, for ep_eventcb; ep.ctx the rw) */
+static void
+rw_cli_read(struct evrdma_channel *ch, void *arg)
+{
+	struct rw *rw = ((struct ep *)arg)->ctx;
+	uint8_t buf[64];
+	ssize_t n;
+
+	if (rw->msgs) {
+		while ((n = evrdma_channel_read_message(ch, buf,
+		    sizeof(buf))) >= 0) {
+			evbuffer_add(rw->got, buf, (size_t)n);
+			evbuffer_add(rw->got, "|", 1);
+		}
+		return;
+	}
+	evbuffer_add_buffer(rw->got, evrdma_channel_get_input(ch));
+}
+
+static void
+rw_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct rw *rw = ((struct ep *)arg)->ctx;
+	struct evbuffer *out = evrdma_channel_get_output(ch);
+	char req;
+
+	while (evrdma_channel_read(ch, &req, 1) == 1) {
+		switch (req) {
+		case 'a':
+			ck_assert_int_eq(evrdma_channel_write(ch, "A1", 2), 0);
+			ck_assert_uint_eq(evbuffer_get_length(out), 0);
+			if (!rw->msgs) {
+				ck_assert_int_eq(evbuffer_add(out, "B2", 2),
+				    0);
+				ck_assert_uint_eq(evbuffer_get_length(out), 2);
+			} else {
+				ck_assert_int_eq(evrdma_channel_write(ch,
+				    "B2", 2), 0);
+			}
+			ck_assert_int_eq(evrdma_channel_write(ch, "C3", 2), 0);
+			break;
+		case 'd':
+			ck_assert_int_eq(evrdma_channel_write(ch, "D4", 2), 0);
+			ck_assert_int_eq(evrdma_channel_write(ch, "E5", 2), 0);
+			ck_assert_int_eq(evrdma_channel_disable(ch, EV_WRITE),
+			    0);
+			break;
+		case 's':
+			ck_assert_int_eq(evrdma_channel_write(ch, "S6", 2), 0);
+			ck_assert_int_eq(evrdma_channel_shutdown(ch), 0);
+			break;
+		}
+	}
+}
+
+static void
+rw_request(struct dt_env *env, struct chp *p, char req, const char *want)
+{
+	struct rw *rw = p->cli.ctx;
+	size_t n = strlen(want);
+
+	ck_assert_int_eq(evrdma_channel_write(p->cli.ch, &req, 1), 0);
+	CH_WAIT(env->eb, evbuffer_get_length(rw->got) >= n || p->cli.ends,
+	    10000);
+	ch_loop_for(env->eb, 100);
+	ck_assert_uint_eq(evbuffer_get_length(rw->got), n);
+	ck_assert_msg(memcmp(evbuffer_pullup(rw->got, -1), want, n) == 0,
+	    "request %c: got %.*s, want %s", req, (int)n,
+	    (const char *)evbuffer_pullup(rw->got, -1), want);
+	evbuffer_drain(rw->got, n);
+}
+
+START_TEST(channel_reply_from_read_cb)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw rw;
+
+	memset(&p, 0, sizeof(p));
+	rw.msgs = _i;
+	rw.got = evbuffer_new();
+	ck_assert_ptr_nonnull(rw.got);
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, _i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
+	    1);
+	p.cli.ctx = p.srv->ctx = &rw;
+	evrdma_channel_setcb(p.cli.ch, rw_cli_read, NULL, ep_eventcb, &p.cli);
+	evrdma_channel_setcb(p.srv->ch, rw_srv_read, NULL, ep_eventcb, p.srv);
+
+	rw_request(&env, &p, 'a', _i ? "A1|B2|C3|" : "A1B2C3");
+
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "d", 1), 0);
+	ch_loop_for(env.eb, 500);
+	ck_assert_uint_eq(evbuffer_get_length(rw.got), 0);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(p.srv->ch)), 4);
+	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_WRITE), 0);
+	CH_WAIT(env.eb, evbuffer_get_length(rw.got) >= (_i ? 6u : 4u), 10000);
+	rw_request(&env, &p, 'a', _i ? "D4|E5|A1|B2|C3|" : "D4E5A1B2C3");
+
+	rw_request(&env, &p, 's', _i ? "S6|" : "S6");
+	CH_WAIT(env.eb, p.cli.ends, 10000);
+	ck_assert_int_eq(p.cli.what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_int_eq(p.srv->ends, 0);
+	chp_close(&p);
+	evbuffer_free(rw.got);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_chan_semantics(void)
+{
+	Suite *s = suite_create("device-chan-semantics");
+	TCase *tc;
+
+	tc = tcase_create("semantics");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, channel_shutdown_then_eof);
+	tcase_add_loop_test(tc, channel_free_in_callback, 0, FI_COUNT);
+	tcase_add_loop_test(tc, channel_reply_from_read_cb, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
