@@ -127,7 +127,7 @@ dt_env_fini(struct dt_env *env)
 static inline void
 dt_assert_no_rdma_resources(void)
 {
-	static const char *kinds[] = { "qp", "cq", "mr", "cm_id" };
+	static const char *const kinds[] = { "qp", "cq", "mr", "cm_id" };
 	char cmd[256], line[512];
 	unsigned i;
 
