@@ -1,8 +1,18 @@
 /*
  * evrdma device tests, channels: the callbacks a channel makes, compared
- * with those of libevent's socket bufferevent. One scripted scenario runs
+ * with those of libevent's socket bufferevent. Each scripted scenario runs
  * over a TCP bufferevent (bufferevent_socket on 127.0.0.1) and over a
- * channel, recording every callback as a token; the two logs must be equal.
+ * channel, recording every callback as a token; the two logs must be equal,
+ * and the TCP logs must be what the scenario expects of libevent. The
+ * scenarios: the basic sequence (watermarks, EV_WRITE off, a reader that
+ * stops, shutdown, half-close), then one for each of issue 13's findings
+ * 9-14 (the read high watermark cuts a stream and holds data back, no read
+ * timeout while held there, no second write timeout while EV_WRITE is off,
+ * a write callback that writes and flushes does not recurse, enabling
+ * EV_WRITE gives a write callback, writing after the peer reset the
+ * connection gives ERROR|WRITING). Where a channel differs from a socket
+ * on purpose (evrdma/channel.h says where), test_chan_semantics.c checks
+ * the channel's documented behaviour instead.
  */
 #include "chtest.h"
 
@@ -14,13 +24,14 @@
 #include <event2/listener.h>
 
 /*
- * One scripted scenario, run over a TCP bufferevent (bufferevent_socket on
+ * A scripted scenario, run over a TCP bufferevent (bufferevent_socket on
  * 127.0.0.1) and over a channel, recording every callback as a token. Each
  * step acts, runs the loop until a buffer condition holds (never until the
  * callback under test), then until nothing happened for SC_QUIET_MS. The two
  * logs of each side must be equal. The step sizes are chosen so that TCP's
  * read granularity and the channel's slots agree (each write fits one slot
- * and one TCP read; high watermark = one write).
+ * and one TCP read; high watermark = one write), or the scenario logs only
+ * what the application sees (lines), not how reads were cut.
  */
 #define SC_QUIET_MS	300
 #define SC_BIG		(1 * MiB)
@@ -29,6 +40,7 @@ struct sc;
 
 struct sc_end {
 	struct sc *sc;
+	const char *name;
 	struct bufferevent *bev;	/* TCP */
 	int shut_pending;
 	struct evrdma_channel *ch;	/* channel */
@@ -38,8 +50,13 @@ struct sc_end {
 	uint64_t rx;
 	size_t last_rlen;	/* input length at the last read callback */
 	int rlen_valid;		/* no drain since then */
+	uint64_t drained;	/* bytes sc_drain() took */
 	unsigned repeats;	/* read callbacks without new data */
-	int up, eof;
+	int up, eof, timeouts;
+	/* a scenario's own read or write callback (then only it logs) */
+	void (*on_read)(struct sc_end *);
+	void (*on_write)(struct sc_end *);
+	int nwrite, depth, max_depth;	/* the flushing write callback */
 };
 
 struct sc {
@@ -132,6 +149,28 @@ sc_setwm(struct sc_end *e, short ev, size_t lo, size_t hi)
 		evrdma_channel_setwatermark(e->ch, ev, lo, hi);
 }
 
+/* Read and write timeouts in microseconds; -1: none. */
+static void
+sc_settimeouts(struct sc_end *e, long rd_us, long wr_us)
+{
+	struct timeval rd = { rd_us / 1000000, rd_us % 1000000 };
+	struct timeval wr = { wr_us / 1000000, wr_us % 1000000 };
+
+	ck_assert_int_eq(e->sc->tcp ? bufferevent_set_timeouts(e->bev,
+	    rd_us < 0 ? NULL : &rd, wr_us < 0 ? NULL : &wr) :
+	    evrdma_channel_set_timeouts(e->ch, rd_us < 0 ? NULL : &rd,
+	    wr_us < 0 ? NULL : &wr), 0);
+}
+
+/* bufferevent_flush() of a socket bufferevent does nothing and returns 0;
+ * a channel's sends what output holds (and calls no callback). */
+static void
+sc_flush(struct sc_end *e)
+{
+	ck_assert_int_eq(e->sc->tcp ? bufferevent_flush(e->bev, EV_WRITE,
+	    BEV_FLUSH) : evrdma_channel_flush(e->ch), 0);
+}
+
 static void
 sc_write(struct sc_end *e, size_t n)
 {
@@ -158,6 +197,8 @@ sc_shutdown(struct sc_end *e)
 static void
 sc_free(struct sc_end *e)
 {
+	if (!e->bev && !e->ch)
+		return;
 	if (e->sc->tcp)
 		bufferevent_free(e->bev);
 	else
@@ -171,6 +212,7 @@ static void
 sc_drain(struct sc_end *e, size_t n)
 {
 	ck_assert_int_eq(evbuffer_drain(sc_in(e), n), 0);
+	e->drained += n;
 	e->rlen_valid = 0;
 }
 
@@ -180,6 +222,10 @@ sc_on_read(struct sc_end *e)
 	struct evbuffer *in = sc_in(e);
 	size_t len = evbuffer_get_length(in);
 
+	if (e->on_read) {
+		e->on_read(e);
+		return;
+	}
 	/*
 	 * libevent >= 2.1.11 calls a socket bufferevent's read callback again
 	 * and again, without reading, while input is at the high watermark
@@ -207,6 +253,10 @@ sc_on_read(struct sc_end *e)
 static void
 sc_on_write(struct sc_end *e)
 {
+	if (e->on_write) {
+		e->on_write(e);
+		return;
+	}
 	sc_tok(e, "W");
 	if (e->shut_pending &&
 	    evbuffer_get_length(bufferevent_get_output(e->bev)) == 0) {
@@ -239,6 +289,11 @@ sc_on_event(struct sc_end *e, short what)
 		}
 	if (what & BEV_EVENT_CONNECTED)
 		e->up = 1;
+	if (what & BEV_EVENT_TIMEOUT)
+		e->timeouts++;
+	if (e->sc->tcp && (what & BEV_EVENT_ERROR))
+		fprintf(stderr, "bufferevent %s: 0x%x, %s\n", e->name, what,
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		e->eof++;
 		/* where reading stands, and what input holds, at EOF */
@@ -408,25 +463,14 @@ sc_quiet(struct sc *sc)
 #define SC_INLEN(e) evbuffer_get_length(sc_in(e))
 #define SC_OUTLEN(e) evbuffer_get_length(sc_out(e))
 
-/* The scenario; @p sc has its transport and loop set. */
+
+/* ==== the scenarios ==== */
+
+/* The basic sequence: watermarks, EV_WRITE off, a stalled reader, EOF. */
 static void
-sc_run(struct sc *sc)
+sc_basic(struct sc *sc)
 {
 	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	c->sc = s->sc = sc;
-	sc->zeros = calloc(1, SC_BIG);
-	ck_assert_ptr_nonnull(sc->zeros);
-	if (sc->tcp)
-		sc_open_tcp(sc);
-	else
-		sc_open_channel(sc);
-	SC_WAIT(sc, c->up && s->up);
-	sc_quiet(sc);
-	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
-	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
-	sc_enable(c, EV_READ);
-	sc_enable(s, EV_READ);
 
 	/* 1: read low watermark 100: no read callback for 60 bytes */
 	sc_mark(sc, "lowmark");
@@ -524,6 +568,438 @@ sc_run(struct sc *sc)
 	sc_shutdown(s);
 	SC_WAIT(sc, c->eof);
 	sc_quiet(sc);
+}
+
+/*
+ * Finding 9: the read high watermark is a cap. The libevent book's rot13
+ * server ("A simple rot13 server with bufferevents", MAX_LINE 16384 as
+ * its read high watermark) gets one line of 20,006 bytes (20,005 and the
+ * newline, one write: one message of the default 64 KiB slots). A socket
+ * reads at most the mark, so the server finds no newline in 16,384 bytes,
+ * sends those on as a line of their own, and then the rest: the client
+ * gets 16,384 + 3,621 characters. A channel must cut the same way, never
+ * hand over the whole message past the mark.
+ */
+#define ROT13_MAX_LINE	16384
+#define ROT13_LINE	20006
+
+static char
+rot13_char(char c)
+{
+	if ((c >= 'a' && c <= 'm') || (c >= 'A' && c <= 'M'))
+		return (char)(c + 13);
+	if ((c >= 'n' && c <= 'z') || (c >= 'N' && c <= 'Z'))
+		return (char)(c - 13);
+	return c;
+}
+
+/* The book's readcb, line by line; it logs what it sends on. */
+static void
+rot13_server_read(struct sc_end *e)
+{
+	struct evbuffer *input = sc_in(e), *output = sc_out(e);
+	char *line;
+	size_t n, i;
+
+	while ((line = evbuffer_readln(input, &n, EVBUFFER_EOL_LF))) {
+		for (i = 0; i < n; ++i)
+			line[i] = rot13_char(line[i]);
+		evbuffer_add(output, line, n);
+		evbuffer_add(output, "\n", 1);
+		free(line);
+		sc_tok(e, "line%zu", n);
+	}
+	if (evbuffer_get_length(input) >= ROT13_MAX_LINE) {
+		/* Too long; just process what there is and go on so that
+		 * the buffer doesn't grow infinitely long. */
+		char buf[1024];
+		size_t cut = evbuffer_get_length(input);
+
+		while (evbuffer_get_length(input)) {
+			int k = evbuffer_remove(input, buf, sizeof(buf));
+
+			for (i = 0; i < (size_t)k; ++i)
+				buf[i] = rot13_char(buf[i]);
+			evbuffer_add(output, buf, (size_t)k);
+		}
+		evbuffer_add(output, "\n", 1);
+		sc_tok(e, "cut%zu", cut);
+	}
+}
+
+/* Write callbacks that log nothing: when output drains depends on how
+ * the transport buffers, which a scenario that logs lines leaves aside. */
+static void
+sc_quiet_write(struct sc_end *e)
+{
+	(void)e;
+}
+
+/* The client: the lines it gets back, each checked (rot13 of 'a'). */
+static void
+rot13_client_read(struct sc_end *e)
+{
+	char *line;
+	size_t n, i;
+
+	while ((line = evbuffer_readln(sc_in(e), &n, EVBUFFER_EOL_LF))) {
+		for (i = 0; i < n; i++)
+			ck_assert_int_eq(line[i], 'n');
+		free(line);
+		sc_tok(e, "L%zu", n);
+	}
+}
+
+static void
+sc_hiwm_cut(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	char *line = malloc(ROT13_LINE);
+
+	ck_assert_ptr_nonnull(line);
+	memset(line, 'a', ROT13_LINE - 1);
+	line[ROT13_LINE - 1] = '\n';
+	s->on_read = rot13_server_read;
+	c->on_read = rot13_client_read;
+	s->on_write = c->on_write = sc_quiet_write;
+	sc_setwm(s, EV_READ, 0, ROT13_MAX_LINE);
+	sc_mark(sc, "rot13");
+	ck_assert_int_eq(evbuffer_add(sc_out(c), line, ROT13_LINE), 0);
+	free(line);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0 &&
+	    SC_INLEN(s) == 0 && SC_INLEN(c) == 0);
+	sc_quiet(sc);
+	s->on_read = c->on_read = NULL;
+	s->on_write = c->on_write = NULL;
+}
+
+/*
+ * Finding 9, continued: lowering the mark holds what comes next back.
+ * 1000 bytes in input; the mark set to 1500 lets 500 of the next 1000 in;
+ * set to 1000 (below what input holds) it lets none of a third 1000 in;
+ * drained, input takes the mark's worth (the rest of the second write and
+ * half of the third), then the rest.
+ */
+static void
+sc_hiwm_lower(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "nomark");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "mark1500");
+	sc_setwm(s, EV_READ, 0, 1500);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1500);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "mark1000");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "drain");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->drained + SC_INLEN(s) == 3000);
+	sc_quiet(sc);
+	sc_mark(sc, "drain2");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 500 || s->drained + SC_INLEN(s) == 3000);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_drain(s, SC_INLEN(s));
+	sc_setwm(s, EV_READ, 0, 0);
+	sc_quiet(sc);
+}
+
+/*
+ * Finding 10: no read timeout while input is held at the high watermark
+ * (a socket bufferevent suspends reading, and its timeout, there). The
+ * server's read timeout (SC_TMO_US) counts while input fills to the mark;
+ * held there with more data waiting, it does not fire however long it
+ * waits; drained, reading resumes (input fills again, held again), and
+ * once nothing more comes the timeout fires.
+ */
+#define SC_TMO_US	1000000
+#define SC_HOLD_MS	2500	/* well past the timeout */
+
+static void
+sc_rdtimeout_held(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "fill");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_settimeouts(s, SC_TMO_US, -1);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "held");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	ch_loop_for(sc->eb, SC_HOLD_MS);
+	sc_tok(s, "in%zu,%s", SC_INLEN(s), sc_enstr(sc_enabled(s)));
+	sc_mark(sc, "drain");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->timeouts);
+	sc_quiet(sc);
+	sc_mark(sc, "drain2");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, s->timeouts);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu,%s", SC_INLEN(s), sc_enstr(sc_enabled(s)));
+	sc_settimeouts(s, -1, -1);
+	sc_setwm(s, EV_READ, 0, 0);
+}
+
+/*
+ * Finding 11: one write timeout, not a second while EV_WRITE is disabled.
+ * The server stops reading; the client's 1 MiB stalls and its write
+ * timeout fires (disabling EV_WRITE). The server reads what reached it
+ * (a channel gets its credits back): with EV_WRITE off nothing is sent and
+ * no second timeout comes. Enabled again, everything goes, then one write
+ * callback.
+ */
+static void
+sc_wrtimeout_once(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "stall");
+	sc_disable(s, EV_READ);
+	sc_settimeouts(c, -1, SC_TMO_US);
+	sc_write(c, SC_BIG);
+	SC_WAIT(sc, c->timeouts);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
+	sc_mark(sc, "credits");
+	s->drain_mode = 1;
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->rx > 0);
+	sc_quiet(sc);
+	ch_loop_for(sc->eb, SC_HOLD_MS);
+	sc_tok(c, "%s,%s", sc_enstr(sc_enabled(c)),
+	    SC_OUTLEN(c) > 0 ? "out>0" : "out0");
+	sc_mark(sc, "resume");
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, s->rx == SC_BIG);
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	sc_settimeouts(c, -1, -1);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+}
+
+/*
+ * Finding 12: a write callback that writes and flushes does not recurse.
+ * bufferevent_flush() on a socket does nothing; evrdma_channel_flush()
+ * sends but calls no callback: each write callback comes from the loop,
+ * after the previous write went, never from inside the flush.
+ */
+#define SC_FLUSH_WRITES	8
+
+static void
+flush_write(struct sc_end *e)
+{
+	e->depth++;
+	if (e->depth > e->max_depth)
+		e->max_depth = e->depth;
+	sc_tok(e, e->depth > 1 ? "W%d(in flush)" : "W%d", e->nwrite);
+	if (e->nwrite < SC_FLUSH_WRITES) {
+		e->nwrite++;
+		sc_write(e, 1000);
+		sc_flush(e);
+	}
+	e->depth--;
+}
+
+static void
+sc_flush_in_writecb(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "flush");
+	s->drain_mode = 1;
+	c->on_write = flush_write;
+	sc_write(c, 1000);
+	SC_WAIT(sc, s->rx >= 1000);
+	sc_quiet(sc);
+	sc_tok(c, "depth%d,out%zu", c->max_depth, SC_OUTLEN(c));
+	sc_tok(s, "rx%llu", (unsigned long long)s->rx);
+	c->on_write = NULL;
+	s->drain_mode = 0;
+}
+
+/*
+ * Finding 13: enabling EV_WRITE with nothing to send gives a write
+ * callback (a socket is writable), each time it is enabled; with output
+ * above the write low watermark it waits until that is sent.
+ */
+static void
+sc_enable_write(struct sc *sc)
+{
+	struct sc_end *c = &sc->c;
+
+	sc_mark(sc, "off");
+	sc_disable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
+	sc_mark(sc, "on");
+	sc_enable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_mark(sc, "again");
+	sc_enable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_mark(sc, "pending");
+	sc_disable(c, EV_WRITE);
+	sc_write(c, 3000);
+	sc_quiet(sc);
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, SC_INLEN(&sc->s) == 3000);
+	sc_quiet(sc);
+	sc_drain(&sc->s, 3000);
+}
+
+/*
+ * Finding 14: writing after the peer is gone gives ERROR|WRITING. The
+ * peer (the server) frees its end with bytes it never read: a socket then
+ * resets the connection, a channel ends it at once (DISCONNECTED). The
+ * client, reading disabled and with bytes of its own unread (so that a
+ * channel, too, has nothing to say until it writes; see
+ * channel_end_with_reading_off for what it says otherwise), writes:
+ * ERROR|WRITING, and EV_WRITE is disabled.
+ */
+static void
+sc_write_after_reset(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "unread");
+	sc_disable(c, EV_READ);
+	sc_disable(s, EV_READ);
+	sc_write(c, 100);
+	sc_write(s, 100);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reset");
+	sc_free(s);
+	sc_quiet(sc);
+	sc_mark(sc, "write");
+	sc_write(c, 100);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+}
+
+/*
+ * Finding 14, after the reset was reported: the client reads, so it hears
+ * of the reset at once (ERROR|READING); what it writes after that cannot
+ * go either, and says so (ERROR|WRITING, as a socket's EPIPE), rather
+ * than wait in output forever.
+ */
+static void
+sc_write_after_error(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "unread");
+	sc_disable(s, EV_READ);
+	sc_write(c, 100);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reset");
+	sc_free(s);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+	sc_mark(sc, "write");
+	sc_write(c, 100);
+	sc_quiet(sc);
+	ch_loop_for(sc->eb, 500);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+}
+
+/* ==== the cases ==== */
+
+struct sc_case {
+	const char *name;
+	void (*run)(struct sc *);
+	/* the channel's ring (evrdma_config_set_channel_ring()); 0: default */
+	unsigned slots, slot_size;
+	size_t max_input;
+	/* what bufferevent_socket (libevent 2.1) does */
+	const char *tcp_client, *tcp_server;
+};
+
+static const struct sc_case sc_cases[] = {
+	{ "basic", sc_basic, 4, 4096, 8192,
+	    " ev:CONNECTED eW |lowmark W |1b W |1c"
+	    " |highmark W |2b W |2c W |2d |2e |2f |writeoff eR out1500 |3b W"
+	    " |3c |stall out>0 |4b W out0 |shutdown W |halfclose R500"
+	    " |6b ev:EOF|READING,eW,in500 |end",
+	    " A eW |lowmark |1b R120 |1c"
+	    " |highmark R1000 |2b in1000 |2c in1000 |2d R1000 |2e R1000 |2f"
+	    " in0 |writeoff in0 |3b R1500 |3c |stall eW in0 |4b R*"
+	    " |shutdown R3000 ev:EOF|READING,eW,in3000 |halfclose W |6b |end" },
+	{ "9: high watermark cuts (rot13)", sc_hiwm_cut, 0, 0, 0,
+	    " ev:CONNECTED eW |rot13 L16384 L3621 |end",
+	    " A eW |rot13 cut16384 line3621 |end" },
+	{ "9: lowered high watermark holds back", sc_hiwm_lower, 4, 4096,
+	    8192,
+	    " ev:CONNECTED eW |nomark W |mark1500 W |mark1000 W |drain |drain2"
+	    " |end",
+	    " A eW |nomark R1000 |mark1500 R1500 in1500 |mark1000 in1500"
+	    " |drain R1000 |drain2 R500 in500 |end" },
+	{ "10: no read timeout while held", sc_rdtimeout_held, 4, 4096, 8192,
+	    " ev:CONNECTED eW |fill W |held W |drain |drain2 |end",
+	    " A eW |fill R1000 |held in1000,eRW |drain R1000 |drain2"
+	    " ev:TIMEOUT|READING in0,eW |end" },
+	{ "11: one write timeout", sc_wrtimeout_once, 4, 4096, 8192,
+	    " ev:CONNECTED eW |stall ev:TIMEOUT|WRITING eR |credits eR,out>0"
+	    " |resume W out0 |end",
+	    " A eW |stall |credits R* |resume R* |end" },
+	{ "12: flush in the write callback", sc_flush_in_writecb, 4, 4096,
+	    8192,
+	    " ev:CONNECTED eW |flush W0 W1 W2 W3 W4 W5 W6 W7 W8 depth1,out0"
+	    " |end",
+	    " A eW |flush R* rx9000 |end" },
+	{ "13: enabling EV_WRITE", sc_enable_write, 4, 4096, 8192,
+	    " ev:CONNECTED eW |off eR |on W |again W |pending W |end",
+	    " A eW |off |on |again |pending R3000 |end" },
+	{ "14: write after reset", sc_write_after_reset, 4, 4096, 8192,
+	    " ev:CONNECTED eW |unread W |reset |write"
+	    " ev:ERROR|WRITING,e-,in0 |end",
+	    " A eW |unread W |reset |write |end" },
+	{ "14: write after the reset was reported", sc_write_after_error, 4,
+	    4096, 8192,
+	    " ev:CONNECTED eW |unread W |reset ev:ERROR|READING,eW,in0 |write"
+	    " ev:ERROR|WRITING,e-,in0 out100 |end",
+	    " A eW |unread |reset |write |end" },
+};
+
+/* The scenario @p k; @p sc has its transport and loop set. */
+static void
+sc_run(struct sc *sc, const struct sc_case *k)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	c->sc = s->sc = sc;
+	c->name = "client";
+	s->name = "server";
+	sc->zeros = calloc(1, SC_BIG);
+	ck_assert_ptr_nonnull(sc->zeros);
+	if (sc->tcp)
+		sc_open_tcp(sc);
+	else
+		sc_open_channel(sc);
+	SC_WAIT(sc, c->up && s->up);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(sc_enabled(c)));
+	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
+	sc_enable(c, EV_READ);
+	sc_enable(s, EV_READ);
+	k->run(sc);
 	sc_mark(sc, "end");
 
 	sc_free(c);
@@ -536,58 +1012,52 @@ sc_run(struct sc *sc)
 	sc->zeros = NULL;
 }
 
-/* What bufferevent_socket (libevent 2.1) does in the scenario. */
-static const char sc_tcp_client[] = " ev:CONNECTED eW |lowmark W |1b W |1c"
-    " |highmark W |2b W |2c W |2d |2e |2f |writeoff eR out1500 |3b W |3c"
-    " |stall out>0 |4b W out0 |shutdown W |halfclose R500"
-    " |6b ev:EOF|READING,eW,in500 |end";
-static const char sc_tcp_server[] = " A eW |lowmark |1b R120 |1c"
-    " |highmark R1000 |2b in1000 |2c in1000 |2d R1000 |2e R1000 |2f in0"
-    " |writeoff in0 |3b R1500 |3c |stall eW in0 |4b R*"
-    " |shutdown R3000 ev:EOF|READING,eW,in3000 |halfclose W |6b |end";
-
 START_TEST(channel_callbacks_like_bufferevent)
 {
+	const struct sc_case *k = &sc_cases[_i];
 	struct sc *tcp = calloc(1, sizeof(*tcp)), *rd = calloc(1, sizeof(*rd));
 	struct dt_env env;
-	struct evrdma_config *cfg = ring_config(4, 4096, 8192);
+	struct evrdma_config *cfg = k->slots ?
+	    ring_config(k->slots, k->slot_size, k->max_input) : NULL;
 
 	ck_assert_ptr_nonnull(tcp);
 	ck_assert_ptr_nonnull(rd);
 	signal(SIGPIPE, SIG_IGN);
+	fprintf(stderr, "scenario %s\n", k->name);
 
 	tcp->tcp = 1;
 	tcp->eb = event_base_new();
 	ck_assert_ptr_nonnull(tcp->eb);
-	sc_run(tcp);
+	sc_run(tcp, k);
 	event_base_free(tcp->eb);
 	fprintf(stderr, "bufferevent client:%s\nbufferevent server:%s\n",
 	    tcp->c.log, tcp->s.log);
 	/* the reference itself behaves as the scenario expects */
-	ck_assert_str_eq(tcp->c.log, sc_tcp_client);
-	ck_assert_str_eq(tcp->s.log, sc_tcp_server);
+	ck_assert_str_eq(tcp->c.log, k->tcp_client);
+	ck_assert_str_eq(tcp->s.log, k->tcp_server);
 
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	rd->env = &env;
 	rd->eb = env.eb;
-	sc_run(rd);
+	sc_run(rd, k);
 	ch_drain(&env, 20000);
 	dt_env_fini(&env);
 	fprintf(stderr, "channel client:%s\nchannel server:%s\n", rd->c.log,
 	    rd->s.log);
 
 	ck_assert_msg(!strcmp(rd->c.log, tcp->c.log) &&
-	    !strcmp(rd->s.log, tcp->s.log), "channel callbacks differ from "
-	    "bufferevent's:\nclient channel:%s\nclient tcp:    %s\n"
-	    "server channel:%s\nserver tcp:    %s", rd->c.log, tcp->c.log,
-	    rd->s.log, tcp->s.log);
+	    !strcmp(rd->s.log, tcp->s.log), "%s: channel callbacks differ "
+	    "from bufferevent's:\nclient channel:%s\nclient tcp:    %s\n"
+	    "server channel:%s\nserver tcp:    %s", k->name, rd->c.log,
+	    tcp->c.log, rd->s.log, tcp->s.log);
 	/* a channel calls the read callback only for new data */
 	ck_assert_uint_eq(rd->c.repeats + rd->s.repeats, 0);
 	free(tcp);
 	free(rd);
 }
 END_TEST
+
 
 Suite *
 dt_suite_chan_compare(void)
@@ -597,7 +1067,8 @@ dt_suite_chan_compare(void)
 
 	tc = tcase_create("bufferevent");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, channel_callbacks_like_bufferevent);
+	tcase_add_loop_test(tc, channel_callbacks_like_bufferevent, 0,
+	    (int)(sizeof(sc_cases) / sizeof(sc_cases[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
