@@ -10,9 +10,10 @@
  * timeout while held there, no second write timeout while EV_WRITE is off,
  * a write callback that writes and flushes does not recurse, enabling
  * EV_WRITE gives a write callback, writing after the peer reset the
- * connection gives ERROR|WRITING). Where a channel differs from a socket
- * on purpose (evrdma/channel.h says where), test_chan_semantics.c checks
- * the channel's documented behaviour instead.
+ * connection gives ERROR|WRITING). Then libevent's sample/hello-world.c,
+ * ported, on both. Where a channel differs from a socket on purpose
+ * (evrdma/channel.h says where), test_chan_semantics.c checks the
+ * channel's documented behaviour instead.
  */
 #include "chtest.h"
 
@@ -462,7 +463,6 @@ sc_quiet(struct sc *sc)
 #define SC_WAIT(sc, cond) CH_WAIT((sc)->eb, cond, 60000)
 #define SC_INLEN(e) evbuffer_get_length(sc_in(e))
 #define SC_OUTLEN(e) evbuffer_get_length(sc_out(e))
-
 
 /* ==== the scenarios ==== */
 
@@ -1058,6 +1058,343 @@ START_TEST(channel_callbacks_like_bufferevent)
 }
 END_TEST
 
+/* ==== libevent's sample/hello-world.c, ported ==== */
+
+/*
+ * The server of libevent's sample/hello-world.c, line by line on a socket
+ * bufferevent and on a channel: at accept it sets no read callback,
+ * enables EV_WRITE, disables EV_READ and writes MESSAGE; its write
+ * callback frees once output is empty ("flushed answer"), its event
+ * callback frees on any event ("Connection closed", "Got an error"). It
+ * must end freed whatever the client does:
+ *  0: the client stays and reads the message;
+ *  1: the client is gone before the server writes (it connected and left
+ *     without a word);
+ *  2: the same, but it sent a byte first, which the server never reads.
+ * In 1 and 2 the write waits until the client is gone (the sample writes
+ * in its listener callback; a slower server writes later), and the
+ * listener callback leaves out the sample's bufferevent_enable(EV_WRITE):
+ * EV_WRITE is on from the start, and enabling it would give a write
+ * callback at once, with output empty, which frees the server before it
+ * wrote (finding 13, on a socket as on a channel). A socket server learns
+ * nothing with EV_READ off: its write succeeds and the write callback
+ * frees it. A channel server learns that the connection is over: in 1 it
+ * reports the end before the write (EOF, with EV_READ off, see
+ * evrdma/channel.h), in 2 (bytes unread) the write gives ERROR|WRITING;
+ * either way the sample's event callback frees it.
+ */
+static const char MESSAGE[] = "Hello, World!\n";
+
+struct hw {
+	int tcp, variant;
+	struct event_base *eb;
+	struct dt_env *env;
+	struct evconnlistener *tl;
+	struct evrdma_listener *rl;
+	/* the server's end */
+	struct bufferevent *sbev;
+	struct evrdma_channel *sch;
+	int accepted, wrote, freed;
+	char how[64];		/* what freed it */
+	/* the client */
+	struct bufferevent *cbev;
+	struct evrdma_channel *cch;
+	int c_up, c_end;
+	short c_what;
+	char got[64];
+};
+
+static void
+hw_freed(struct hw *h, const char *how, short what)
+{
+	ck_assert_int_eq(h->freed, 0);
+	h->freed = 1;
+	if (what)
+		snprintf(h->how, sizeof(h->how), "%s 0x%x", how,
+		    (unsigned)what);
+	else
+		snprintf(h->how, sizeof(h->how), "%s", how);
+	if (h->tcp)
+		bufferevent_free(h->sbev);
+	else
+		evrdma_channel_free(h->sch);
+	h->sbev = NULL;
+	h->sch = NULL;
+}
+
+static void
+hw_conn_writecb(struct hw *h, struct evbuffer *output)
+{
+	if (evbuffer_get_length(output) == 0)
+		hw_freed(h, "write callback (flushed answer)", 0);
+}
+
+static void
+hw_conn_eventcb(struct hw *h, short events)
+{
+	hw_freed(h, events & BEV_EVENT_EOF ? "event (connection closed)" :
+	    events & BEV_EVENT_ERROR ? "event (got an error)" : "event",
+	    events);
+}
+
+static void
+hw_bev_writecb(struct bufferevent *bev, void *arg)
+{
+	hw_conn_writecb(arg, bufferevent_get_output(bev));
+}
+
+static void
+hw_bev_eventcb(struct bufferevent *bev, short events, void *arg)
+{
+	(void)bev;
+	hw_conn_eventcb(arg, events);
+}
+
+static void
+hw_ch_writecb(struct evrdma_channel *ch, void *arg)
+{
+	hw_conn_writecb(arg, evrdma_channel_get_output(ch));
+}
+
+static void
+hw_ch_eventcb(struct evrdma_channel *ch, short events, void *arg)
+{
+	(void)ch;
+	hw_conn_eventcb(arg, events);
+}
+
+/* The server writes its message (in the accept callback, or later). */
+static void
+hw_write(struct hw *h)
+{
+	h->wrote = 1;
+	if (h->tcp)
+		bufferevent_write(h->sbev, MESSAGE, strlen(MESSAGE));
+	else
+		evrdma_channel_write(h->sch, MESSAGE, strlen(MESSAGE));
+}
+
+static void
+hw_tcp_listener_cb(struct evconnlistener *listener, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *user_data)
+{
+	struct hw *h = user_data;
+	struct bufferevent *bev;
+
+	(void)listener;
+	(void)sa;
+	(void)socklen;
+	bev = bufferevent_socket_new(h->eb, fd, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(bev);
+	h->sbev = bev;
+	h->accepted = 1;
+	bufferevent_setcb(bev, NULL, hw_bev_writecb, hw_bev_eventcb, h);
+	if (h->variant == 0)
+		bufferevent_enable(bev, EV_WRITE);
+	bufferevent_disable(bev, EV_READ);
+	if (h->variant == 0)
+		hw_write(h);
+}
+
+static void
+hw_ch_listener_cb(struct evrdma_listener *lst, struct evrdma_channel *ch,
+    const struct sockaddr *sa, int socklen, void *user_data)
+{
+	struct hw *h = user_data;
+
+	(void)lst;
+	(void)sa;
+	(void)socklen;
+	h->sch = ch;
+	h->accepted = 1;
+	evrdma_channel_setcb(ch, NULL, hw_ch_writecb, hw_ch_eventcb, h);
+	if (h->variant == 0)
+		evrdma_channel_enable(ch, EV_WRITE);
+	evrdma_channel_disable(ch, EV_READ);
+	if (h->variant == 0)
+		hw_write(h);
+}
+
+/* The client: reads the message, records the end. */
+static void
+hw_client_read(struct hw *h, struct evbuffer *in)
+{
+	size_t n = strlen(h->got);
+
+	n += (size_t)evbuffer_remove(in, h->got + n, sizeof(h->got) - 1 - n);
+	h->got[n] = '\0';
+}
+
+static void
+hw_client_event(struct hw *h, short what)
+{
+	if (what & BEV_EVENT_CONNECTED) {
+		h->c_up = 1;
+		return;
+	}
+	h->c_end++;
+	h->c_what = what;
+}
+
+static void
+hw_cbev_read(struct bufferevent *bev, void *arg)
+{
+	hw_client_read(arg, bufferevent_get_input(bev));
+}
+
+static void
+hw_cbev_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	hw_client_event(arg, what);
+}
+
+static void
+hw_cch_read(struct evrdma_channel *ch, void *arg)
+{
+	hw_client_read(arg, evrdma_channel_get_input(ch));
+}
+
+static void
+hw_cch_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	(void)ch;
+	hw_client_event(arg, what);
+}
+
+static void
+hw_open(struct hw *h)
+{
+	struct sockaddr_storage ss;
+	int len;
+
+	if (h->tcp) {
+		struct sockaddr_in sin;
+		socklen_t sl = sizeof(sin);
+		evutil_socket_t fd;
+
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		h->tl = evconnlistener_new_bind(h->eb, hw_tcp_listener_cb, h,
+		    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
+		    (struct sockaddr *)&sin, sizeof(sin));
+		ck_assert_ptr_nonnull(h->tl);
+		fd = evconnlistener_get_fd(h->tl);
+		ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl),
+		    0);
+		h->cbev = bufferevent_socket_new(h->eb, -1,
+		    BEV_OPT_CLOSE_ON_FREE);
+		ck_assert_ptr_nonnull(h->cbev);
+		bufferevent_setcb(h->cbev, hw_cbev_read, NULL, hw_cbev_event,
+		    h);
+		bufferevent_enable(h->cbev, EV_READ);
+		ck_assert_int_eq(bufferevent_socket_connect(h->cbev,
+		    (struct sockaddr *)&sin, sizeof(sin)), 0);
+		return;
+	}
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	h->rl = evrdma_channel_listener_new(h->env->base,
+	    (struct sockaddr *)&ss, len, 8, EVRDMA_CHANNEL_STREAM,
+	    hw_ch_listener_cb, h);
+	ck_assert_ptr_nonnull(h->rl);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(h->rl));
+	h->cch = evrdma_channel_new(h->env->base, EVRDMA_CHANNEL_STREAM);
+	ck_assert_ptr_nonnull(h->cch);
+	evrdma_channel_setcb(h->cch, hw_cch_read, NULL, hw_cch_event, h);
+	ck_assert_int_eq(evrdma_channel_enable(h->cch, EV_READ), 0);
+	ck_assert_int_eq(evrdma_channel_connect(h->cch,
+	    (struct sockaddr *)&ss, len), 0);
+}
+
+static void
+hw_client_free(struct hw *h)
+{
+	if (h->tcp)
+		bufferevent_free(h->cbev);
+	else
+		evrdma_channel_free(h->cch);
+	h->cbev = NULL;
+	h->cch = NULL;
+}
+
+static void
+hw_run(struct hw *h)
+{
+	hw_open(h);
+	CH_WAIT(h->eb, h->c_up && h->accepted, 20000);
+	if (h->variant == 0) {
+		CH_WAIT(h->eb, h->freed && h->c_end, 20000);
+		ck_assert_str_eq(h->got, MESSAGE);
+		ck_assert_int_eq(h->c_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	} else {
+		if (h->variant == 2) {
+			if (h->tcp)
+				ck_assert_int_eq(bufferevent_write(h->cbev,
+				    "?", 1), 0);
+			else
+				ck_assert_int_eq(evrdma_channel_write(h->cch,
+				    "?", 1), 0);
+			ch_loop_for(h->eb, 300);
+		}
+		hw_client_free(h);
+		/* gone: a socket at once; a channel once its connection
+		 * is torn down (only the server's is left) */
+		if (h->tcp) {
+			ch_loop_for(h->eb, 300);
+		} else {
+			struct evrdma_stats st;
+
+			CH_WAIT(h->eb, (evrdma_base_get_stats(h->env->base,
+			    &st), st.conns <= 1) || h->freed, 20000);
+			ch_loop_for(h->eb, 300);
+		}
+		if (!h->freed)
+			hw_write(h);
+		CH_WAIT(h->eb, h->freed, 20000);
+	}
+	fprintf(stderr, "hello-world %d on %s: freed in the %s%s\n",
+	    h->variant, h->tcp ? "a socket" : "a channel", h->how,
+	    h->wrote ? "" : ", before writing");
+	if (h->cbev || h->cch)
+		hw_client_free(h);
+	if (h->tl)
+		evconnlistener_free(h->tl);
+	if (h->rl)
+		evrdma_listener_free(h->rl);
+}
+
+START_TEST(channel_hello_world)
+{
+	struct hw tcp, rd;
+	struct dt_env env;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&tcp, 0, sizeof(tcp));
+	memset(&rd, 0, sizeof(rd));
+	tcp.tcp = 1;
+	tcp.variant = rd.variant = _i;
+	tcp.eb = event_base_new();
+	ck_assert_ptr_nonnull(tcp.eb);
+	hw_run(&tcp);
+	event_base_free(tcp.eb);
+	ck_assert_int_eq(tcp.freed, 1);
+
+	dt_env_init(&env, NULL);
+	rd.env = &env;
+	rd.eb = env.eb;
+	hw_run(&rd);
+	ck_assert_int_eq(rd.freed, 1);
+	if (_i == 2) {
+		/* the bytes it never read keep the end unsaid until the write
+		 * fails */
+		ck_assert_int_eq(rd.wrote, 1);
+		ck_assert_str_eq(rd.how, "event (got an error) 0x22");
+	}
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
 
 Suite *
 dt_suite_chan_compare(void)
@@ -1069,6 +1406,7 @@ dt_suite_chan_compare(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_callbacks_like_bufferevent, 0,
 	    (int)(sizeof(sc_cases) / sizeof(sc_cases[0])));
+	tcase_add_loop_test(tc, channel_hello_world, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
