@@ -2,10 +2,17 @@
  * evrdma device tests, channels: the rules of the API that a bufferevent
  * user relies on, checked on a channel alone. Shutdown then EOF after all
  * the data (and the half-closed side still reads), freeing from inside
- * every callback, and replies written from the read callback (their order,
- * EV_WRITE disabled under them, shutdown after them).
+ * every callback, replies written from the read callback (their order,
+ * EV_WRITE disabled under them, shutdown after them), zero-length writes,
+ * message mode's output used as an evbuffer (and misused), and timeouts to
+ * the microsecond. test_chan_compare.c compares the rest with a TCP
+ * bufferevent.
  */
 #include "chtest.h"
+
+#include <time.h>
+
+#include <event2/event.h>
 
 /* ==== shutdown, then EOF ==== */
 
@@ -309,6 +316,298 @@ START_TEST(channel_reply_from_read_cb)
 }
 END_TEST
 
+/* ==== a zero-length write (issue 13, finding 7) ==== */
+
+/*
+ * As bufferevent_write(), writing zero bytes does nothing: from the read
+ * callback (the fast path that copies replies straight into a send slot)
+ * as its only write, and from outside a callback (with or without data),
+ * no message leaves and the peer carries on; in message mode an empty
+ * message is refused (EINVAL).
+ */
+struct zl {
+	int reqs;
+};
+
+/* 'z': reply with zero bytes, nothing else; anything else: "ok". */
+static void
+zl_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct zl *z = ((struct ep *)arg)->ctx;
+	char c;
+
+	while (evrdma_channel_read(ch, &c, 1) == 1) {
+		z->reqs++;
+		if (c == 'z')
+			ck_assert_int_eq(evrdma_channel_write(ch, "", 0), 0);
+		else
+			ck_assert_int_eq(evrdma_channel_write(ch, "ok", 2), 0);
+	}
+}
+
+static unsigned long long
+ch_messages(struct dt_env *env)
+{
+	struct evrdma_stats st;
+
+	evrdma_base_get_stats(env->base, &st);
+	return st.ch_written + st.ch_pulled;
+}
+
+START_TEST(channel_zero_length_write)
+{
+	struct dt_env env;
+	struct chp p;
+	struct zl z;
+	struct evrdma_channel *m;
+	unsigned long long msgs;
+
+	memset(&p, 0, sizeof(p));
+	memset(&z, 0, sizeof(z));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->ctx = &z;
+	evrdma_channel_setcb(p.srv->ch, zl_srv_read, NULL, ep_eventcb, p.srv);
+
+	/* the only write of a read callback: nothing goes */
+	msgs = ch_messages(&env);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "z", 1), 0);
+	CH_WAIT(env.eb, z.reqs == 1 || p.cli.ends || p.srv->ends, 10000);
+	ch_loop_for(env.eb, 500);
+	ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nread, 0);
+	ck_assert_uint_eq(evbuffer_get_length(evrdma_channel_get_input(
+	    p.cli.ch)), 0);
+	/* the request went, no reply */
+	ck_assert_uint_eq(ch_messages(&env) - msgs, 1);
+
+	/* from outside a callback, with or without data: nothing goes */
+	msgs = ch_messages(&env);
+	ck_assert_int_eq(evrdma_channel_write(p.srv->ch, "", 0), 0);
+	ck_assert_int_eq(evrdma_channel_write(p.srv->ch, NULL, 0), 0);
+	ck_assert_uint_eq(evbuffer_get_length(evrdma_channel_get_output(
+	    p.srv->ch)), 0);
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(ch_messages(&env), msgs);
+	ck_assert_int_eq(p.cli.nread, 0);
+
+	/* and both ends carry on */
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "y", 1), 0);
+	CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_input(
+	    p.cli.ch)) >= 2 || p.cli.ends || p.srv->ends, 10000);
+	ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+	ck_assert_int_eq(memcmp(evbuffer_pullup(evrdma_channel_get_input(
+	    p.cli.ch), -1), "ok", 2), 0);
+	ck_assert_int_eq(z.reqs, 2);
+	chp_close(&p);
+
+	/* message mode: an empty message is refused */
+	m = evrdma_channel_new(env.base, EVRDMA_CHANNEL_MESSAGE);
+	ck_assert_ptr_nonnull(m);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(m, "", 0), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	evrdma_channel_free(m);
+	ch_drain(&env, 10000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== message mode: output as an evbuffer (issue 13, finding 8) ==== */
+
+/*
+ * In message mode each addition to output is one message: evbuffer_add()
+ * and evbuffer_add_buffer() on evrdma_channel_get_output() arrive as the
+ * messages they were. Draining output directly would cut messages apart:
+ * it ends the channel with BEV_EVENT_ERROR and EVRDMA_REASON_MISUSE (not a
+ * crash), the peer sees the end, and nothing leaks.
+ */
+#define MO_N	4
+
+struct mo {
+	int got;
+	size_t lens[MO_N];
+};
+
+static void
+mo_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct mo *mo = ((struct ep *)arg)->ctx;
+	uint8_t buf[4096];
+	ssize_t len;
+
+	while ((len = evrdma_channel_read_message(ch, buf, sizeof(buf))) >= 0) {
+		ck_assert_int_lt(mo->got, MO_N);
+		ck_assert_uint_eq((size_t)len, mo->lens[mo->got]);
+		ck_assert(pat_check(buf, 0, (size_t)len, 0x6d6f0000u +
+		    (unsigned)mo->got) == (size_t)-1);
+		mo->got++;
+	}
+}
+
+START_TEST(channel_message_output_evbuffer)
+{
+	static const size_t lens[MO_N] = { 10, 1000, 3000, 700 };
+	struct dt_env env;
+	struct chp p;
+	struct mo mo;
+	struct evbuffer *out, *b;
+	uint8_t buf[4096];
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	memset(&mo, 0, sizeof(mo));
+	memcpy(mo.lens, lens, sizeof(lens));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_MESSAGE, 1);
+	p.srv->ctx = &mo;
+	evrdma_channel_setcb(p.srv->ch, mo_srv_read, NULL, ep_eventcb, p.srv);
+	out = evrdma_channel_get_output(p.cli.ch);
+	b = evbuffer_new();
+	ck_assert_ptr_nonnull(b);
+	for (i = 0; i < MO_N; i++) {
+		pat_fill(buf, 0, lens[i], 0x6d6f0000u + (unsigned)i);
+		if (i == MO_N - 1) {
+			ck_assert_int_eq(evbuffer_add(b, buf, lens[i]), 0);
+			ck_assert_int_eq(evbuffer_add_buffer(out, b), 0);
+		} else {
+			ck_assert_int_eq(evbuffer_add(out, buf, lens[i]), 0);
+		}
+	}
+	CH_WAIT(env.eb, mo.got == MO_N || p.cli.ends || p.srv->ends, 10000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(mo.got, MO_N);
+	ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+
+	/* misuse: two messages held in output, then a drain of 5 bytes */
+	ck_assert_int_eq(evrdma_channel_disable(p.cli.ch, EV_WRITE), 0);
+	ck_assert_int_eq(evbuffer_add(out, buf, 100), 0);
+	ck_assert_int_eq(evbuffer_add(out, buf, 200), 0);
+	ck_assert_int_eq(evbuffer_drain(out, 5), 0);
+	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 10000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "channel message output drained: client 0x%x (%s), "
+	    "server 0x%x (%s)\n", p.cli.what, evrdma_reason_str(p.cli.reason),
+	    p.srv->what, evrdma_reason_str(p.srv->reason));
+	ck_assert_int_eq(p.cli.ends, 1);
+	ck_assert(p.cli.what & BEV_EVENT_ERROR);
+	ck_assert_int_eq(p.cli.reason, EVRDMA_REASON_MISUSE);
+	ck_assert_int_eq(evrdma_channel_get_error(p.cli.ch),
+	    EVRDMA_REASON_MISUSE);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert(p.srv->what & BEV_EVENT_ERROR);
+	ck_assert_int_eq(mo.got, MO_N);
+	evbuffer_free(b);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== timeouts to the microsecond ==== */
+
+/*
+ * A read timeout of 500 us fires after at least 500 us (not at once, as
+ * a 0 ms timer would), each of 5 times; one of 10^7 s, and one of
+ * 2^32 ms + 704 ms (which a 32-bit count of milliseconds wraps to 704 ms),
+ * do not fire within a second. The loop uses a precise monotonic clock
+ * (EVENT_BASE_FLAG_PRECISE_TIMER): libevent's default, the coarse one,
+ * may expire a sub-millisecond timer early by up to a clock tick.
+ */
+#define TMO_SHORT_US	500
+#define TMO_ROUNDS	5
+
+struct tmo {
+	uint64_t fired_us;	/* CLOCK_MONOTONIC at the last TIMEOUT */
+};
+
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void
+tmo_eventcb(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct ep *e = arg;
+	struct tmo *t = e->ctx;
+
+	if (what & BEV_EVENT_TIMEOUT)
+		t->fired_us = now_us();
+	ep_eventcb(ch, what, arg);
+}
+
+START_TEST(channel_timeouts_microseconds)
+{
+	struct dt_env env;
+	struct event_config *ecfg = event_config_new();
+	struct chp p;
+	struct tmo t;
+	struct timeval tv;
+	uint64_t t0, took[TMO_ROUNDS];
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	memset(&t, 0, sizeof(t));
+	dt_log_init();
+	ck_assert_ptr_nonnull(ecfg);
+	ck_assert_int_eq(event_config_set_flag(ecfg,
+	    EVENT_BASE_FLAG_PRECISE_TIMER), 0);
+	env.eb = event_base_new_with_config(ecfg);
+	event_config_free(ecfg);
+	ck_assert_ptr_nonnull(env.eb);
+	env.base = evrdma_base_new(env.eb, NULL);
+	ck_assert_ptr_nonnull(env.base);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->ctx = &t;
+	evrdma_channel_setcb(p.srv->ch, ep_readcb, ep_writecb, tmo_eventcb,
+	    p.srv);
+
+	for (i = 0; i < TMO_ROUNDS; i++) {
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+		tv.tv_sec = 0;
+		tv.tv_usec = TMO_SHORT_US;
+		t0 = now_us();
+		ck_assert_int_eq(evrdma_channel_set_timeouts(p.srv->ch, &tv,
+		    NULL), 0);
+		CH_WAIT(env.eb, p.srv->timeout == i + 1, 5000);
+		took[i] = t.fired_us - t0;
+		ck_assert_int_eq(p.srv->what, BEV_EVENT_TIMEOUT |
+		    BEV_EVENT_READING);
+		ck_assert_int_eq(evrdma_channel_get_enabled(p.srv->ch),
+		    EV_WRITE);
+	}
+	fprintf(stderr, "channel read timeout of %d us fired after %llu, %llu, "
+	    "%llu, %llu, %llu us\n", TMO_SHORT_US,
+	    (unsigned long long)took[0], (unsigned long long)took[1],
+	    (unsigned long long)took[2], (unsigned long long)took[3],
+	    (unsigned long long)took[4]);
+	for (i = 0; i < TMO_ROUNDS; i++)
+		ck_assert_msg(took[i] >= TMO_SHORT_US, "a read timeout of %d "
+		    "us fired after %llu us", TMO_SHORT_US,
+		    (unsigned long long)took[i]);
+
+	/* long ones do not fire (nor wrap) */
+	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	tv.tv_sec = 10000000;
+	tv.tv_usec = 0;
+	ck_assert_int_eq(evrdma_channel_set_timeouts(p.srv->ch, &tv, &tv), 0);
+	ch_loop_for(env.eb, 1000);
+	tv.tv_sec = 4294968;	/* 4294968000 ms = 2^32 ms + 704 ms */
+	ck_assert_int_eq(evrdma_channel_set_timeouts(p.srv->ch, &tv, &tv), 0);
+	ch_loop_for(env.eb, 1000);
+	ck_assert_int_eq(p.srv->timeout, TMO_ROUNDS);
+	ck_assert_int_eq(p.srv->nevent, TMO_ROUNDS);
+	ck_assert_int_eq(evrdma_channel_get_enabled(p.srv->ch),
+	    EV_READ | EV_WRITE);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_semantics(void)
 {
@@ -320,6 +619,9 @@ dt_suite_chan_semantics(void)
 	tcase_add_test(tc, channel_shutdown_then_eof);
 	tcase_add_loop_test(tc, channel_free_in_callback, 0, FI_COUNT);
 	tcase_add_loop_test(tc, channel_reply_from_read_cb, 0, 2);
+	tcase_add_test(tc, channel_zero_length_write);
+	tcase_add_test(tc, channel_message_output_evbuffer);
+	tcase_add_test(tc, channel_timeouts_microseconds);
 	suite_add_tcase(s, tc);
 	return s;
 }
