@@ -4,9 +4,11 @@
  * the data (and the half-closed side still reads), freeing from inside
  * every callback, replies written from the read callback (their order,
  * EV_WRITE disabled under them, shutdown after them), zero-length writes,
- * message mode's output used as an evbuffer (and misused), and timeouts to
- * the microsecond. test_chan_compare.c compares the rest with a TCP
- * bufferevent.
+ * message mode's output used as an evbuffer (and misused), timeouts to the
+ * microsecond, and where a channel differs from a socket bufferevent on
+ * purpose (evrdma/channel.h): the end of the stream once the connection is
+ * over whatever is enabled, and the high watermark of message mode.
+ * test_chan_compare.c compares the rest with a TCP bufferevent.
  */
 #include "chtest.h"
 
@@ -608,6 +610,182 @@ START_TEST(channel_timeouts_microseconds)
 }
 END_TEST
 
+/* ==== where a channel says more than a socket: the end ==== */
+
+/*
+ * Once the connection is over, a channel reports the end whatever is
+ * enabled (evrdma/channel.h), where a socket bufferevent with EV_READ off
+ * and nothing to write learns nothing: test_chan_compare.c cannot compare
+ * these, so the channel's documented behaviour is checked here. The
+ * client has EV_READ off and nothing to write when the server frees:
+ *  0: in order (nothing unread): EOF|READING anyway;
+ *  1: with bytes of the client's unread (a reset): ERROR|READING,
+ *     EVRDMA_REASON_DISCONNECTED;
+ *  2: in order, but the client has bytes unread: nothing until it
+ *     enables EV_READ, then the bytes, then EOF|READING;
+ *  3: a reset with bytes unread on both sides, then the client writes:
+ *     ERROR|WRITING (compared with TCP in test_chan_compare.c), and once
+ *     it reads: the bytes, then ERROR|READING (DISCONNECTED), where a
+ *     socket, whose reset error the failed write took, ends in EOF.
+ * Either way the end comes once per direction, after the data.
+ */
+struct endlog {
+	int n;
+	short what[4];
+	int reason[4];
+	uint64_t rx[4];		/* bytes read by then */
+};
+
+/* The client's events after CONNECTED, in order (ep_eventcb() takes an
+ * ERROR|WRITING only after EOF|READING); ep.ends counts the reading end
+ * (for ep.reads_after_end). */
+static void
+endlog_eventcb(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct ep *e = arg;
+	struct endlog *l = e->ctx;
+
+	ck_assert_int_lt(l->n, 4);
+	l->what[l->n] = what;
+	l->reason[l->n] = evrdma_channel_get_error(ch);
+	l->rx[l->n] = e->rx + evbuffer_get_length(
+	    evrdma_channel_get_input(ch));
+	l->n++;
+	if (what & BEV_EVENT_READING)
+		e->ends++;
+}
+
+START_TEST(channel_end_with_reading_off)
+{
+	struct dt_env env;
+	struct chp p;
+	struct endlog l;
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	memset(&l, 0, sizeof(l));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, _i != 1 && _i != 3);
+	p.cli.ctx = &l;
+	evrdma_channel_setcb(p.cli.ch, ep_readcb, ep_writecb, endlog_eventcb,
+	    &p.cli);
+	p.cli.rx_seed = p.srv->tx_seed;
+	p.srv->rx_seed = p.cli.tx_seed;
+	ck_assert_int_eq(evrdma_channel_disable(p.cli.ch, EV_READ), 0);
+	if (_i == 1 || _i == 3) {
+		/* bytes the server never reads */
+		p.cli.tx_total = 100;
+		ep_pump(&p.cli);
+	}
+	if (_i >= 2) {
+		/* bytes the client does not read yet */
+		p.srv->tx_total = 100;
+		ep_pump(p.srv);
+	}
+	CH_WAIT(env.eb, !evbuffer_get_length(evrdma_channel_get_output(
+	    p.cli.ch)) && !evbuffer_get_length(evrdma_channel_get_output(
+	    p.srv->ch)), 10000);
+	ch_loop_for(env.eb, 300);
+	ep_free(p.srv);
+	if (_i >= 2) {
+		ch_loop_for(env.eb, 1000);
+		ck_assert_int_eq(l.n, 0);
+	}
+	if (_i == 3) {
+		p.cli.tx_total += 100;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, l.n, 10000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(l.n, 1);
+		ck_assert_int_eq(l.what[0], BEV_EVENT_ERROR |
+		    BEV_EVENT_WRITING);
+		ck_assert_int_eq(l.reason[0], EVRDMA_REASON_DISCONNECTED);
+		ck_assert_int_eq(evrdma_channel_get_enabled(p.cli.ch), 0);
+	}
+	if (_i >= 2) {
+		p.cli.drain = 1;
+		ck_assert_int_eq(evrdma_channel_enable(p.cli.ch, EV_READ), 0);
+	}
+	CH_WAIT(env.eb, l.n == (_i == 3 ? 2 : 1), 10000);
+	ch_loop_for(env.eb, 300);
+	for (i = 0; i < l.n; i++)
+		fprintf(stderr, "channel end with reading off (%d): 0x%x (%s) "
+		    "after %llu bytes\n", _i, l.what[i],
+		    evrdma_reason_str(l.reason[i]),
+		    (unsigned long long)l.rx[i]);
+	ck_assert_int_eq(l.n, _i == 3 ? 2 : 1);
+	i = l.n - 1;	/* the reading end */
+	switch (_i) {
+	case 0:
+		ck_assert_int_eq(l.what[i], BEV_EVENT_EOF | BEV_EVENT_READING);
+		break;
+	case 1:
+		ck_assert_int_eq(l.what[i], BEV_EVENT_ERROR |
+		    BEV_EVENT_READING);
+		ck_assert_int_eq(l.reason[i], EVRDMA_REASON_DISCONNECTED);
+		break;
+	case 2:
+		ck_assert_int_eq(l.what[i], BEV_EVENT_EOF | BEV_EVENT_READING);
+		ck_assert_uint_eq(l.rx[i], 100);
+		break;
+	case 3:
+		ck_assert_int_eq(l.what[i], BEV_EVENT_ERROR |
+		    BEV_EVENT_READING);
+		ck_assert_int_eq(l.reason[i], EVRDMA_REASON_DISCONNECTED);
+		ck_assert_uint_eq(l.rx[i], 100);
+		break;
+	}
+	ck_assert_uint_eq(p.cli.rx, _i >= 2 ? 100 : 0);
+	ck_assert_int_eq(p.cli.reads_after_end, 0);
+	ck_assert_int_eq(evrdma_channel_get_enabled(p.cli.ch) & EV_READ, 0);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== the high watermark in message mode (issue 13, finding 9) ==== */
+
+/*
+ * Message mode has no socket to compare with: the read high watermark
+ * admits whole messages only, and one past it into an empty input (it
+ * could never enter otherwise). Mark 1000, messages of 600, 600, 3000:
+ * the first enters, the second waits (it does not fit the 400 left) until
+ * the first is read; the third then enters an empty input whole.
+ */
+START_TEST(channel_message_high_watermark)
+{
+	static const size_t lens[] = { 600, 600, 3000 };
+	struct dt_env env;
+	struct chp p;
+	struct evbuffer *in;
+	uint8_t buf[4096];
+	size_t i;
+
+	memset(&p, 0, sizeof(p));
+	memset(buf, 0x4d, sizeof(buf));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_MESSAGE, 1);
+	in = evrdma_channel_get_input(p.srv->ch);
+	evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 1000);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, lens[i]),
+		    0);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		CH_WAIT(env.eb, evbuffer_get_length(in) > 0 || p.srv->ends,
+		    10000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_uint_eq(evbuffer_get_length(in), lens[i]);
+		ck_assert_int_eq(p.srv->nread, (int)i + 1);
+		ck_assert_int_eq(evrdma_channel_read_message(p.srv->ch, buf,
+		    sizeof(buf)), (ssize_t)lens[i]);
+	}
+	ck_assert_uint_eq(p.srv->max_in, 3000);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_semantics(void)
 {
@@ -622,6 +800,8 @@ dt_suite_chan_semantics(void)
 	tcase_add_test(tc, channel_zero_length_write);
 	tcase_add_test(tc, channel_message_output_evbuffer);
 	tcase_add_test(tc, channel_timeouts_microseconds);
+	tcase_add_loop_test(tc, channel_end_with_reading_off, 0, 4);
+	tcase_add_test(tc, channel_message_high_watermark);
 	suite_add_tcase(s, tc);
 	return s;
 }
