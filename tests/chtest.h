@@ -1,13 +1,20 @@
 /*
- * evrdma device tests: helpers shared by the channel tests (byte patterns,
- * a seeded PRNG, loop steps with deadlines, teardown waits, ring
- * configurations). Header-only and without mutable state: each test keeps
- * its context in its own structs, handed through callback arguments.
+ * evrdma device tests: fixtures shared by the channel tests (test_chan_*.c).
+ * Byte patterns, a seeded PRNG, loop steps with deadlines, teardown waits
+ * and ring configurations (static inline, here); one channel end with its
+ * callbacks and counters (struct ep), a listener of such ends (struct chl)
+ * and a connected pair (struct chp), in chtest.c. No mutable state outside
+ * a test's own structs: each test keeps its context in them and hands it
+ * to the callbacks through their argument, as libevent's tests do.
  */
 #ifndef EVRDMA_CHTEST_H_INCLUDED_
 #define EVRDMA_CHTEST_H_INCLUDED_
 
 #include <endian.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <evrdma/channel.h>
 
 #include "devtest.h"
 
@@ -169,5 +176,97 @@ ring_config(unsigned slots, unsigned slot_size, size_t max_input)
 	    max_input), 0);
 	return cfg;
 }
+
+/* ---- one channel end, its callbacks and counters (chtest.c) ---- */
+
+/* ep.free_in: free the channel from inside that callback */
+enum {
+	FREE_NONE = 0,
+	FREE_READ,
+	FREE_WRITE,
+	FREE_CONNECTED,
+	FREE_EOF,
+	FREE_ERROR
+};
+
+/* ep_pump() writes at most this much at a time */
+#define EP_CHUNK	(256 * KiB)
+
+struct ep {
+	const char *name;
+	struct evrdma_channel *ch;
+	/* sending: bytes [0, tx_total) of the stream tx_seed */
+	uint64_t tx_seed, tx_total, tx_queued;
+	size_t pump_hi;		/* ep_pump() keeps output below (0: no limit) */
+	int pump_in_wcb;	/* top up from the write callback */
+	uint64_t zc_rng;	/* ep_pump() reserves and commits, of random
+				 * sizes from this PRNG (0: writes) */
+	int zc_eagain;		/* reservations refused: no free slot */
+	/* receiving: the read callback checks and drains when drain is set */
+	uint64_t rx_seed, rx;
+	int drain;
+	int seed_hdr;		/* the stream starts with its seed (8 bytes LE) */
+	int have_hdr;
+	size_t max_in;		/* largest input length a read callback saw */
+	int in_readcb;
+	/* what the callbacks saw */
+	int nread, nwrite, nevent;
+	int connected, eof, error, timeout, ends;
+	short what;		/* flags of the last event */
+	int reason;		/* evrdma_channel_get_error() at BEV_EVENT_ERROR */
+	int reads_after_end;	/* read callbacks after EOF or ERROR */
+	int wr_err_after_eof;	/* ERROR|WRITING after EOF|READING: the
+				 * peer is gone with output still to send,
+				 * as a socket's EPIPE after the peer's FIN */
+	uint64_t rx_at_end;	/* rx + input length at EOF or ERROR */
+	int free_in;		/* FREE_*: free the channel from that callback */
+	int freed;
+	void (*on_rx)(struct ep *);
+	int done;
+	void *ctx;		/* the test's own context, for callbacks that
+				 * take an ep as their argument */
+};
+
+void ep_free(struct ep *e);
+/* Check everything in input against the pattern and drain it. */
+void ep_consume(struct ep *e);
+/* Queue the pattern until tx_total is queued or output reaches pump_hi. */
+void ep_pump(struct ep *e);
+void ep_readcb(struct evrdma_channel *ch, void *arg);
+void ep_writecb(struct evrdma_channel *ch, void *arg);
+void ep_eventcb(struct evrdma_channel *ch, short what, void *arg);
+/* Start connecting @p e (a new channel) to @p ss. */
+void ep_connect(struct dt_env *env, struct ep *e, const char *name,
+    const struct sockaddr_storage *ss, int sslen, int mode, int read);
+/* Send @p n more bytes of from's stream and wait until @p to has them. */
+void ep_xfer(struct dt_env *env, struct ep *from, struct ep *to, size_t n,
+    int ms);
+
+/* ---- a listener and its accepted channels (chtest.c) ---- */
+
+struct chl {
+	struct dt_env *env;
+	struct evrdma_listener *lst;
+	struct sockaddr_storage ss;	/* where to connect */
+	int sslen;
+	struct ep acc[4];		/* accepted channels, in order */
+	int read[4];			/* enable EV_READ on acc[i] */
+	int naccepted;
+	int accept_free;	/* 1: free each new channel, 2: and the listener */
+};
+
+void chl_listen(struct chl *c, struct dt_env *env, int mode);
+void chl_close(struct chl *c);
+
+/* A connected pair: p->cli connected to p->l.acc[0] (both read). */
+struct chp {
+	struct dt_env *env;
+	struct chl l;
+	struct ep cli;
+	struct ep *srv;
+};
+
+void chp_open(struct chp *p, struct dt_env *env, int mode, int srv_read);
+void chp_close(struct chp *p);
 
 #endif /* EVRDMA_CHTEST_H_INCLUDED_ */

@@ -127,7 +127,7 @@ dt_env_fini(struct dt_env *env)
 static inline void
 dt_assert_no_rdma_resources(void)
 {
-	static const char *kinds[] = { "qp", "cq", "mr", "cm_id" };
+	static const char *const kinds[] = { "qp", "cq", "mr", "cm_id" };
 	char cmd[256], line[512];
 	unsigned i;
 
@@ -324,12 +324,17 @@ dt_wc_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 }
 
 /* Test suites (one file each). */
-Suite *dt_suite_smoke(void);
-Suite *dt_suite_conn(void);
-Suite *dt_suite_fail(void);
-Suite *dt_suite_rping(void);
-Suite *dt_suite_channel(void);
-Suite *dt_suite_chan_attack(void);
-Suite *dt_suite_lifetime(void);
+Suite *dt_suite_smoke(void);		/* test_device.c */
+Suite *dt_suite_conn(void);		/* test_conn.c */
+Suite *dt_suite_fail(void);		/* test_fail.c */
+Suite *dt_suite_rping(void);		/* test_rping.c */
+Suite *dt_suite_chan_stream(void);	/* test_chan_stream.c */
+Suite *dt_suite_chan_compare(void);	/* test_chan_compare.c */
+Suite *dt_suite_chan_semantics(void);	/* test_chan_semantics.c */
+Suite *dt_suite_chan_recv(void);	/* test_chan_recv.c */
+Suite *dt_suite_chan_scale(void);	/* test_chan_scale.c */
+Suite *dt_suite_chan_failure(void);	/* test_chan_failure.c */
+Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
+Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

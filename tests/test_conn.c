@@ -73,7 +73,7 @@ static void
 echo_roundtrip(struct evrdma_conn *cli, struct dt_env *env, const char *msg,
     size_t len)
 {
-	static char buf[MSG_MAX * 2];
+	char buf[MSG_MAX * 2];
 	struct evrdma_mr *mr;
 	struct dt_wc rw = { 0 }, sw = { 0 };
 
@@ -140,7 +140,7 @@ echo_test(const char *host, int raw)
 	echo_roundtrip(p.cli, &env, "ping", 4);
 	echo_roundtrip(p.cli, &env, "", 0);
 	{
-		static char big[MSG_MAX];
+		char big[MSG_MAX];
 		size_t i;
 		for (i = 0; i < sizeof(big); i++)
 			big[i] = (char)(i * 7 + 3);
@@ -207,8 +207,8 @@ START_TEST(conn_rdma_ops)
 {
 	struct dt_env env;
 	struct dt_pair p;
-	static struct rdma_srv srv;
-	static uint8_t local[512];
+	struct rdma_srv srv;
+	uint8_t local[512];
 	uint8_t enc[EVRDMA_REMOTE_ENCODED_LEN];
 	struct evrdma_remote rem, exp;
 	struct evrdma_mr *lmr;
@@ -218,6 +218,7 @@ START_TEST(conn_rdma_ops)
 
 	memset(&p, 0, sizeof(p));
 	memset(&srv, 0, sizeof(srv));
+	memset(local, 0, sizeof(local));
 	srv.region[0] = 5;
 	dt_env_init(&env, NULL);
 	p.prepare = rdma_prepare;
@@ -410,6 +411,14 @@ END_TEST
 
 #define NCONN 200
 
+struct many;
+
+/* One client's callback argument: the test and the client's index. */
+struct many_cli {
+	struct many *m;
+	int i;
+};
+
 struct many {
 	struct dt_env *env;
 	struct evrdma_conn *srv[NCONN];
@@ -421,9 +430,8 @@ struct many {
 	char cbuf[NCONN][64];
 	struct evrdma_mr *cmr[NCONN];
 	struct evrdma_conn *cli[NCONN];
+	struct many_cli mc[NCONN];
 };
-
-static struct many *many_g;
 
 static int
 many_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
@@ -455,23 +463,25 @@ many_accept(struct evrdma_listener *l, struct evrdma_conn *c,
 static void
 many_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
-	intptr_t i = (intptr_t)arg;
+	struct many_cli *mc = arg;
+	struct many *m = mc->m;
 	(void)c;
 	if (wc->status) {
-		many_g->errors++;
+		m->errors++;
 		return;
 	}
-	if (wc->byte_len == 8 && !memcmp(many_g->cbuf[i], "conn", 4))
-		many_g->echoed++;
+	if (wc->byte_len == 8 && !memcmp(m->cbuf[mc->i], "conn", 4))
+		m->echoed++;
 	else
-		many_g->errors++;
+		m->errors++;
 }
 
 static void
 many_event(struct evrdma_conn *c, short what, int reason, void *arg)
 {
-	intptr_t i = (intptr_t)arg;
-	struct many *m = many_g;
+	struct many_cli *mc = arg;
+	struct many *m = mc->m;
+	int i = mc->i;
 
 	if (!(what & EVRDMA_EV_CONNECTED)) {
 		m->errors++;
@@ -481,7 +491,7 @@ many_event(struct evrdma_conn *c, short what, int reason, void *arg)
 	m->cmr[i] = evrdma_mr_reg(c, m->cbuf[i], sizeof(m->cbuf[i]),
 	    EVRDMA_ACCESS_LOCAL_WRITE);
 	ck_assert_ptr_nonnull(m->cmr[i]);
-	snprintf(m->cbuf[i] + 32, 32, "conn%04d", (int)i);
+	snprintf(m->cbuf[i] + 32, 32, "conn%04d", i);
 	ck_assert_int_eq(evrdma_conn_post_recv(c, m->cmr[i], 0, 32, many_recv,
 	    arg), 0);
 	ck_assert_int_eq(evrdma_conn_post_send(c, m->cmr[i], 32, 8, NULL,
@@ -495,36 +505,39 @@ START_TEST(conn_many)
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;
 	struct evrdma_stats st;
+	struct many *m;
 	int len, port, i, all = 0;
 	uint64_t deadline;
 
-	many_g = calloc(1, sizeof(*many_g));
+	m = calloc(1, sizeof(*m));
+	ck_assert_ptr_nonnull(m);
 	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 8, 8), 0);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
-	many_g->env = &env;
+	m->env = &env;
 	len = dt_sockaddr(&ss, dt_addr(), 0);
 	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 256,
-	    0, many_accept, many_g);
+	    0, many_accept, m);
 	ck_assert_ptr_nonnull(lst);
-	evrdma_listener_set_prepare_cb(lst, many_prepare, many_g);
+	evrdma_listener_set_prepare_cb(lst, many_prepare, m);
 	port = evrdma_listener_get_port(lst);
 	len = dt_sockaddr(&ss, dt_addr(), port);
 	for (i = 0; i < NCONN; i++) {
-		many_g->cli[i] = evrdma_conn_new(env.base, 0);
-		evrdma_conn_setcb(many_g->cli[i], many_event,
-		    (void *)(intptr_t)i);
-		ck_assert_int_eq(evrdma_conn_connect(many_g->cli[i],
+		m->mc[i].m = m;
+		m->mc[i].i = i;
+		m->cli[i] = evrdma_conn_new(env.base, 0);
+		evrdma_conn_setcb(m->cli[i], many_event, &m->mc[i]);
+		ck_assert_int_eq(evrdma_conn_connect(m->cli[i],
 		    (struct sockaddr *)&ss, len), 0);
 	}
 	deadline = tu_now_ms() + 120000;
-	while (many_g->echoed + many_g->errors < NCONN &&
+	while (m->echoed + m->errors < NCONN &&
 	    tu_now_ms() < deadline)
 		tu_loop_until(env.eb, &all, 100);
-	ck_assert_int_eq(many_g->errors, 0);
-	ck_assert_int_eq(many_g->connected, NCONN);
-	ck_assert_int_eq(many_g->echoed, NCONN);
-	ck_assert_int_eq(many_g->nsrv, NCONN);
+	ck_assert_int_eq(m->errors, 0);
+	ck_assert_int_eq(m->connected, NCONN);
+	ck_assert_int_eq(m->echoed, NCONN);
+	ck_assert_int_eq(m->nsrv, NCONN);
 
 	/* one device, one completion channel, few shared CQs */
 	evrdma_base_get_stats(env.base, &st);
@@ -533,17 +546,17 @@ START_TEST(conn_many)
 	ck_assert_uint_le(st.cqs, (2 * NCONN * 16) / 4096 + 1);
 
 	for (i = 0; i < NCONN; i++) {
-		evrdma_conn_free(many_g->cli[i]);
-		evrdma_conn_free(many_g->srv[i]);
+		evrdma_conn_free(m->cli[i]);
+		evrdma_conn_free(m->srv[i]);
 	}
 	evrdma_listener_free(lst);
 	dt_drain(&env, 60000);
 	for (i = 0; i < NCONN; i++) {
-		evrdma_mr_free(many_g->cmr[i]);
-		evrdma_mr_free(many_g->es[i].mr);
+		evrdma_mr_free(m->cmr[i]);
+		evrdma_mr_free(m->es[i].mr);
 	}
 	dt_env_fini(&env);
-	free(many_g);
+	free(m);
 	dt_assert_no_rdma_resources();
 }
 END_TEST
@@ -558,7 +571,7 @@ START_TEST(conn_budget_and_full_queue)
 	struct dt_env env;
 	struct dt_pair p;
 	struct evrdma_config *cfg = evrdma_config_new();
-	static char sbuf[64], rbuf[8][64];
+	char sbuf[64], rbuf[8][64];
 	struct evrdma_mr *smr, *rmr;
 	int sent = 0, recvd = 0, i, rc;
 	struct dt_wc rw[8];
@@ -567,6 +580,8 @@ START_TEST(conn_budget_and_full_queue)
 	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 4, 8), 0);
 	memset(&p, 0, sizeof(p));
 	memset(rw, 0, sizeof(rw));
+	memset(sbuf, 0, sizeof(sbuf));
+	memset(rbuf, 0, sizeof(rbuf));
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	dt_pair_connect(&p, &env, dt_addr(), 0);

@@ -102,7 +102,12 @@ main(void)
 	int failed;
 
 	srunner_add_suite(sr, dt_suite_conn());
-	srunner_add_suite(sr, dt_suite_channel());
+	srunner_add_suite(sr, dt_suite_chan_stream());
+	srunner_add_suite(sr, dt_suite_chan_compare());
+	srunner_add_suite(sr, dt_suite_chan_semantics());
+	srunner_add_suite(sr, dt_suite_chan_recv());
+	srunner_add_suite(sr, dt_suite_chan_scale());
+	srunner_add_suite(sr, dt_suite_chan_failure());
 	srunner_add_suite(sr, dt_suite_chan_attack());
 	srunner_add_suite(sr, dt_suite_lifetime());
 	srunner_add_suite(sr, dt_suite_fail());

@@ -255,6 +255,7 @@ struct count_wc {
 	int cancelled;
 	int other;
 	struct evrdma_conn *free_me;
+	char rbuf[16][64];	/* post_recvs()'s receive buffers */
 };
 
 static void
@@ -273,12 +274,11 @@ count_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 }
 
-static char rbuf[16][64];
-
+/* Post @p n receives into cw->rbuf, completing to count_cb(). */
 static struct evrdma_mr *
 post_recvs(struct evrdma_conn *c, int n, struct count_wc *cw)
 {
-	struct evrdma_mr *mr = evrdma_mr_reg(c, rbuf, sizeof(rbuf),
+	struct evrdma_mr *mr = evrdma_mr_reg(c, cw->rbuf, sizeof(cw->rbuf),
 	    EVRDMA_ACCESS_LOCAL_WRITE);
 	int i;
 
@@ -426,7 +426,7 @@ START_TEST(fail_free_in_completion_cb)
 	struct dt_pair p;
 	struct count_wc cw = { 0 };
 	struct evrdma_mr *mr, *smr;
-	static char sbuf[64] = "trigger";
+	char sbuf[64] = "trigger";
 
 	memset(&p, 0, sizeof(p));
 	dt_env_init(&env, NULL);
@@ -567,10 +567,11 @@ START_TEST(fail_peer_killed)
 		/* the victim: connect, stream sends, wait to be killed */
 		struct dt_env env;
 		struct dt_pair p;
-		static char buf[64];
+		char buf[64];
 		struct evrdma_mr *mr;
 		int i, never = 0;
 
+		memset(buf, 0, sizeof(buf));
 		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
 			_exit(2);
 		memset(&p, 0, sizeof(p));
@@ -732,13 +733,14 @@ removal_event(struct evrdma_conn *c, short what, int reason, void *arg)
 START_TEST(fail_device_removal)
 {
 	struct dt_env env;
-	static struct removal r;
-	static char buf[64];
+	struct removal r;
+	char buf[64];
 	char cmd[128];
 	struct evrdma_stats st;
 
 	require_fork();
 	memset(&r, 0, sizeof(r));
+	memset(buf, 0, sizeof(buf));
 	dt_env_init(&env, NULL);
 	dt_pair_connect(&r.p, &env, dt_addr(), 0);
 	r.mr = evrdma_mr_reg(r.p.cli, buf, sizeof(buf),

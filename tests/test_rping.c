@@ -176,7 +176,7 @@ rp_need_rping(void)
 /* Real rping server, evrdma-rping client. */
 START_TEST(rping_real_server)
 {
-	static struct rp_proc srv, cli;
+	struct rp_proc srv, cli;
 	char *addr = (char *)dt_addr();
 	char *sargv[] = { "rping", "-s", "-a", addr, "-p", "7301", "-v",
 	    NULL };
@@ -213,7 +213,7 @@ END_TEST
 static void
 rp_our_server(const char *addr, const char *port)
 {
-	static struct rp_proc srv, cli;
+	struct rp_proc srv, cli;
 	char *sargv[] = { RP_EVRDMA_RPING, "-s", "-a", (char *)addr, "-p",
 	    (char *)port, "-C", "5", "-v", NULL };
 	char *cargv[] = { "rping", "-c", "-a", (char *)addr, "-p",
@@ -245,7 +245,7 @@ END_TEST
 /* evrdma-rping on both ends, a larger size. */
 START_TEST(rping_both_ours)
 {
-	static struct rp_proc srv, cli;
+	struct rp_proc srv, cli;
 	char *addr = (char *)dt_addr();
 	char *sargv[] = { RP_EVRDMA_RPING, "-s", "-a", addr, "-p", "7304",
 	    "-C", "3", "-S", "4000", NULL };
@@ -284,7 +284,7 @@ rp_check_onesided_client(const struct rp_proc *p)
 
 START_TEST(onesided_one_process)
 {
-	static struct rp_proc p;
+	struct rp_proc p;
 	char *argv[] = { RP_ONESIDED, "-a", (char *)dt_addr(), NULL };
 
 	rp_start(&p, argv);
@@ -297,7 +297,7 @@ END_TEST
 
 START_TEST(onesided_two_processes)
 {
-	static struct rp_proc srv, cli;
+	struct rp_proc srv, cli;
 	char *addr = (char *)dt_addr();
 	char *sargv[] = { RP_ONESIDED, "-s", "-a", addr, "-p", "7305", NULL };
 	char *cargv[] = { RP_ONESIDED, "-c", "-a", addr, "-p", "7305", NULL };

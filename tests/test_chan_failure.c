@@ -1,0 +1,254 @@
+/*
+ * evrdma device tests, channels whose peer fails or goes: a peer process
+ * killed mid-stream, a peer that frees with unsent output (while the reader
+ * reads, has EV_READ off, or holds its high watermark), and a sender that
+ * frees as soon as its output is empty (its last messages still to be
+ * pulled: the peer gets them, then EOF, long before the teardown timeout).
+ * The survivor sees the end exactly once, after the data, and never a read
+ * after it.
+ */
+#include "chtest.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+/* ==== the peer process is killed mid-stream ==== */
+
+static void
+child_stream(int port, uint64_t seed, int sigfd)
+{
+	struct dt_env env;
+	struct sockaddr_storage ss;
+	struct ep e;
+	int len = dt_sockaddr(&ss, dt_addr(), port);
+	char c = 'c';
+
+	dt_env_init(&env, NULL);
+	memset(&e, 0, sizeof(e));
+	e.tx_seed = seed;
+	e.tx_total = 1ull << 40;	/* until killed */
+	e.pump_hi = 2 * MiB;
+	e.pump_in_wcb = 1;
+	ep_connect(&env, &e, "child", &ss, len, EVRDMA_CHANNEL_STREAM, 1);
+	evrdma_channel_setwatermark(e.ch, EV_WRITE, 1 * MiB, 0);
+	{
+		uint64_t dl = tu_now_ms() + 15000;
+
+		while (!e.connected && !e.ends && tu_now_ms() < dl)
+			ch_step(env.eb, 50);
+		if (!e.connected)
+			_exit(3);
+	}
+	ep_pump(&e);
+	if (write(sigfd, &c, 1) != 1)
+		_exit(4);
+	for (;;)
+		ch_loop_for(env.eb, 1000);
+}
+
+START_TEST(channel_peer_killed)
+{
+	struct dt_env env;
+	struct chl l;
+	struct ep *srv = &l.acc[0];
+	int to_child[2], sig[2], status, port;
+	pid_t pid, parent = getpid();
+	char c;
+
+	memset(&l, 0, sizeof(l));
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(sig), 0);
+	/* fork before this process opens any RDMA object */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(2);
+		close(sig[0]);
+		close(to_child[1]);
+		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
+			_exit(2);
+		child_stream(port, 0x4b111ed, sig[1]);
+		_exit(0);
+	}
+	close(sig[1]);
+	close(to_child[0]);
+	dt_env_init(&env, NULL);
+	srv->name = "survivor";
+	srv->drain = 1;
+	srv->rx_seed = 0x4b111ed;
+	l.read[0] = 1;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	port = evrdma_listener_get_port(l.lst);
+	ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),
+	    sizeof(port));
+	CH_WAIT(env.eb, l.naccepted == 1, 20000);
+	{
+		struct pollfd pfd = { sig[0], POLLIN, 0 };
+
+		CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 20000);
+		ck_assert_int_eq(read(sig[0], &c, 1), 1);
+	}
+	/* mid-stream: some data arrived, much more is on its way */
+	CH_WAIT(env.eb, srv->rx >= 512 * KiB || srv->ends, 30000);
+	ck_assert_int_eq(srv->ends, 0);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CH_WAIT(env.eb, srv->ends, 20000);
+	ch_loop_for(env.eb, 500);
+	fprintf(stderr, "channel peer killed: survivor got 0x%x (%s) after %llu "
+	    "bytes\n", srv->what, evrdma_reason_str(srv->reason),
+	    (unsigned long long)srv->rx);
+	ck_assert_int_eq(srv->ends, 1);
+	ck_assert_int_eq(srv->eof + srv->error, 1);
+	ck_assert_int_eq(srv->reads_after_end, 0);
+	close(sig[0]);
+	close(to_child[1]);
+	chl_close(&l);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== the peer frees with unsent output ==== */
+
+/*
+ * The writer frees its channel with most of its output unsent. Variant 0:
+ * the reader reads all along. Variant 1: the reader has EV_READ off, and
+ * variant 2 a read high watermark it leaves full, while the peer goes away;
+ * it resumes reading a second later. In each the reader gets EOF or ERROR
+ * exactly once, never a read after it, and never hangs. In 1 and 2 what had
+ * already been written into its ring (the writer's first window: the whole
+ * ring, 1 MiB) was sent and arrived, so it is delivered before EOF, as a
+ * TCP bufferevent delivers what is in the socket before EOF.
+ */
+START_TEST(channel_peer_frees_unsent)
+{
+	struct dt_env env;
+	struct chp p;
+	const size_t ring = 16 * 64 * KiB;	/* the default ring */
+	size_t total = _i == 0 ? 8 * MiB : 2 * MiB;
+	static const char *const names[] = { "reader active", "EV_READ off",
+		"high watermark held" };
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, _i != 1);
+	p.srv->drain = _i == 0;
+	p.srv->rx_seed = p.cli.tx_seed;
+	if (_i == 2)
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 128 * KiB);
+	p.cli.tx_total = total;
+	ep_pump(&p.cli);
+	if (_i == 0)
+		CH_WAIT(env.eb, p.srv->rx >= 256 * KiB || p.srv->ends, 30000);
+	else
+		ch_loop_for(env.eb, 1000);
+	ck_assert_uint_gt(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 0);
+	ep_free(&p.cli);
+	if (_i != 0) {
+		ch_loop_for(env.eb, 1000);
+		p.srv->drain = 1;
+		if (p.srv->ch && _i == 1)
+			ck_assert_int_eq(evrdma_channel_enable(p.srv->ch,
+			    EV_READ), 0);
+		if (p.srv->ch && _i == 2) {
+			evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 0);
+			ep_consume(p.srv);
+		}
+	}
+	CH_WAIT(env.eb, p.srv->ends, 20000);
+	ch_loop_for(env.eb, 500);
+	fprintf(stderr, "channel peer freed (%s): 0x%x after %llu of %zu "
+	    "bytes\n", names[_i], p.srv->what, (unsigned long long)p.srv->rx,
+	    total);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_eq(p.srv->eof + p.srv->error, 1);
+	ck_assert_int_eq(p.srv->reads_after_end, 0);
+	ck_assert_uint_lt(p.srv->rx, total);
+	if (_i != 0)
+		ck_assert_msg(p.srv->rx == ring && p.srv->rx_at_end == ring,
+		    "%s: %llu bytes delivered (%llu by EOF); the ring held %zu",
+		    names[_i], (unsigned long long)p.srv->rx,
+		    (unsigned long long)p.srv->rx_at_end, ring);
+	else
+		ck_assert_uint_eq(p.srv->rx, p.srv->rx_at_end);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== lingering after free ==== */
+
+/*
+ * The common case of lingering: a sender frees its channel as soon as its
+ * output is empty (as a TCP program closes after its last write). Its last
+ * messages are pulls the peer has not done yet; the peer still gets every
+ * byte, then EOF, as soon as it has them, long before the teardown timeout.
+ */
+START_TEST(channel_linger_done)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct chp p;
+	struct evrdma_stats st;
+	const size_t total = 256 * KiB;	/* 4 messages of 64 KiB */
+	uint8_t *buf = malloc(total);
+	uint64_t t_free, t_end;
+
+	memset(&p, 0, sizeof(p));
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	pat_fill(buf, 0, total, p.cli.tx_seed);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, total), 0);
+	free(buf);
+	CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_output(
+	    p.cli.ch)) == 0, 10000);
+	evrdma_base_get_stats(env.base, &st);
+	ck_assert_uint_gt(st.ch_pulled, 0);
+	ep_free(&p.cli);
+	t_free = tu_now_ms();
+	CH_WAIT(env.eb, p.srv->ends, 30000);
+	t_end = tu_now_ms();
+	fprintf(stderr, "channel linger: %zu bytes (%llu messages pulled), "
+	    "then 0x%x, %llu ms after the free\n", (size_t)p.srv->rx,
+	    st.ch_pulled, p.srv->what, (unsigned long long)(t_end - t_free));
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->eof, 1);
+	ck_assert_uint_lt(t_end - t_free, 5000);
+	chp_close(&p);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_chan_failure(void)
+{
+	Suite *s = suite_create("device-chan-failure");
+	TCase *tc;
+
+	tc = tcase_create("peer-failure");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, channel_peer_killed);
+	tcase_add_loop_test(tc, channel_peer_frees_unsent, 0, 3);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("linger");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, channel_linger_done);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,301 @@
+/*
+ * evrdma device tests, channels: the receive callback
+ * (evrdma_channel_set_recv_cb()), which takes arrivals straight from the
+ * receive ring while input is empty. Echoes in both modes with the
+ * callback handing over to input and the read callback and back (order
+ * kept), flow control while it disables reading, EOF after its last call,
+ * and a free from inside it.
+ */
+#include "chtest.h"
+
+#define RC_TOTAL	(3 * MiB)
+#define RC_MSGS		400
+
+/* The server of the receive-callback checks: it checks what arrives
+ * against the client's stream (or messages) and echoes it back. Both ends'
+ * ep.ctx point to it. */
+struct rc {
+	struct ep *e;
+	int mode;
+	uint64_t rx;			/* bytes (stream) or messages checked */
+	const size_t *lens;		/* message mode: the lengths sent */
+	int ncb;			/* receive callback calls */
+	uint64_t via_input;		/* bytes (or messages) through input */
+	int every;			/* each every-th call hands over to input */
+	int echo;
+	int disable_at, free_at;	/* at that call: disable EV_READ, free */
+	int after_end;			/* calls after EOF or ERROR */
+	uint8_t *buf;
+};
+
+/* Check one arrival (the next bytes, or the next message) and echo it. */
+static void
+rc_take(struct rc *r, const void *data, size_t len)
+{
+	size_t bad;
+
+	if (r->mode == EVRDMA_CHANNEL_MESSAGE) {
+		ck_assert_msg(r->rx < RC_MSGS, "more messages than sent");
+		ck_assert_msg(len == r->lens[r->rx], "message %llu: %zu "
+		    "bytes, sent %zu", (unsigned long long)r->rx, len,
+		    r->lens[r->rx]);
+		bad = pat_check(data, 0, len, 0xa5a50000u + (unsigned)r->rx);
+		r->rx++;
+	} else {
+		bad = pat_check(data, r->rx, len, r->e->rx_seed);
+		r->rx += len;
+	}
+	ck_assert_msg(bad == (size_t)-1, "byte %zu of an arrival is wrong",
+	    bad);
+	if (r->echo)
+		ck_assert_int_eq(evrdma_channel_write(r->e->ch, data, len), 0);
+}
+
+static void rc_readcb(struct evrdma_channel *ch, void *arg);
+
+static void
+rc_recvcb(struct evrdma_channel *ch, const void *data, size_t len,
+    void *arg)
+{
+	struct rc *r = ((struct ep *)arg)->ctx;
+
+	ck_assert_msg(!r->e->freed, "receive callback after free");
+	ck_assert_ptr_eq(arg, r->e);
+	ck_assert_ptr_eq(ch, r->e->ch);
+	/* only while input is empty */
+	ck_assert_uint_eq(evbuffer_get_length(evrdma_channel_get_input(ch)),
+	    0);
+	if (r->e->ends)
+		r->after_end++;
+	r->ncb++;
+	rc_take(r, data, len);
+	if (r->every && r->ncb % r->every == 0) {
+		/* what comes next goes through input and the read
+		 * callback, which hands back to us */
+		ck_assert_int_eq(evrdma_channel_set_recv_cb(ch, NULL), 0);
+	}
+	if (r->ncb == r->disable_at)
+		ck_assert_int_eq(evrdma_channel_disable(ch, EV_READ), 0);
+	if (r->ncb == r->free_at)
+		ep_free(r->e);
+}
+
+/* Input: check and echo what is there, then take the receive callback
+ * back. */
+static void
+rc_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct rc *r = ((struct ep *)arg)->ctx;
+	struct evbuffer *in = evrdma_channel_get_input(ch);
+	ssize_t len;
+
+	ck_assert_ptr_eq(arg, r->e);
+	if (r->mode == EVRDMA_CHANNEL_MESSAGE) {
+		while ((len = evrdma_channel_read_message(ch, r->buf,
+		    64 * KiB)) >= 0) {
+			rc_take(r, r->buf, (size_t)len);
+			r->via_input++;
+		}
+	} else {
+		while ((len = (ssize_t)evbuffer_get_length(in)) > 0) {
+			if (len > 64 * KiB)
+				len = 64 * KiB;
+			ck_assert_int_eq(evbuffer_remove(in, r->buf,
+			    (size_t)len), len);
+			rc_take(r, r->buf, (size_t)len);
+			r->via_input += (uint64_t)len;
+		}
+	}
+	ck_assert_int_eq(evrdma_channel_set_recv_cb(ch, rc_recvcb), 0);
+}
+
+/* Client side of message mode: the echoed messages, checked. */
+static void
+rc_msg_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+	struct rc *r = e->ctx;
+	uint8_t *buf = r->buf + 64 * KiB;
+	ssize_t len;
+
+	while ((len = evrdma_channel_read_message(ch, buf, 64 * KiB)) >= 0) {
+		ck_assert_msg((size_t)len == r->lens[e->rx], "echo %llu: "
+		    "%zd bytes", (unsigned long long)e->rx, len);
+		ck_assert(pat_check(buf, 0, (size_t)len, 0xa5a50000u +
+		    (unsigned)e->rx) == (size_t)-1);
+		e->rx++;
+	}
+}
+
+/* A connected pair whose server takes its data with rc_recvcb(). */
+static void
+rc_open(struct dt_env *env, struct chp *p, struct rc *r, int mode)
+{
+	memset(p, 0, sizeof(*p));
+	memset(r, 0, sizeof(*r));
+	dt_env_init(env, NULL);
+	chp_open(p, env, mode, 1);
+	r->e = p->srv;
+	r->mode = mode;
+	r->buf = malloc(128 * KiB);
+	ck_assert_ptr_nonnull(r->buf);
+	p->srv->ctx = p->cli.ctx = r;
+	p->srv->rx_seed = p->cli.tx_seed;
+	evrdma_channel_setcb(p->srv->ch, rc_readcb, NULL, ep_eventcb, p->srv);
+	ck_assert_int_eq(evrdma_channel_set_recv_cb(p->srv->ch, rc_recvcb), 0);
+}
+
+/*
+ * Variant 0 (stream) and 1 (message): the client sends 3 MiB of random
+ * writes (or 400 messages of random sizes, up to a slot: pulled ones
+ * too); the server takes them with a receive callback, checks them and
+ * echoes each with evrdma_channel_write() from the callback. Every 7th
+ * call hands over to input and the read callback (which echoes from
+ * there and takes the receive callback back), so the two paths alternate
+ * and must keep the order. Both directions arrive byte-exact.
+ */
+START_TEST(channel_recv_cb_echo)
+{
+	int mode = _i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM;
+	struct dt_env env;
+	struct chp p;
+	struct rc r;
+	size_t lens[RC_MSGS];
+	uint64_t rng = 0x7263636200ull + (unsigned)_i;
+	uint8_t *buf;
+	int i;
+
+	rc_open(&env, &p, &r, mode);
+	r.lens = lens;
+	r.every = 7;
+	r.echo = 1;
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_set_recv_cb(NULL, rc_recvcb), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	if (mode == EVRDMA_CHANNEL_STREAM) {
+		/* the echo, checked against the client's own stream */
+		p.cli.drain = 1;
+		p.cli.rx_seed = p.cli.tx_seed;
+		p.cli.tx_total = RC_TOTAL;
+		p.cli.zc_rng = rng;	/* random sizes, up to a slot */
+		p.cli.pump_in_wcb = 1;
+		p.cli.pump_hi = 512 * KiB;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, p.cli.rx >= RC_TOTAL || p.cli.ends ||
+		    p.srv->ends, 60000);
+		ck_assert_uint_eq(r.rx, RC_TOTAL);
+		ck_assert_uint_eq(p.cli.rx, RC_TOTAL);
+	} else {
+		size_t max = evrdma_channel_max_message(p.cli.ch);
+
+		buf = malloc(max);
+		ck_assert_ptr_nonnull(buf);
+		lens[0] = 1;
+		lens[1] = max;
+		for (i = 2; i < RC_MSGS; i++)
+			lens[i] = rng_range(&rng, 1, max);
+		evrdma_channel_setcb(p.cli.ch, rc_msg_readcb, NULL,
+		    ep_eventcb, &p.cli);
+		for (i = 0; i < RC_MSGS; i++) {
+			pat_fill(buf, 0, lens[i], 0xa5a50000u + (unsigned)i);
+			ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf,
+			    lens[i]), 0);
+		}
+		free(buf);
+		CH_WAIT(env.eb, p.cli.rx >= RC_MSGS || p.cli.ends ||
+		    p.srv->ends, 60000);
+		ck_assert_uint_eq(r.rx, RC_MSGS);
+		ck_assert_uint_eq(p.cli.rx, RC_MSGS);
+	}
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "channel recv cb (%s): %d callbacks, %llu %s through "
+	    "input\n", _i ? "message" : "stream", r.ncb,
+	    (unsigned long long)r.via_input, _i ? "messages" : "bytes");
+	ck_assert_int_gt(r.ncb, 10);
+	ck_assert_uint_gt(r.via_input, 0);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	chp_close(&p);
+	free(r.buf);
+	dt_env_fini(&env);
+}
+END_TEST
+
+enum { RCF_DISABLE, RCF_EOF, RCF_FREE, RCF_COUNT };
+
+/*
+ * Variant RCF_DISABLE: the receive callback disables EV_READ at its 3rd
+ * call; nothing more is handed over, the client is held back by flow
+ * control (its output keeps bytes), and once EV_READ is enabled again
+ * everything arrives in order. RCF_EOF: the client shuts down after its
+ * bytes; the callback gets them all, then EOF, then no call. RCF_FREE:
+ * the callback frees the channel at its 2nd call; no callback after
+ * that, the client sees the end, nothing leaks.
+ */
+START_TEST(channel_recv_cb_flow)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rc r;
+	const uint64_t total = 4 * MiB;	/* 4x the peer's ring */
+	size_t out;
+
+	rc_open(&env, &p, &r, EVRDMA_CHANNEL_STREAM);
+	p.cli.tx_total = total;
+	switch (_i) {
+	case RCF_DISABLE:
+		r.disable_at = 3;
+		ep_pump(&p.cli);
+		ch_loop_for(env.eb, 1500);
+		ck_assert_int_eq(r.ncb, 3);
+		out = evbuffer_get_length(evrdma_channel_get_output(p.cli.ch));
+		fprintf(stderr, "channel recv cb: reading disabled, the "
+		    "writer keeps %zu of %llu bytes\n", out,
+		    (unsigned long long)total);
+		ck_assert_uint_ge(out, total - 2 * MiB);
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+		CH_WAIT(env.eb, r.rx >= total || p.srv->ends, 60000);
+		ck_assert_uint_eq(r.rx, total);
+		ck_assert_uint_eq(r.via_input, 0);
+		ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+		break;
+	case RCF_EOF:
+		ep_pump(&p.cli);
+		ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+		CH_WAIT(env.eb, p.srv->ends, 60000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(p.srv->what, BEV_EVENT_EOF | BEV_EVENT_READING);
+		ck_assert_uint_eq(r.rx, total);
+		ck_assert_uint_eq(p.srv->rx_at_end, 0);	/* input unused */
+		ck_assert_int_eq(r.after_end, 0);
+		ck_assert_int_eq(p.cli.ends, 0);
+		break;
+	case RCF_FREE:
+		r.free_at = 2;
+		ep_pump(&p.cli);
+		CH_WAIT(env.eb, p.srv->freed, 20000);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(r.ncb, 2);
+		ck_assert_int_eq(p.srv->nread + p.srv->nevent, 0);
+		ck_assert_int_eq(p.cli.ends, 1);
+		break;
+	}
+	chp_close(&p);
+	free(r.buf);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_chan_recv(void)
+{
+	Suite *s = suite_create("device-chan-recv");
+	TCase *tc;
+
+	tc = tcase_create("recv-cb");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, channel_recv_cb_echo, 0, 2);
+	tcase_add_loop_test(tc, channel_recv_cb_flow, 0, RCF_COUNT);
+	suite_add_tcase(s, tc);
+	return s;
+}

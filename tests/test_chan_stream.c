@@ -1,0 +1,722 @@
+/*
+ * evrdma device tests, channels: the bytes themselves. Byte-exact streams
+ * of edge sizes up to 64 MiB, random writes in both directions at once
+ * (by every write method, under several ring and queue configurations),
+ * zero-copy writes, message boundaries (and a queued message too big for
+ * the peer), and flow control under a reader that stops.
+ *
+ * Every stream is a pattern that is a function of (seed, offset), so no test
+ * stores what it sends and every received byte is checked where it arrives.
+ */
+#include "chtest.h"
+
+#include <sys/resource.h>
+
+/* ==== byte-exact streams of edge sizes ==== */
+
+static const size_t stream_sizes[] = {
+	1, 100, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 1 * MiB
+};
+
+static void
+stream_transfer(size_t total, int ms)
+{
+	struct dt_env env;
+	struct chp p;
+	uint64_t t0;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	ck_assert_uint_eq(evrdma_channel_max_message(p.cli.ch), 64 * KiB);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed = 0x5eed0000ull + total;
+	p.cli.tx_total = total;
+	t0 = tu_now_ms();
+	if (total <= 1 * MiB) {
+		/* one write of the whole thing */
+		uint8_t *buf = malloc(total);
+
+		ck_assert_ptr_nonnull(buf);
+		pat_fill(buf, 0, total, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, total), 0);
+		free(buf);
+		p.cli.tx_queued = total;
+	} else {
+		/* topped up from the write callback, 2..4 MiB queued */
+		p.cli.pump_hi = 4 * MiB;
+		p.cli.pump_in_wcb = 1;
+		evrdma_channel_setwatermark(p.cli.ch, EV_WRITE, 2 * MiB, 0);
+		ep_pump(&p.cli);
+	}
+	CH_WAIT(env.eb, p.srv->rx >= total || p.srv->ends || p.cli.ends, ms);
+	if (total > 1 * MiB)
+		fprintf(stderr, "channel stream: %zu bytes in %llu ms\n", total,
+		    (unsigned long long)(tu_now_ms() - t0));
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.cli.tx_queued, total);
+	ck_assert_uint_eq(p.srv->rx, total);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 0);
+	ck_assert_int_ge(p.cli.nwrite, 1);
+	/* nothing came back the other way */
+	ck_assert_int_eq(p.cli.nread, 0);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+
+START_TEST(channel_stream_sizes)
+{
+	stream_transfer(stream_sizes[_i], 60000);
+}
+END_TEST
+
+START_TEST(channel_stream_64mib)
+{
+	stream_transfer(64 * MiB, 280000);
+}
+END_TEST
+
+/* ==== random writes, both directions at once ==== */
+
+#define RW_WRITES	2000	/* per direction */
+#define RW_MAX		70000	/* bytes per write: crosses a 64 KiB slot */
+
+struct rw_side {
+	struct ep *e;
+	uint64_t rng;
+	int left;
+	struct evbuffer *tmp;
+	int by[3];		/* writes per method */
+	uint8_t buf[RW_MAX];	/* a write's bytes */
+};
+
+/* A few writes of random sizes, by a random one of the three methods. */
+static void
+rw_pump(struct rw_side *s)
+{
+	struct evbuffer *out = evrdma_channel_get_output(s->e->ch);
+	size_t k = rng_range(&s->rng, 1, 6), n;
+	int how;
+
+	while (k-- > 0 && s->left > 0 && evbuffer_get_length(out) < 2 * MiB) {
+		n = rng_range(&s->rng, 1, RW_MAX);
+		pat_fill(s->buf, s->e->tx_queued, n, s->e->tx_seed);
+		how = (int)(rng_next(&s->rng) % 3);
+		switch (how) {
+		case 0:
+			ck_assert_int_eq(evrdma_channel_write(s->e->ch, s->buf,
+			    n), 0);
+			break;
+		case 1:
+			ck_assert_int_eq(evbuffer_add(out, s->buf, n), 0);
+			break;
+		default:
+			ck_assert_int_eq(evbuffer_add(s->tmp, s->buf, n), 0);
+			ck_assert_int_eq(evrdma_channel_write_buffer(s->e->ch,
+			    s->tmp), 0);
+			ck_assert_uint_eq(evbuffer_get_length(s->tmp), 0);
+			break;
+		}
+		s->by[how]++;
+		if (rng_next(&s->rng) % 8 == 0)
+			ck_assert_int_eq(evrdma_channel_flush(s->e->ch), 0);
+		s->e->tx_queued += n;
+		s->e->tx_total = s->e->tx_queued;
+		s->left--;
+	}
+}
+
+static uint64_t
+cpu_ms(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * _i = 0: the default configuration; _i = 1: busy polling (300 us), which
+ * must move the same bytes, stop spinning when the traffic stops (CPU
+ * time while idle) and wake up again for the next message (the CQs were
+ * re-armed when the spinning stopped).
+ */
+START_TEST(channel_random_writes_both_ways)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw_side a, b;
+	struct evrdma_config *cfg = NULL;
+	struct evrdma_stats st;
+	uint64_t dl, t0;
+	static const char *const rw_names[] = { "default", "busy polling",
+		"queues of slots + 4", "receive queue of slots + 7",
+		"no pulls", "pulls of any size" };
+
+	memset(&p, 0, sizeof(p));
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	if (_i >= 1) {
+		cfg = evrdma_config_new();
+		ck_assert_ptr_nonnull(cfg);
+	}
+	if (_i == 1)
+		ck_assert_int_eq(evrdma_config_set_busy_poll(cfg, 300), 0);
+	/* receive queues of exactly the ring's credits (16 slots + 4
+	 * control: every credit return refills first) and of a few spare
+	 * receives (refills in batches of 3): no receive may be missing
+	 * when the peer sends, or the channel fails (RNR) */
+	if (_i == 2)
+		ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 20), 0);
+	if (_i == 3)
+		ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 32, 23), 0);
+	/* large messages by RDMA WRITE only; every size pulled (while the
+	 * peer keeps up) */
+	if (_i == 4)
+		ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 0), 0);
+	if (_i == 5)
+		ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 1), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	a.e = &p.cli;
+	b.e = p.srv;
+	a.rng = 0x1234567887654321ull;	/* fixed seeds: repeatable */
+	b.rng = 0x0fedcba987654321ull;
+	a.left = b.left = RW_WRITES;
+	a.tmp = evbuffer_new();
+	b.tmp = evbuffer_new();
+	p.srv->drain = p.cli.drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.rx_seed = p.srv->tx_seed;
+	t0 = tu_now_ms();
+	dl = t0 + 100000;
+	while (a.left || b.left || p.srv->rx < p.cli.tx_queued ||
+	    p.cli.rx < p.srv->tx_queued) {
+		ck_assert_msg(tu_now_ms() < dl, "timed out: %d/%d writes left, "
+		    "received %llu/%llu and %llu/%llu", a.left, b.left,
+		    (unsigned long long)p.srv->rx,
+		    (unsigned long long)p.cli.tx_queued,
+		    (unsigned long long)p.cli.rx,
+		    (unsigned long long)p.srv->tx_queued);
+		ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+		rw_pump(&a);
+		rw_pump(&b);
+		ch_step(env.eb, 5);
+	}
+	evrdma_base_get_stats(env.base, &st);
+	fprintf(stderr, "channel random writes (%s): %llu + %llu bytes in "
+	    "%llu ms (write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d; "
+	    "messages written %llu, pulled %llu)\n", rw_names[_i],
+	    (unsigned long long)p.cli.tx_queued,
+	    (unsigned long long)p.srv->tx_queued,
+	    (unsigned long long)(tu_now_ms() - t0), a.by[0], a.by[1], a.by[2],
+	    b.by[0], b.by[1], b.by[2], st.ch_written, st.ch_pulled);
+	/* sq 20 = slots + 4 leaves no room for READs: no pulls */
+	if (_i == 2 || _i == 4)
+		ck_assert_uint_eq(st.ch_pulled, 0);
+	else
+		ck_assert_uint_gt(st.ch_pulled, 0);
+	ck_assert_uint_gt(st.ch_written, 0);
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.srv->rx, p.cli.tx_queued);
+	ck_assert_uint_eq(p.cli.rx, p.srv->tx_queued);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	ck_assert_int_eq(p.srv->ends, 0);
+	if (_i == 1) {
+		uint64_t c0 = cpu_ms(), w0 = tu_now_ms(), c, w;
+
+		/* idle: the loop sleeps (a spin that never stopped would
+		 * take all of the second) */
+		ch_loop_for(env.eb, 1000);
+		c = cpu_ms() - c0;
+		w = tu_now_ms() - w0;
+		fprintf(stderr, "channel busy polling: %llu ms CPU in %llu ms "
+		    "idle\n", (unsigned long long)c, (unsigned long long)w);
+		ck_assert_msg(c * 4 < w, "busy polling went on while idle: "
+		    "%llu ms CPU in %llu ms", (unsigned long long)c,
+		    (unsigned long long)w);
+		/* and the next message wakes the loop */
+		pat_fill(a.buf, p.cli.tx_queued, 100, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, a.buf, 100),
+		    0);
+		p.cli.tx_queued += 100;
+		CH_WAIT(env.eb, p.srv->rx == p.cli.tx_queued, 5000);
+	}
+	evbuffer_free(a.tmp);
+	evbuffer_free(b.tmp);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== zero-copy writes (evrdma_channel_reserve / commit) ==== */
+
+#define ZC_TOTAL	(8 * MiB)
+
+/*
+ * The argument checks, then 8 MiB in reservations of random sizes committed
+ * straight from the channel's send memory, refilled from the write callback
+ * after EAGAIN (every send slot busy), byte-exact at the other end; then a
+ * channel freed with a reservation open.
+ */
+START_TEST(channel_zero_copy)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evrdma_channel *ch;
+	size_t max;
+	uint8_t *r;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+
+	/* not connected yet: write() queues, reserve() cannot */
+	ch = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
+	ck_assert_ptr_nonnull(ch);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_reserve(ch, 100));
+	ck_assert_int_eq(errno, ENOTCONN);
+	evrdma_channel_free(ch);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_commit(NULL, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	max = evrdma_channel_max_message(p.cli.ch);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_reserve(p.cli.ch, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_reserve(p.cli.ch, max + 1));
+	ck_assert_int_eq(errno, EMSGSIZE);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_commit(p.cli.ch, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+
+	/* more than reserved: refused, the reservation stays; a commit of
+	 * part of it sends that part; a commit of 0 gives it back */
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	r = evrdma_channel_reserve(p.cli.ch, 100);
+	ck_assert_ptr_nonnull(r);
+	pat_fill(r, 0, 60, p.cli.tx_seed);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_commit(p.cli.ch, 101), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_channel_commit(p.cli.ch, 60), 0);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 60);
+	p.cli.tx_total = p.cli.tx_queued = 60;
+	ck_assert_ptr_nonnull(evrdma_channel_reserve(p.cli.ch, max));
+	ck_assert_int_eq(evrdma_channel_commit(p.cli.ch, 0), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_commit(p.cli.ch, 0), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	CH_WAIT(env.eb, p.srv->rx == 60 || p.srv->ends, 10000);
+
+	/* the stream, topped up from the write callback */
+	p.cli.zc_rng = 0x7a65726f636f7079ull;
+	p.cli.pump_in_wcb = 1;
+	p.cli.tx_total = 60 + ZC_TOTAL;
+	ep_pump(&p.cli);
+	CH_WAIT(env.eb, p.srv->rx >= p.cli.tx_total || p.srv->ends ||
+	    p.cli.ends, 60000);
+	ck_assert_uint_eq(p.cli.tx_queued, p.cli.tx_total);
+	ck_assert_uint_eq(p.srv->rx, p.cli.tx_total);
+	ck_assert_int_gt(p.cli.zc_eagain, 0);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	fprintf(stderr, "channel zero-copy: %u bytes, %d reservations "
+	    "refused (EAGAIN) and resumed by the write callback\n",
+	    ZC_TOTAL, p.cli.zc_eagain);
+
+	/* freed with a reservation open: nothing leaks, teardown ends */
+	ck_assert_ptr_nonnull(evrdma_channel_reserve(p.cli.ch, 1000));
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== message mode ==== */
+
+#define MSG_SLOT	16384
+#define MSG_N		600
+
+struct msg_rx {
+	const size_t *lens;
+	int n, got, small_checks;
+	uint8_t *buf;
+	size_t max;
+};
+
+/* (the callbacks' argument is the ep, for ep_eventcb; ep.ctx the msg_rx) */
+static void
+msg_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+	struct msg_rx *m = e->ctx;
+	ssize_t len;
+	size_t bad;
+
+	for (;;) {
+		errno = 0;
+		len = evrdma_channel_read_message(ch, NULL, 0);
+		if (len < 0) {
+			ck_assert_int_eq(errno, EAGAIN);
+			break;
+		}
+		ck_assert_msg(m->got < m->n, "more messages than were sent");
+		ck_assert_msg((size_t)len == m->lens[m->got], "message %d: "
+		    "%zd bytes, sent %zu", m->got, len, m->lens[m->got]);
+		if (m->got % 37 == 5 && len > 1) {
+			/* too small a buffer: EMSGSIZE, the message stays */
+			errno = 0;
+			ck_assert_int_eq(evrdma_channel_read_message(ch, m->buf,
+			    (size_t)len - 1), -1);
+			ck_assert_int_eq(errno, EMSGSIZE);
+			ck_assert_int_eq(evrdma_channel_read_message(ch, NULL,
+			    0), len);
+			m->small_checks++;
+		}
+		memset(m->buf, 0, (size_t)len);
+		ck_assert_int_eq(evrdma_channel_read_message(ch, m->buf,
+		    m->max + 64), len);
+		bad = pat_check(m->buf, 0, (size_t)len, 0xa5a50000u +
+		    (unsigned)m->got);
+		ck_assert_msg(bad == (size_t)-1, "message %d: byte %zu wrong",
+		    m->got, bad);
+		m->got++;
+	}
+}
+
+START_TEST(channel_message_mode)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evrdma_config *cfg = ring_config(8, MSG_SLOT, 64 * KiB);
+	size_t lens[MSG_N];
+	struct msg_rx m;
+	struct evbuffer *b;
+	uint8_t *buf;
+	uint64_t rng = 0x6d657373616765ull;
+	size_t max;
+	int i, zc = 0;
+
+	memset(&p, 0, sizeof(p));
+	memset(&m, 0, sizeof(m));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_MESSAGE, 1);
+	max = evrdma_channel_max_message(p.cli.ch);
+	ck_assert_uint_eq(max, MSG_SLOT);
+	ck_assert_uint_eq(evrdma_channel_max_message(p.srv->ch), MSG_SLOT);
+	lens[0] = 1;
+	lens[1] = max;
+	lens[2] = max - 1;
+	lens[3] = 2;
+	lens[4] = 64;
+	for (i = 5; i < MSG_N; i++)
+		lens[i] = rng_range(&rng, 1, max);
+	m.lens = lens;
+	m.n = MSG_N;
+	m.max = max;
+	m.buf = malloc(max + 64);
+	buf = malloc(max + 1);
+	ck_assert_ptr_nonnull(m.buf);
+	ck_assert_ptr_nonnull(buf);
+	p.srv->ctx = &m;
+	evrdma_channel_setcb(p.srv->ch, msg_readcb, NULL, ep_eventcb, p.srv);
+
+	/* nothing queued yet */
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_read_message(p.srv->ch, m.buf, max),
+	    -1);
+	ck_assert_int_eq(errno, EAGAIN);
+
+	/* oversize: refused at the sender, nothing sent */
+	memset(buf, 0xee, max + 1);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, max + 1), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	b = evbuffer_new();
+	ck_assert_int_eq(evbuffer_add(b, buf, max + 1), 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write_buffer(p.cli.ch, b), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	evbuffer_drain(b, evbuffer_get_length(b));
+
+	/* MSG_N messages at once, every 5th through write_buffer, every
+	 * 7th made in a reservation while send slots are free */
+	for (i = 0; i < MSG_N; i++) {
+		uint8_t *r = NULL;
+
+		if (i % 7 == 2) {
+			errno = 0;
+			r = evrdma_channel_reserve(p.cli.ch, lens[i]);
+			ck_assert(r != NULL || errno == EAGAIN);
+		}
+		if (r) {
+			pat_fill(r, 0, lens[i], 0xa5a50000u + (unsigned)i);
+			ck_assert_int_eq(evrdma_channel_commit(p.cli.ch,
+			    lens[i]), 0);
+			zc++;
+			continue;
+		}
+		pat_fill(buf, 0, lens[i], 0xa5a50000u + (unsigned)i);
+		if (i % 5 == 3) {
+			ck_assert_int_eq(evbuffer_add(b, buf, lens[i]), 0);
+			ck_assert_int_eq(evrdma_channel_write_buffer(p.cli.ch,
+			    b), 0);
+			ck_assert_uint_eq(evbuffer_get_length(b), 0);
+		} else {
+			ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf,
+			    lens[i]), 0);
+		}
+	}
+	CH_WAIT(env.eb, m.got == MSG_N || p.srv->ends || p.cli.ends, 60000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_int_eq(m.got, MSG_N);
+	ck_assert_int_ge(m.small_checks, 10);
+	ck_assert_int_gt(zc, 0);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_read_message(p.srv->ch, NULL, 0), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	evbuffer_free(b);
+	free(buf);
+	free(m.buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== backpressure ==== */
+
+#define BP_SLOTS	16
+#define BP_SLOT		(64 * KiB)
+#define BP_MAXIN	(1 * MiB)
+#define BP_TOTAL	(8 * MiB)
+#define BP_CHUNK	(256 * KiB)
+#define BP_HI		(256 * KiB)
+
+/*
+ * The reader stops for 2 s (variant 0: EV_READ disabled; variant 1: a read
+ * high watermark and a read callback that does not drain) while the writer
+ * keeps writing. The writer must be held back (its output grows; once the
+ * reader's ring is full its output stays put and no write callback runs),
+ * the reader's input stays within the documented bound (ring + max_input;
+ * with a high watermark, the mark + one slot), and everything arrives,
+ * byte-exact, once reading resumes.
+ */
+START_TEST(channel_backpressure)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evrdma_config *cfg = ring_config(BP_SLOTS, BP_SLOT, BP_MAXIN);
+	struct evbuffer *out, *in;
+	size_t first_out = 0, out_mark, in_mark, pause_max = 0, len;
+	size_t ring = (size_t)BP_SLOTS * BP_SLOT;
+	uint64_t t0;
+	int nwrite_mark;
+	int hiwm = _i == 1;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, hiwm);
+	if (hiwm)
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, BP_HI);
+	ck_assert_int_eq(evrdma_channel_get_enabled(p.srv->ch),
+	    hiwm ? EV_READ | EV_WRITE : EV_WRITE);
+	out = evrdma_channel_get_output(p.cli.ch);
+	in = evrdma_channel_get_input(p.srv->ch);
+	p.srv->rx_seed = p.cli.tx_seed;
+
+	/* the writer keeps writing while the reader does not read */
+	t0 = tu_now_ms();
+	while (p.cli.tx_queued < BP_TOTAL) {
+		p.cli.tx_total += BP_CHUNK;
+		ep_pump(&p.cli);
+		if (!first_out)
+			first_out = evbuffer_get_length(out);
+		ch_loop_for(env.eb, 50);
+		len = evbuffer_get_length(in);
+		if (len > pause_max)
+			pause_max = len;
+	}
+	if (tu_now_ms() - t0 < 1500)
+		ch_loop_for(env.eb, (int)(1500 - (tu_now_ms() - t0)));
+	out_mark = evbuffer_get_length(out);
+	in_mark = evbuffer_get_length(in);
+	nwrite_mark = p.cli.nwrite;
+	ch_loop_for(env.eb, 600);
+	len = evbuffer_get_length(in);
+	if (len > pause_max)
+		pause_max = len;
+	fprintf(stderr, "channel backpressure (%s): writer output %zu -> %zu, "
+	    "reader input %zu (max %zu)\n", hiwm ? "high watermark" :
+	    "EV_READ off", first_out, evbuffer_get_length(out), len, pause_max);
+	/* held back: stalled, nothing lost on the way, no write callback */
+	ck_assert_uint_eq(evbuffer_get_length(out), out_mark);
+	ck_assert_uint_eq(len, in_mark);
+	ck_assert_uint_gt(evbuffer_get_length(out), first_out);
+	ck_assert_uint_ge(evbuffer_get_length(out),
+	    BP_TOTAL - (2 * ring + BP_MAXIN + BP_HI + BP_SLOT));
+	/* the first MiB fits the reader's ring and may drain output (and
+	 * call the write callback); once held, no write callback */
+	ck_assert_int_eq(p.cli.nwrite, nwrite_mark);
+	ck_assert_uint_eq(p.srv->rx, 0);
+	if (hiwm) {
+		/* input stopped at the high watermark: reached it, and above
+		 * it no more than the one slot that crossed it */
+		ck_assert_uint_ge(len, BP_HI);
+		ck_assert_uint_le(pause_max, BP_HI + BP_SLOT);
+		ck_assert_uint_le(p.srv->max_in, BP_HI + BP_SLOT);
+		ck_assert_int_ge(p.srv->nread, 1);
+	} else {
+		/* EV_READ off: no read callback; input within the ring plus
+		 * what may be copied */
+		ck_assert_int_eq(p.srv->nread, 0);
+		ck_assert_uint_le(pause_max, ring + BP_MAXIN);
+	}
+
+	/* resume: everything arrives, byte-exact */
+	p.srv->drain = 1;
+	p.srv->max_in = 0;
+	if (hiwm) {
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, 0);
+		ep_consume(p.srv);
+	} else {
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	}
+	CH_WAIT(env.eb, p.srv->rx >= BP_TOTAL || p.srv->ends || p.cli.ends,
+	    90000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_uint_eq(p.srv->rx, BP_TOTAL);
+	ck_assert_uint_le(p.srv->max_in, ring + BP_MAXIN);
+	ck_assert_uint_eq(evbuffer_get_length(out), 0);
+	ck_assert_int_ge(p.cli.nwrite, 1);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.nevent, 1);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== a message queued before connect, too big for the peer ==== */
+
+/* What the client's event callback and the listener saw. */
+struct qm {
+	int events;
+	short what;
+	int accepted;
+	struct evrdma_channel *srv;
+};
+
+static void
+qm_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)ch;
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	q->events++;
+	q->what = what;
+}
+
+static void
+qm_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)l;
+	(void)peer;
+	(void)socklen;
+	q->srv = ch;
+	q->accepted = 1;
+}
+
+START_TEST(channel_queued_message_too_big_for_peer)
+{
+	struct event_base *eb;
+	struct evrdma_config *ccfg = ring_config(8, 8192, 0);
+	struct evrdma_config *scfg = ring_config(8, 4096, 0);
+	struct evrdma_base *cb, *sb;
+	struct evrdma_listener *lst;
+	struct evrdma_channel *cli;
+	struct sockaddr_storage ss;
+	struct qm q;
+	char msg[6000];
+	int len, never = 0;
+
+	memset(&q, 0, sizeof(q));
+	memset(msg, 0, sizeof(msg));
+	dt_log_init();
+	eb = event_base_new();
+	cb = evrdma_base_new(eb, ccfg);
+	sb = evrdma_base_new(eb, scfg);
+	ck_assert_ptr_nonnull(cb);
+	ck_assert_ptr_nonnull(sb);
+	evrdma_config_free(ccfg);
+	evrdma_config_free(scfg);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_channel_listener_new(sb, (struct sockaddr *)&ss, len, 4,
+	    EVRDMA_CHANNEL_MESSAGE, qm_accept, &q);
+	ck_assert_ptr_nonnull(lst);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	cli = evrdma_channel_new(cb, EVRDMA_CHANNEL_MESSAGE);
+	ck_assert_ptr_nonnull(cli);
+	evrdma_channel_setcb(cli, NULL, NULL, qm_event, &q);
+	/* before connect the limit is our own slot size */
+	ck_assert_uint_eq(evrdma_channel_max_message(cli), 8192);
+	ck_assert_int_eq(evrdma_channel_write(cli, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(evrdma_channel_connect(cli, (struct sockaddr *)&ss,
+	    len), 0);
+	ck_assert_int_eq(tu_loop_until(eb, &q.events, 10000), 0);
+	tu_loop_until(eb, &never, 200);
+	ck_assert_int_eq(q.events, 1);
+	ck_assert_int_eq(q.what, BEV_EVENT_ERROR | BEV_EVENT_WRITING);
+	ck_assert_int_eq(evrdma_channel_get_error(cli), EVRDMA_REASON_RESOURCE);
+	/* after connect the limit is the peer's */
+	ck_assert_uint_eq(evrdma_channel_max_message(cli), 4096);
+	evrdma_channel_free(cli);
+	if (q.accepted)
+		evrdma_channel_free(q.srv);
+	evrdma_listener_free(lst);
+	tu_loop_until(eb, &never, 500);
+	evrdma_base_free(cb);
+	evrdma_base_free(sb);
+	event_base_free(eb);
+}
+END_TEST
+
+Suite *
+dt_suite_chan_stream(void)
+{
+	Suite *s = suite_create("device-chan-stream");
+	TCase *tc;
+
+	tc = tcase_create("stream");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, channel_stream_sizes, 0,
+	    (int)(sizeof(stream_sizes) / sizeof(stream_sizes[0])));
+	tcase_add_loop_test(tc, channel_random_writes_both_ways, 0, 6);
+	tcase_add_test(tc, channel_zero_copy);
+	tcase_add_test(tc, channel_message_mode);
+	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
+	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stream-64mib");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, channel_stream_64mib);
+	suite_add_tcase(s, tc);
+	return s;
+}
