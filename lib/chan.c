@@ -272,7 +272,9 @@ evrdma__chan_connect_failed(struct evrdma_channel *ch, int reason)
  *    READING when the peer shut down in order (it sent its end: a
  *    shutdown or a free), ERROR | READING when the connection ended
  *    otherwise (reason in evrdma_channel_get_error());
- *  - with output to send and the connection over: ERROR | WRITING;
+ *  - with output to send and the connection over: ERROR | WRITING (also
+ *    after the reading end was reported, when bytes are written then: a
+ *    socket's write fails after its read saw the reset);
  *  - with EV_READ disabled, the connection over and nothing left to read
  *    or write: as with EV_READ enabled. Bytes still to read keep the end
  *    waiting until reading is enabled, so that nothing received is lost.
@@ -289,8 +291,6 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 	    (evrdma__chan_reading(ch) || (ch->gone &&
 	    !evbuffer_get_length(ch->output)))) {
 		ch->rd_ended = 1;
-		if (ch->gone)
-			ch->wr_ended = 1;
 		ch->enabled &= ~EV_READ;
 		evrdma__ev_stop(ch->rd_timer);
 		if (ch->peer_eof) {

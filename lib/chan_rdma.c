@@ -86,6 +86,8 @@ struct ch_rdma {
 	int closing;			/* the user freed the channel */
 	int pre_send;			/* inside the pass's read callbacks */
 	int again;			/* ... which asked for another pass */
+	int flush_sent;			/* a flush sent bytes: the next pass
+					 * owes the write callback */
 	struct evrdma__work pump_work;
 	struct event *linger_ev;
 
@@ -1147,6 +1149,10 @@ rc_pass(struct ch_rdma *rc)
 		rc->resv_wanted = 0;
 		sent = 1;
 	}
+	if (rc->flush_sent) {
+		rc->flush_sent = 0;
+		sent = 1;
+	}
 	if (rc->established && !ch->freed)
 		evrdma__chan_sent(ch, sent > 0);
 	rc_linger_check(rc);
@@ -1397,9 +1403,13 @@ op_flush(struct evrdma_channel *ch)
 		    "channel not connected");
 	if (rc->pre_send)
 		return 0;	/* the pass sends when the callback returns */
-	if (rc_send_all(rc) < 0) {
+	switch (rc_send_all(rc)) {
+	case -1:
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
 		return -1;
+	case 1:
+		rc->flush_sent = 1;
+		break;
 	}
 	/* what is due to the user (the write callback) comes from the pass */
 	rc_schedule(rc);
