@@ -153,7 +153,9 @@ ep_eventcb(struct evrdma_channel *ch, short what, void *arg)
 
 	ck_assert_msg(!e->freed, "%s: event 0x%x after free", e->name, what);
 	ck_assert_ptr_eq(ch, e->ch);
-	if (e->ends && e->what == (BEV_EVENT_EOF | BEV_EVENT_READING) &&
+	/* the reading end, then the writing end: a socket's write fails
+	 * after its read saw the peer's FIN or reset */
+	if (e->ends && (e->what & BEV_EVENT_READING) &&
 	    what == (BEV_EVENT_ERROR | BEV_EVENT_WRITING) &&
 	    !e->wr_err_after_eof) {
 		e->wr_err_after_eof++;

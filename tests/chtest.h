@@ -215,7 +215,7 @@ struct ep {
 	short what;		/* flags of the last event */
 	int reason;		/* evrdma_channel_get_error() at BEV_EVENT_ERROR */
 	int reads_after_end;	/* read callbacks after EOF or ERROR */
-	int wr_err_after_eof;	/* ERROR|WRITING after EOF|READING: the
+	int wr_err_after_eof;	/* ERROR|WRITING after EOF or ERROR|READING: the
 				 * peer is gone with output still to send,
 				 * as a socket's EPIPE after the peer's FIN */
 	uint64_t rx_at_end;	/* rx + input length at EOF or ERROR */
