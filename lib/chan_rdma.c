@@ -1692,6 +1692,20 @@ nomem:
 	return NULL;
 }
 
+/* The channel owns @p conn: its credits guarantee a posted receive, so
+ * an RNR is a protocol bug that must fail at once, not stall for retries;
+ * and a channel keeps its connection alive (or learns it is dead). */
+static void
+rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	const struct evrdma_config *cfg = &rc->ch.base->cfg;
+
+	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
+	evrdma__conn_set_rnr_retry(conn, 0);
+	evrdma_conn_set_keepalive(conn, cfg->ka_idle_ms, cfg->ka_interval_ms,
+	    cfg->ka_count);
+}
+
 struct evrdma_channel *
 evrdma_channel_new(struct evrdma_base *base, int flags)
 {
@@ -1713,10 +1727,7 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 		errno = err;
 		return NULL;
 	}
-	evrdma__conn_set_owner(rc->conn, &rc_owner_ops, rc);
-	/* credits guarantee a posted receive: an RNR is a protocol bug and
-	 * must fail at once, not stall for retries */
-	evrdma__conn_set_rnr_retry(rc->conn, 0);
+	rc_own_conn(rc, rc->conn);
 	return &rc->ch;
 }
 
@@ -1740,8 +1751,7 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 		return -1;
 	rc->passive = 1;
 	rc->conn = conn;
-	evrdma__conn_set_rnr_retry(conn, 0);	/* see evrdma_channel_new() */
-	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
+	rc_own_conn(rc, conn);
 	return 0;
 }
 

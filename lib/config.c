@@ -53,6 +53,10 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->poll_budget = 64;
 	cfg->rnr_retry = 7;
 	cfg->half_open = 32;
+	cfg->ka_idle_ms = 5000;
+	cfg->ka_interval_ms = 1000;
+	cfg->ka_count = 3;
+	cfg->retry_count = 6;	/* (Soft-RoCE takes 7 for "for ever") */
 }
 
 struct evrdma_config *
@@ -140,6 +144,45 @@ evrdma_config_set_half_open(struct evrdma_config *cfg, unsigned max)
 	if (cfg_check(cfg, __func__, max, 1, HALF_OPEN_MAX, "") < 0)
 		return -1;
 	cfg->half_open = max;
+	return 0;
+}
+
+int
+evrdma_config_set_keepalive(struct evrdma_config *cfg, unsigned idle_ms,
+    unsigned interval_ms, unsigned count)
+{
+	if (cfg_check(cfg, __func__, idle_ms, 0, TIMEOUT_MAX_MS, " ms (idle)")
+	    < 0)
+		return -1;
+	if (idle_ms && (cfg_check(cfg, __func__, interval_ms, 1,
+	    TIMEOUT_MAX_MS, " ms (interval)") < 0 ||
+	    cfg_check(cfg, __func__, count, 1, 100, " (count)") < 0))
+		return -1;
+	cfg->ka_idle_ms = idle_ms;
+	cfg->ka_interval_ms = interval_ms;
+	cfg->ka_count = count;
+	return 0;
+}
+
+int
+evrdma_config_set_transport_retry(struct evrdma_config *cfg,
+    unsigned ack_timeout_ms, unsigned retries)
+{
+	unsigned exp = 0;
+
+	if (cfg_check(cfg, __func__, ack_timeout_ms, 0, 60000, " ms") < 0 ||
+	    cfg_check(cfg, __func__, retries, 0, 7, " (retries)") < 0)
+		return -1;
+	/* the IB timeout is 4.096 us * 2^exp: the smallest exp that covers
+	 * the wish (0 leaves rdma_cm's own) */
+	if (ack_timeout_ms) {
+		uint64_t us = (uint64_t)ack_timeout_ms * 1000;
+
+		for (exp = 1; exp < 31 && (4096ull << exp) / 1000 < us; exp++)
+			;
+	}
+	cfg->ack_timeout = exp;
+	cfg->retry_count = retries;
 	return 0;
 }
 

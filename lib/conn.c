@@ -33,6 +33,7 @@ static void conn_fin_cb(void *arg);
 static void conn_start_close(struct evrdma_conn *conn);
 static void conn_check_done(struct evrdma_conn *conn);
 static void conn_fail(struct evrdma_conn *conn, int reason, int err);
+static void conn_ka_cb(void *arg);
 
 /* ---- what the endpoint tells us ---- */
 
@@ -41,8 +42,12 @@ conn_ep_failed(struct evrdma__ep *ep, int status)
 {
 	struct evrdma_conn *conn = evrdma__ep_conn(ep);
 
-	conn_fail(conn, EVRDMA_REASON_QP_FATAL,
-	    status == ECANCELED ? EIO : status);
+	/* retries run out: nobody answered at the other end */
+	if (status == ETIMEDOUT)
+		conn_fail(conn, EVRDMA_REASON_PEER_DEAD, ETIMEDOUT);
+	else
+		conn_fail(conn, EVRDMA_REASON_QP_FATAL,
+		    status == ECANCELED ? EIO : status);
 }
 
 static void
@@ -109,9 +114,11 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 	conn->rnr_retry = (uint8_t)base->cfg.rnr_retry;
 	conn->timer = evrdma__ev_timer_new(base, conn_timer_cb, conn);
 	conn->fin_ev = evrdma__ev_timer_new(base, conn_fin_cb, conn);
-	if (!conn->timer || !conn->fin_ev) {
+	conn->ka_ev = evrdma__ev_timer_new(base, conn_ka_cb, conn);
+	if (!conn->timer || !conn->fin_ev || !conn->ka_ev) {
 		evrdma__ev_free(conn->timer);
 		evrdma__ev_free(conn->fin_ev);
+		evrdma__ev_free(conn->ka_ev);
 		free(conn);
 		evrdma__fail(ENOMEM, "out of memory");
 		return NULL;
@@ -249,6 +256,90 @@ conn_closing(const struct evrdma_conn *conn)
 	    conn->state == EVRDMA_CONN_CLOSED;
 }
 
+/* ---- keepalive ---- */
+
+static void
+conn_ka_probe_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg)
+{
+	struct evrdma_conn *conn = arg;
+
+	conn->ka_probe = 0;
+	conn->ka_misses = 0;
+	/* (a failure ends the connection through the endpoint) */
+	if (!wc->status && conn->state == EVRDMA_CONN_ESTABLISHED)
+		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
+}
+
+/* A zero-length RDMA WRITE: it touches no memory and consumes no receive
+ * at the peer, but its device must acknowledge it. */
+static int
+conn_ka_probe(struct evrdma_conn *conn)
+{
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	return evrdma__ep_post(&conn->ep, NULL, 0, 0, &wr, EVRDMA_OP_WRITE,
+	    conn_ka_probe_cb, conn);
+}
+
+static void
+conn_ka_cb(void *arg)
+{
+	struct evrdma_conn *conn = arg;
+
+	if (conn->state != EVRDMA_CONN_ESTABLISHED || !conn->ka_idle_ms)
+		return;
+	if (conn->ka_probe) {
+		if (++conn->ka_misses >= conn->ka_count) {
+			evrdma__log(EVRDMA_LOG_INFO, "connection %p: %u "
+			    "keepalive intervals unanswered", (void *)conn,
+			    conn->ka_misses);
+			evrdma__ep_ref(&conn->ep);
+			conn_fail(conn, EVRDMA_REASON_PEER_DEAD, ETIMEDOUT);
+			evrdma__ep_unref(&conn->ep);
+			return;
+		}
+		evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
+		return;
+	}
+	if (conn->ep.activity != conn->ka_seen) {
+		/* something came back since the last look: alive */
+		conn->ka_seen = conn->ep.activity;
+		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
+		return;
+	}
+	if (conn->ep.corked || conn_ka_probe(conn) < 0) {
+		/* the send queue is full (traffic is flowing) or corked:
+		 * look again later */
+		evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
+		return;
+	}
+	conn->ka_probe = 1;
+	conn->ka_misses = 0;
+	evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
+}
+
+int
+evrdma_conn_set_keepalive(struct evrdma_conn *conn, unsigned idle_ms,
+    unsigned interval_ms, unsigned count)
+{
+	if (!conn || (idle_ms && (!interval_ms || !count)))
+		return evrdma__fail(EINVAL, "evrdma_conn_set_keepalive: bad "
+		    "argument");
+	conn->ka_idle_ms = idle_ms;
+	conn->ka_interval_ms = interval_ms;
+	conn->ka_count = count;
+	if (conn->state == EVRDMA_CONN_ESTABLISHED && conn->ka_ev) {
+		if (idle_ms)
+			evrdma__ev_timer_start(conn->ka_ev, idle_ms);
+		else
+			evrdma__ev_stop(conn->ka_ev);
+	}
+	return 0;
+}
+
 static void
 conn_fail(struct evrdma_conn *conn, int reason, int err)
 {
@@ -263,6 +354,7 @@ conn_fail(struct evrdma_conn *conn, int reason, int err)
 		return;
 	}
 	evrdma__ev_stop(conn->timer);
+	evrdma__ev_stop(conn->ka_ev);
 	if (conn->dns_req) {
 		evrdma__resolve_cancel(conn->dns_req);
 		conn->dns_req = NULL;
@@ -351,6 +443,15 @@ conn_create_qp(struct evrdma_conn *conn)
 		inl = 0;
 	}
 	conn->qp = conn->id->qp;
+	if (conn->base->cfg.ack_timeout) {
+		uint8_t t = (uint8_t)conn->base->cfg.ack_timeout;
+
+		/* before the QP reaches RTS, which takes it from the id */
+		if (EVRDMA_SYM(rdma_set_option)(conn->id, RDMA_OPTION_ID,
+		    RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+			evrdma__log(EVRDMA_LOG_WARN, "rdma_set_option(ACK_"
+			    "TIMEOUT): %s", strerror(errno));
+	}
 	conn->ep.qp = conn->qp;
 	conn->ep.cq = conn->cq->cq;
 	conn->ep.qp_num = conn->qp->qp_num;
@@ -373,7 +474,7 @@ conn_param_init(struct evrdma_conn *conn, struct rdma_conn_param *p,
 	memset(p, 0, sizeof(*p));
 	p->responder_resources = (uint8_t)rd;
 	p->initiator_depth = (uint8_t)rd;
-	p->retry_count = 7;
+	p->retry_count = (uint8_t)conn->base->cfg.retry_count;
 	p->rnr_retry_count = conn->rnr_retry;
 	p->private_data = pdata;
 	p->private_data_len = (uint8_t)len;
@@ -597,6 +698,8 @@ conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 	evrdma__ev_stop(conn->timer);
 	conn->state = EVRDMA_CONN_ESTABLISHED;
 	conn->rts = 1;
+	if (conn->ka_idle_ms)
+		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
 	if (conn->owner_ops && conn->owner_ops->established(conn->owner, conn,
 	    conn->passive ? NULL : conn->peer_pdata,
 	    conn->passive ? 0 : conn->peer_pdata_len) < 0) {
@@ -1040,6 +1143,7 @@ conn_start_close(struct evrdma_conn *conn)
 		return;
 	conn->state = EVRDMA_CONN_CLOSING;
 	conn->ep.watch = 1;
+	evrdma__ev_stop(conn->ka_ev);
 	if (conn->dns_req) {
 		evrdma__resolve_cancel(conn->dns_req);
 		conn->dns_req = NULL;
@@ -1117,7 +1221,8 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 	}
 	evrdma__ev_free(conn->timer);
 	evrdma__ev_free(conn->fin_ev);
-	conn->timer = conn->fin_ev = NULL;
+	evrdma__ev_free(conn->ka_ev);
+	conn->timer = conn->fin_ev = conn->ka_ev = NULL;
 	TAILQ_REMOVE(&base->conns, conn, link);
 	base->stats.conns--;
 	conn->state = EVRDMA_CONN_CLOSED;

@@ -56,6 +56,11 @@ struct evrdma_config {
 	unsigned busy_poll_us;		/* 0: sleep at once */
 	unsigned rnr_retry;
 	unsigned half_open;		/* per listener, with resources */
+	unsigned ka_idle_ms;		/* channels' keepalive (0: off) */
+	unsigned ka_interval_ms;
+	unsigned ka_count;
+	unsigned ack_timeout;		/* IB exponent: 4.096 us * 2^n (0: rdma_cm's) */
+	unsigned retry_count;		/* transport retries, 0..7 */
 	unsigned ch_slots;		/* channel ring */
 	unsigned ch_slot_size;
 	size_t ch_max_input;
@@ -199,6 +204,7 @@ struct evrdma__ep {
 	uint8_t quiet;		/* failures are expected: not reported */
 	uint8_t watch;		/* ops->settled() after each delivery */
 	unsigned refcnt;
+	unsigned activity;	/* completions so far: the peer is alive */
 	unsigned sq_depth, rq_depth, max_inline;
 	unsigned sq_out, rq_out;
 	/* outstanding requests in post order: sends (walked to complete the
@@ -469,6 +475,12 @@ struct evrdma_conn {
 	uint8_t rnr_retry;		/* into the connection parameters */
 	struct event *timer;		/* step timeout / teardown timeout */
 	struct event *fin_ev;		/* deferred finalisation */
+	/* keepalive (evrdma_conn_set_keepalive) */
+	struct event *ka_ev;
+	unsigned ka_idle_ms, ka_interval_ms, ka_count;
+	unsigned ka_seen;		/* ep.activity at the last look */
+	unsigned ka_misses;		/* intervals the probe is unanswered */
+	int ka_probe;			/* a probe is in flight */
 	struct evrdma__resolve_req *dns_req;
 	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
 	uint8_t pdata_len;

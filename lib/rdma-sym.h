@@ -53,7 +53,8 @@
 	X(cm, int, rdma_ack_cm_event, (struct rdma_cm_event *)) \
 	X(cm, const char *, rdma_event_str, (enum rdma_cm_event_type)) \
 	X(cm, __be16, rdma_get_src_port, (struct rdma_cm_id *)) \
-	X(cm, int, rdma_notify, (struct rdma_cm_id *, enum ibv_event_type))
+	X(cm, int, rdma_notify, (struct rdma_cm_id *, enum ibv_event_type)) \
+	X(cm, int, rdma_set_option, (struct rdma_cm_id *, int, int, void *, size_t))
 
 struct evrdma_rdma_syms {
 #define EVRDMA_SYM_FIELD(lib, ret, name, args) ret (*name) args;

@@ -386,6 +386,7 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 		    EVRDMA_SYM(ibv_wc_status_str)(wc->status), wc->vendor_err);
 	}
 	evrdma__ep_ref(ep);
+	ep->activity++;
 	if (!req->is_recv)
 		ep_complete_unsignaled(ep, req);
 	ep_deliver(ep, req, &w);

@@ -128,6 +128,8 @@ evrdma_reason_str(int reason)
 		return "the peer broke the evrdma protocol";
 	case EVRDMA_REASON_MISUSE:
 		return "the application broke a rule of the API";
+	case EVRDMA_REASON_PEER_DEAD:
+		return "the peer stopped answering";
 	}
 	return "unknown reason";
 }

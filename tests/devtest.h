@@ -336,5 +336,6 @@ Suite *dt_suite_chan_scale(void);	/* test_chan_scale.c */
 Suite *dt_suite_chan_failure(void);	/* test_chan_failure.c */
 Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
 Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
+Suite *dt_suite_liveness(void);		/* test_liveness.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

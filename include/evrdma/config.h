@@ -119,6 +119,45 @@ EVRDMA_EXPORT int evrdma_config_set_half_open(struct evrdma_config *cfg,
     unsigned max);
 
 /**
+ * Keepalive of channels: a connection that has seen no completion (no
+ * message, no acknowledgement) for @p idle_ms is probed with a zero-length
+ * RDMA WRITE, which consumes nothing at the peer and is answered by its
+ * device; when @p count probe intervals of @p interval_ms pass without the
+ * answer (or the transport's own retries run out first), the connection
+ * ends with EVRDMA_REASON_PEER_DEAD. A peer whose host died, hangs or is
+ * cut off is therefore found within about idle + interval * count; one
+ * that is busy is found by its requests' retries (see
+ * evrdma_config_set_transport_retry()). No thread, no timer per message:
+ * one timer per connection, re-armed at the idle interval. Default: on,
+ * 5000 ms, 1000 ms, 3. Raw connections use evrdma_conn_set_keepalive().
+ * @param idle_ms 0 (off) or 1..600000
+ * @param interval_ms 1..600000
+ * @param count 1..100
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_keepalive(struct evrdma_config *cfg,
+    unsigned idle_ms, unsigned interval_ms, unsigned count);
+
+/**
+ * The RC transport's retry budget: how long a request waits for the
+ * peer's acknowledgement before it is resent (rounded up to what the
+ * transport can express, 4.096 us * 2^n; 0 leaves rdma_cm's default,
+ * about 0.5 s on Soft-RoCE), and how many times (0..7, default 6). A
+ * request whose retries run out fails with ETIMEDOUT and ends its
+ * connection with EVRDMA_REASON_PEER_DEAD: a busy connection to a dead
+ * peer learns it within about ack_timeout * (retries + 1). Two caveats:
+ * Soft-RoCE (rxe) takes 7 to mean "retry for ever", so that only the
+ * keepalive finds a dead peer then; and an accepted connection retries as
+ * often as its requester asked (rdma_cm takes the count from the connect
+ * request), so a listener relies on its keepalive, which it has.
+ * @param ack_timeout_ms 0..60000
+ * @param retries 0..7
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_transport_retry(
+    struct evrdma_config *cfg, unsigned ack_timeout_ms, unsigned retries);
+
+/**
  * Set the RNR retry count put into the connection parameters (0..7, 7 means
  * retry forever). The raw core leaves flow control to the user.
  * @return 0, or -1 with errno EINVAL

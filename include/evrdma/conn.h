@@ -120,6 +120,20 @@ EVRDMA_EXPORT void evrdma_conn_setcb(struct evrdma_conn *conn,
     evrdma_conn_event_cb cb, void *arg);
 
 /**
+ * Keepalive for this connection (channels get it from the base's
+ * configuration, evrdma_config_set_keepalive(), which says how it works):
+ * after @p idle_ms without any completion, a zero-length RDMA WRITE probes
+ * the peer; @p count intervals of @p interval_ms without its answer end
+ * the connection with EVRDMA_EV_ERROR and EVRDMA_REASON_PEER_DEAD. The
+ * probe consumes no receive at the peer and calls no callback of yours.
+ * May be called at any time; off by default for raw connections.
+ * @param idle_ms 0 turns it off
+ * @return 0, or -1 with errno EINVAL (interval or count 0 with idle set)
+ */
+EVRDMA_EXPORT int evrdma_conn_set_keepalive(struct evrdma_conn *conn,
+    unsigned idle_ms, unsigned interval_ms, unsigned count);
+
+/**
  * Set the private data sent with the connect request.
  * @param data copied; @p len at most 48 bytes (evrdma handshake) or 56
  *   bytes (EVRDMA_CONN_RAW)

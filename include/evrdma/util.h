@@ -41,7 +41,8 @@ enum evrdma_reason {
 	EVRDMA_REASON_RESOURCE,		/**< a local resource could not be created; errno says which */
 	EVRDMA_REASON_DNS,		/**< host name resolution failed */
 	EVRDMA_REASON_PROTOCOL,		/**< the peer broke the evrdma protocol (handshake or channel messages) */
-	EVRDMA_REASON_MISUSE		/**< the application broke a documented rule of the API (e.g. drained a message channel's output directly) */
+	EVRDMA_REASON_MISUSE,		/**< the application broke a documented rule of the API (e.g. drained a message channel's output directly) */
+	EVRDMA_REASON_PEER_DEAD		/**< the peer stopped answering: keepalive probes, or a request's transport retries, went unanswered (its host died, hangs, or the path is cut) */
 };
 
 /**
