@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "evrdma-internal.h"
 
@@ -21,6 +22,8 @@ cm_drain(struct evrdma_base *base)
 {
 	struct rdma_cm_event *ev;
 
+	if (!base->cm_ch)
+		return;
 	while (EVRDMA_SYM(rdma_get_cm_event)(base->cm_ch, &ev) == 0) {
 		struct rdma_cm_id *destroy = NULL;
 		struct evrdma_listener *lst = NULL;
@@ -69,6 +72,71 @@ cm_channel_cb(int fd, void *arg)
 	cm_drain(arg);
 }
 
+/* Can this process do RDMA at all? Asked without opening anything: the
+ * rdma_cm channel and the devices open with the first listener or
+ * connection, so that a program may create its base and fork (a daemon)
+ * before it serves. */
+static int
+base_check_rdma(void)
+{
+	struct ibv_device **list;
+	int n = 0;
+
+	if (evrdma__forked)
+		return evrdma__fail(EPERM, "this process was forked from one "
+		    "that had opened RDMA objects: rdma-core's state here is "
+		    "the parent's; exec, or create evrdma bases before any "
+		    "RDMA is opened");
+	if (access("/dev/infiniband/rdma_cm", R_OK | W_OK) < 0)
+		return evrdma__fail(ENODEV, "/dev/infiniband/rdma_cm: %s (no "
+		    "RDMA in the kernel, or the rdma_ucm module is not "
+		    "loaded)", strerror(errno));
+	list = EVRDMA_SYM(ibv_get_device_list)(&n);
+	if (list)
+		EVRDMA_SYM(ibv_free_device_list)(list);
+	if (n <= 0)
+		return evrdma__fail(ENODEV, "no RDMA device (rdma link add "
+		    "creates a Soft-RoCE one)");
+	return 0;
+}
+
+struct rdma_event_channel *
+evrdma__base_cm(struct evrdma_base *base)
+{
+	struct rdma_event_channel *ch;
+	int err;
+
+	if (base->cm_ch) {
+		if (evrdma__forked) {
+			evrdma__fail(EPERM, "this base belongs to the parent "
+			    "process (forked)");
+			return NULL;
+		}
+		return base->cm_ch;
+	}
+	if (base_check_rdma() < 0)
+		return NULL;
+	ch = EVRDMA_SYM(rdma_create_event_channel)();
+	if (!ch) {
+		err = errno ? errno : ENODEV;
+		evrdma__fail(err, "rdma_create_event_channel: %s (no RDMA "
+		    "device or the rdma_ucm module is not loaded)",
+		    strerror(err));
+		return NULL;
+	}
+	evrdma__rdma_opened();
+	if (evrdma__set_nonblock(ch->fd) < 0 ||
+	    !(base->cm_ev = evrdma__ev_fd_new(base, ch->fd, cm_channel_cb,
+		base))) {
+		err = errno;
+		EVRDMA_SYM(rdma_destroy_event_channel)(ch);
+		evrdma__fail(err, "cannot watch the rdma_cm channel");
+		return NULL;
+	}
+	base->cm_ch = ch;
+	return ch;
+}
+
 struct evrdma_base *
 evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 {
@@ -107,23 +175,8 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		free(base);
 		return NULL;
 	}
-	base->cm_ch = EVRDMA_SYM(rdma_create_event_channel)();
-	if (!base->cm_ch) {
-		err = errno ? errno : ENODEV;
-		evrdma__fail(err, "rdma_create_event_channel: %s (no RDMA "
-		    "device or the rdma_ucm module is not loaded)",
-		    strerror(err));
+	if (base_check_rdma() < 0)
 		goto fail;
-	}
-	if (evrdma__set_nonblock(base->cm_ch->fd) < 0 ||
-	    !(base->cm_ev = evrdma__ev_fd_new(base, base->cm_ch->fd,
-		cm_channel_cb, base))) {
-		err = errno;
-		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
-		evrdma__fail(err, "evrdma_base_new: cannot watch the rdma_cm "
-		    "channel");
-		goto fail;
-	}
 	return base;
 fail:
 	err = errno;
@@ -141,6 +194,13 @@ evrdma_base_free(struct evrdma_base *base)
 
 	if (!base || base->freeing)
 		return;
+	if (evrdma__forked) {
+		/* the parent's objects: releasing them here would destroy
+		 * them there; this process's exit or exec takes the memory */
+		evrdma__log(EVRDMA_LOG_INFO, "evrdma_base_free in a forked "
+		    "child: nothing released");
+		return;
+	}
 	/* no user callback from here on; what the user still holds becomes
 	 * a husk that its own free call releases */
 	base->freeing = 1;
@@ -152,7 +212,8 @@ evrdma_base_free(struct evrdma_base *base)
 	evrdma__dev_free_all(base);
 	evrdma__work_fini(base);
 	evrdma__ev_free(base->cm_ev);
-	EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
+	if (base->cm_ch)
+		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
 	evrdma__resolver_free(base->resolver);
 	evrdma__reqtab_fini(&base->reqs);
 	free(base);

@@ -382,6 +382,10 @@ ch_live(const struct evrdma_channel *ch)
 {
 	if (!ch || ch->freed)
 		return evrdma__fail(EINVAL, "no channel");
+	/* its buffers are not even mapped here (rdma_sym.c) */
+	if (evrdma__forked)
+		return evrdma__fail(EPERM, "a forked child cannot use its "
+		    "parent's channels");
 	return 0;
 }
 
@@ -558,7 +562,7 @@ evrdma_channel_read(struct evrdma_channel *ch, void *data, size_t len)
 {
 	int n;
 
-	if (!ch || !data)
+	if (!data || ch_live(ch) < 0)
 		return 0;
 	n = evbuffer_remove(ch->input, data, len);
 	return n > 0 ? (size_t)n : 0;

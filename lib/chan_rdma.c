@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "chan.h"
@@ -148,13 +149,23 @@ to_rc(struct evrdma_channel *ch)
 
 /* ---- rings ---- */
 
-/* @p n slots of @p size bytes and @p extra bytes after them, zeroed and
- * page-aligned: registered memory never shows what it held before. */
+static size_t
+ring_map_len(const struct ch_ring *r)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (r->len + pg - 1) & ~(pg - 1);
+}
+
+/* @p n slots of @p size bytes and @p extra bytes after them, in pages of
+ * their own: fresh zero pages (registered memory never shows what it held
+ * before), and left out of a forked child, which neither copies the peers'
+ * bytes at fork nor can read or write them afterwards. */
 static struct ch_ring *
 ring_new(struct ch_rdma *rc, unsigned n, size_t size, size_t extra)
 {
 	struct ch_ring *r = calloc(1, sizeof(*r));
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	void *mem;
 	unsigned i;
 
 	if (!r)
@@ -162,16 +173,20 @@ ring_new(struct ch_rdma *rc, unsigned n, size_t size, size_t extra)
 	r->owner = rc;
 	r->refs = 1;
 	r->len = (size_t)n * size + extra;
-	if (posix_memalign((void **)&r->mem, pg, (r->len + pg - 1) & ~(pg - 1)))
-		r->mem = NULL;
+	mem = mmap(NULL, ring_map_len(r), PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	r->slot = calloc(n, sizeof(*r->slot));
-	if (!r->mem || !r->slot) {
-		free(r->mem);
+	if (mem == MAP_FAILED || !r->slot) {
+		if (mem != MAP_FAILED)
+			munmap(mem, ring_map_len(r));
 		free(r->slot);
 		free(r);
 		return NULL;
 	}
-	memset(r->mem, 0, r->len);
+	r->mem = mem;
+	if (madvise(mem, ring_map_len(r), MADV_DONTFORK) < 0)
+		evrdma__log(EVRDMA_LOG_WARN, "madvise(MADV_DONTFORK): %s",
+		    strerror(errno));
 	for (i = 0; i < n; i++) {
 		r->slot[i].ring = r;
 		r->slot[i].idx = i;
@@ -184,7 +199,7 @@ ring_unref(struct ch_ring *ring)
 {
 	if (--ring->refs)
 		return;
-	free(ring->mem);
+	munmap(ring->mem, ring_map_len(ring));
 	free(ring->slot);
 	free(ring);
 }
@@ -1421,6 +1436,8 @@ op_close(struct evrdma_channel *ch)
 {
 	struct ch_rdma *rc = to_rc(ch);
 
+	if (evrdma__forked)
+		return;	/* the parent's connection: this process lets it be */
 	rc->closing = 1;
 	rc_drop_pending_writes(rc);
 	/* unsent output is discarded, as bufferevent_free() does */
@@ -1711,7 +1728,7 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 {
 	struct ch_rdma *rc;
 
-	if (!base || !base->cm_ch) {
+	if (!base) {
 		evrdma__fail(EINVAL, "evrdma_channel_new: no base");
 		return NULL;
 	}

@@ -131,7 +131,7 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 struct evrdma_conn *
 evrdma_conn_new(struct evrdma_base *base, int flags)
 {
-	if (!base || !base->cm_ch || (flags & ~EVRDMA_CONN_RAW)) {
+	if (!base || (flags & ~EVRDMA_CONN_RAW)) {
 		evrdma__fail(EINVAL, "evrdma_conn_new: bad argument");
 		return NULL;
 	}
@@ -346,6 +346,9 @@ conn_fail(struct evrdma_conn *conn, int reason, int err)
 	enum evrdma_conn_state old = conn->state;
 	int est = old == EVRDMA_CONN_ESTABLISHED;
 
+	/* a forked child never ends its parent's connection (rdma_sym.c) */
+	if (evrdma__forked)
+		return;
 	if (reason == EVRDMA_REASON_DEVICE_REMOVAL && conn->dev)
 		conn->dev->dead = 1;
 	if (conn_closing(conn)) {
@@ -558,6 +561,8 @@ conn_start_connect(struct evrdma_conn *conn, const struct sockaddr *sa,
 		return -1;
 	memcpy(&conn->peer_addr, sa, sa->sa_family == AF_INET ?
 	    sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	if (!evrdma__base_cm(base))
+		return -1;
 	if (EVRDMA_SYM(rdma_create_id)(base->cm_ch, &conn->id, conn,
 	    RDMA_PS_TCP))
 		return evrdma__fail(errno, "rdma_create_id: %s",
@@ -1139,7 +1144,8 @@ conn_start_close(struct evrdma_conn *conn)
 {
 	enum evrdma_conn_state old = conn->state;
 
-	if (old == EVRDMA_CONN_CLOSING || old == EVRDMA_CONN_CLOSED)
+	if (old == EVRDMA_CONN_CLOSING || old == EVRDMA_CONN_CLOSED ||
+	    evrdma__forked)
 		return;
 	conn->state = EVRDMA_CONN_CLOSING;
 	conn->ep.watch = 1;
@@ -1170,6 +1176,8 @@ evrdma_conn_free(struct evrdma_conn *conn)
 {
 	if (!conn || conn->user_freed)
 		return;
+	if (evrdma__forked)
+		return;	/* the parent's (rdma_sym.c): released by exit */
 	if (!conn->base) {
 		conn_husk_free(conn);
 		return;

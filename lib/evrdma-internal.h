@@ -631,6 +631,10 @@ struct evrdma_base {
 };
 
 
+/* The base's rdma_cm channel, opened on first use; NULL with errno (ENODEV,
+ * or EPERM in a forked child). */
+struct rdma_event_channel *evrdma__base_cm(struct evrdma_base *base);
+
 /* Is a user callback allowed now? Never inside evrdma_base_free(). */
 static inline int
 evrdma__base_user_ok(const struct evrdma_base *base)

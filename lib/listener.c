@@ -346,7 +346,7 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;
 
-	if (!base || !base->cm_ch || !sa || backlog <= 0 ||
+	if (!base || !sa || backlog <= 0 ||
 	    (flags & ~EVRDMA_LISTEN_RAW)) {
 		evrdma__fail(EINVAL, "evrdma_listener_new: bad argument");
 		return NULL;
@@ -381,9 +381,12 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, sa, sa->sa_family == AF_INET ?
 	    sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
-	if (EVRDMA_SYM(rdma_create_id)(base->cm_ch, &lst->id, lst,
+	if (!evrdma__base_cm(base) ||
+	    EVRDMA_SYM(rdma_create_id)(base->cm_ch, &lst->id, lst,
 	    RDMA_PS_TCP)) {
-		evrdma__fail(errno, "rdma_create_id: %s", strerror(errno));
+		if (base->cm_ch)
+			evrdma__fail(errno, "rdma_create_id: %s",
+			    strerror(errno));
 		evrdma__ev_free(lst->queue_ev);
 		free(lst);
 		return NULL;
@@ -498,7 +501,7 @@ evrdma__listener_after_event(struct evrdma_listener *lst)
 void
 evrdma_listener_free(struct evrdma_listener *lst)
 {
-	if (!lst || lst->user_freed)
+	if (!lst || lst->user_freed || evrdma__forked)
 		return;
 	lst->user_freed = 1;
 	if (!lst->base) {	/* a husk: its base was freed */

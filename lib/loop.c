@@ -30,13 +30,22 @@ struct ev_glue {
 	evrdma__fd_cb fd_cb;
 	evrdma__timer_cb timer_cb;
 	void *arg;
+	struct event *ev;
 };
 
+/* In a forked child that runs the parent's event_base on (after
+ * event_reinit(), as libevent requires), our events go quiet: each would
+ * act on the parent's connections (rdma_sym.c says why), and an fd that
+ * only the parent drains would stay readable here for ever. */
 static void
 fd_trampoline(evutil_socket_t fd, short what, void *p)
 {
 	struct ev_glue *g = p;
 
+	if (evrdma__forked) {
+		event_del(g->ev);
+		return;
+	}
 	g->fd_cb((int)fd, g->arg);
 }
 
@@ -45,6 +54,8 @@ timer_trampoline(evutil_socket_t fd, short what, void *p)
 {
 	struct ev_glue *g = p;
 
+	if (evrdma__forked)
+		return;
 	g->timer_cb(g->arg);
 }
 
@@ -68,6 +79,7 @@ evrdma__ev_fd_new(struct evrdma_base *base, int fd, evrdma__fd_cb cb,
 		evrdma__fail(ENOMEM, "event_new(fd %d) failed", fd);
 		return NULL;
 	}
+	g->ev = ev;
 	if (event_add(ev, NULL) < 0) {
 		event_free(ev);
 		free(g);

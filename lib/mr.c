@@ -108,7 +108,7 @@ evrdma__access_to_ibv(int access)
 static void
 mr_destroy(struct evrdma_mr *mr)
 {
-	if (mr->mr) {
+	if (mr->mr && !evrdma__forked) {
 		int rc = EVRDMA_SYM(ibv_dereg_mr)(mr->mr);
 
 		if (rc != 0)
@@ -152,6 +152,11 @@ evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
 	uint64_t iova = (uintptr_t)addr;
 	int err;
 
+	if (evrdma__forked) {
+		evrdma__fail(EPERM, "a forked child cannot register memory "
+		    "with its parent's devices");
+		return NULL;
+	}
 	/* Record what verbs will really grant, so that the checks at post
 	 * time agree with the hardware. */
 	if (access & (EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC))
@@ -231,7 +236,7 @@ evrdma_mr_reg(struct evrdma_conn *conn, void *addr, size_t len, int access)
 void
 evrdma_mr_free(struct evrdma_mr *mr)
 {
-	if (mr == NULL || mr->freed)
+	if (mr == NULL || mr->freed || evrdma__forked)
 		return;
 	mr->freed = 1;
 	if (mr->inflight > 0 && mr->base)

@@ -32,7 +32,9 @@
 	X(ibv, int, ibv_get_async_event, (struct ibv_context *, struct ibv_async_event *)) \
 	X(ibv, void, ibv_ack_async_event, (struct ibv_async_event *)) \
 	X(ibv, const char *, ibv_wc_status_str, (enum ibv_wc_status)) \
-	X(ibv, const char *, ibv_event_type_str, (enum ibv_event_type))
+	X(ibv, const char *, ibv_event_type_str, (enum ibv_event_type)) \
+	X(ibv, int, ibv_fork_init, (void)) \
+	X(ibv, enum ibv_fork_status, ibv_is_fork_initialized, (void))
 
 #define EVRDMA_RDMACM_SYMS(X) \
 	X(cm, struct rdma_event_channel *, rdma_create_event_channel, (void)) \
@@ -78,6 +80,14 @@ extern struct evrdma_rdma_syms evrdma__syms;
 
 /* Loads both libraries once; 0, or -1 with errno ENOSYS and evrdma_errmsg. */
 int evrdma__rdma_load(void);
+
+/* Nonzero in a process forked from one that had opened RDMA objects: the
+ * kernel handles it inherited are the parent's, so nothing here may use or
+ * destroy them (rdma_sym.c). */
+extern int evrdma__forked;
+/* The process now holds RDMA objects of its own (a child forked from here
+ * on sets evrdma__forked). */
+void evrdma__rdma_opened(void);
 
 /* ibv_query_port through the provider op, as verbs.h's inline does. */
 int evrdma__query_port(struct ibv_context *ctx, uint8_t port,

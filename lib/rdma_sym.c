@@ -23,6 +23,49 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_errno;
 static char load_msg[512];
 
+/* ---- fork ----
+ * A child shares the parent's kernel RDMA handles (the uverbs and rdma_cm
+ * files) and the queues the device maps into both: a child that posted,
+ * polled or destroyed through them would change the parent's connections,
+ * and rdma-core's own state in the child describes the parent's devices.
+ * So a child of a process that had opened RDMA objects does no RDMA through
+ * evrdma at all; a child of one that had not (a daemon that forks after
+ * evrdma_base_new() and before serving) starts fresh. The memory side is
+ * handled where it is allocated (rings are MADV_DONTFORK) and by the
+ * kernel's copy-on-fork of pinned pages (or ibv_fork_init() where the
+ * kernel lacks it, below). */
+int evrdma__forked;
+static int rdma_opened;
+
+static void
+atfork_child(void)
+{
+	if (rdma_opened)
+		evrdma__forked = 1;
+}
+
+void
+evrdma__rdma_opened(void)
+{
+	rdma_opened = 1;
+}
+
+/* Before Linux 5.13 a child that wrote to a page registered by its parent
+ * could take the page away from the device (copy-on-write gives the parent
+ * the copy); rdma-core's fork support prevents that. It must come before
+ * any RDMA object exists, which load time is. */
+static void
+fork_setup(void)
+{
+	enum ibv_fork_status st = evrdma__syms.ibv_is_fork_initialized();
+
+	if (st == IBV_FORK_DISABLED && evrdma__syms.ibv_fork_init())
+		evrdma__log(EVRDMA_LOG_WARN, "ibv_fork_init failed (RDMA "
+		    "objects exist already): a child that writes to memory "
+		    "registered by this process may corrupt transfers");
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
 /* Tests name a missing library through these to exercise the ENOSYS path. */
 static const char *
 lib_name(const char *env, const char *dflt)
@@ -79,6 +122,7 @@ load_all(void)
 	sym = dlsym(ibv, "ibv_reg_mr_iova2");
 	if (sym)
 		memcpy(&evrdma__syms.ibv_reg_mr_iova2, &sym, sizeof(sym));
+	fork_setup();
 	return;
 fail:
 	/* Keep the handles: dlclose of a half-used verbs library is unsafe

@@ -151,6 +151,14 @@ ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
 	ep->cork_tail = &req->wr;
 }
 
+/* The queue pair is the parent's (rdma_sym.c). */
+static int
+req_forked(void)
+{
+	return evrdma__fail(EPERM, "a forked child cannot post on its "
+	    "parent's connections");
+}
+
 int
 evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
     size_t len, struct ibv_send_wr *wr, int opcode, evrdma_req_cb cb,
@@ -160,6 +168,8 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	struct ibv_sge sge;
 	int rc, inl, recv = wr == NULL;
 
+	if (evrdma__forked)
+		return req_forked();
 	if (recv ? ep->rq_out >= ep->rq_depth : ep->sq_out >= ep->sq_depth)
 		return evrdma__fail(EAGAIN, "%s queue full",
 		    recv ? "receive" : "send");
@@ -226,6 +236,8 @@ evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
 	unsigned i, k, done = 0;
 	int rc;
 
+	if (evrdma__forked)
+		return req_forked();
 	while (done < n) {
 		k = n - done < RECV_BATCH ? n - done : RECV_BATCH;
 		if (k > ep->rq_depth - ep->rq_out)

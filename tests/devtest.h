@@ -337,5 +337,6 @@ Suite *dt_suite_chan_failure(void);	/* test_chan_failure.c */
 Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
 Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
 Suite *dt_suite_liveness(void);		/* test_liveness.c */
+Suite *dt_suite_fork(void);		/* test_fork.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

@@ -32,9 +32,28 @@ struct evrdma_base;
  * @param eb the libevent base; must outlive the evrdma_base. All evrdma
  *   callbacks run on the thread that runs @p eb.
  * @param cfg tunables, copied; NULL means the defaults of evrdma_config_new()
+ * Opens nothing in the kernel yet: the rdma_cm channel and the devices
+ * open with the first listener or connection (see "fork" below).
  * @return the context, or NULL with errno: ENOSYS (rdma-core missing),
- *   EINVAL (bad configuration), ENOMEM, or the error of
- *   rdma_create_event_channel(). evrdma_errmsg() tells the cause.
+ *   ENODEV (no RDMA device, or no /dev/infiniband/rdma_cm), EPERM (a
+ *   forked child, below), EINVAL (bad configuration), ENOMEM.
+ *   evrdma_errmsg() tells the cause.
+ *
+ * fork(): a child forked before this process opened any RDMA object (a
+ * daemon that creates its base, forks and serves in the child) uses evrdma
+ * as if it had started fresh. A child forked after it cannot use RDMA
+ * through evrdma at all, its parent's objects included: the kernel handles
+ * it inherited are the parent's, so new bases fail with EPERM, posts and
+ * registrations fail with EPERM, the parent's connections raise no
+ * callback in the child (even on the parent's event_base), and the free
+ * calls (evrdma_base_free() and the others) release nothing there: the
+ * child's exit or exec takes the memory, and the parent carries on
+ * undisturbed. Such a child should exec or exit. Channel buffers are not
+ * inherited at all (MADV_DONTFORK): the peers' bytes neither cost a copy
+ * at fork nor stay readable in the child. Memory you registered yourself
+ * is copied for the child by the kernel (Linux 5.13 and later; on older
+ * kernels evrdma calls ibv_fork_init() when it loads rdma-core), so
+ * whatever the child writes there stays out of the parent's transfers.
  */
 EVRDMA_EXPORT struct evrdma_base *evrdma_base_new(struct event_base *eb,
     const struct evrdma_config *cfg);
