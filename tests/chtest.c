@@ -103,7 +103,10 @@ ep_pump(struct ep *e)
 			ck_assert_ptr_nonnull(tmp);
 		}
 		pat_fill(tmp, e->tx_queued, n, e->tx_seed);
-		ck_assert_int_eq(evrdma_channel_write(e->ch, tmp, n), 0);
+		if (evrdma_channel_write(e->ch, tmp, n) < 0)
+			ck_abort_msg("%s: write of %zu bytes at %llu: %s (%s)",
+			    e->name, n, (unsigned long long)e->tx_queued,
+			    strerror(errno), evrdma_errmsg());
 		e->tx_queued += n;
 	}
 	free(tmp);

@@ -323,6 +323,48 @@ dt_wc_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	r->wc = *wc;
 }
 
+/* Run a shell command in the guest; the test fails if it does. */
+static inline void
+dt_run_cmd(const char *cmd)
+{
+	int rc = system(cmd);
+
+	ck_assert_msg(rc == 0, "'%s' failed (%d)", cmd, rc);
+}
+
+/*
+ * Put the device back as the guest made it. rxe does not carry connections
+ * again after its netdev went down and up, so both are made anew. Use it as
+ * an unchecked fixture, in Check's parent process, after the test's process
+ * is gone: `rdma link delete` waits for every process that has the device
+ * open, and librdmacm keeps it open for the life of a process.
+ */
+static inline void
+dt_restore_device(void)
+{
+	const char *r = getenv("EVRDMA_TEST_RXE_RESTORE");
+	const char *nd = getenv("EVRDMA_TEST_NETDEV");
+	char cmd[256];
+
+	if (!r || !*r || !nd || !*nd) {
+		fprintf(stderr, "EVRDMA_TEST_RXE_RESTORE/NETDEV not set: "
+		    "cannot restore the device\n");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "timeout 30 rdma link delete %s "
+	    "2>/dev/null; ip link del %s 2>/dev/null; %s", dt_ibdev(), nd, r);
+	if (system(cmd) != 0)
+		fprintf(stderr, "restoring the device failed: %s\n", cmd);
+}
+
+/* Tests that change the device must not run without fork. */
+static inline void
+dt_require_fork(void)
+{
+	ck_assert_msg(!tu_nofork(), "device tests that change the device "
+	    "need CK_FORK (the default)");
+}
+
 /* Test suites (one file each). */
 Suite *dt_suite_smoke(void);		/* test_device.c */
 Suite *dt_suite_conn(void);		/* test_conn.c */
@@ -338,5 +380,6 @@ Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
 Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
 Suite *dt_suite_liveness(void);		/* test_liveness.c */
 Suite *dt_suite_fork(void);		/* test_fork.c */
+Suite *dt_suite_devices(void);		/* test_devices.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

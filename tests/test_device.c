@@ -111,6 +111,7 @@ main(void)
 	srunner_add_suite(sr, dt_suite_chan_attack());
 	srunner_add_suite(sr, dt_suite_liveness());
 	srunner_add_suite(sr, dt_suite_fork());
+	srunner_add_suite(sr, dt_suite_devices());
 	srunner_add_suite(sr, dt_suite_lifetime());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());

@@ -640,46 +640,6 @@ END_TEST
 
 /* ---- the device itself fails (run last: they change the device) ---- */
 
-static void
-run_cmd(const char *cmd)
-{
-	int rc = system(cmd);
-	ck_assert_msg(rc == 0, "'%s' failed: %d", cmd, rc);
-}
-
-/*
- * Put the device back as the guest made it. rxe does not carry connections
- * again after its netdev went down and up, so both are made anew. This runs
- * as an unchecked fixture, in Check's parent process, after the test's
- * process is gone: `rdma link delete` waits for every process that has the
- * device open, and librdmacm keeps it open for the life of a process.
- */
-static void
-restore_device(void)
-{
-	const char *r = getenv("EVRDMA_TEST_RXE_RESTORE");
-	const char *nd = getenv("EVRDMA_TEST_NETDEV");
-	char cmd[256];
-
-	if (!r || !*r || !nd || !*nd) {
-		fprintf(stderr, "EVRDMA_TEST_RXE_RESTORE/NETDEV not set: "
-		    "cannot restore the device\n");
-		return;
-	}
-	snprintf(cmd, sizeof(cmd), "timeout 30 rdma link delete %s "
-	    "2>/dev/null; ip link del %s 2>/dev/null; %s", dt_ibdev(), nd, r);
-	if (system(cmd) != 0)
-		fprintf(stderr, "restoring the device failed: %s\n", cmd);
-}
-
-/* Tests that change the device must not run without fork. */
-static void
-require_fork(void)
-{
-	ck_assert_msg(!tu_nofork(), "device tests that change the device "
-	    "need CK_FORK (the default)");
-}
-
 START_TEST(fail_port_down)
 {
 	struct dt_env env;
@@ -688,12 +648,12 @@ START_TEST(fail_port_down)
 	const char *nd = getenv("EVRDMA_TEST_NETDEV");
 
 	ck_assert_msg(nd && *nd, "EVRDMA_TEST_NETDEV not set");
-	require_fork();
+	dt_require_fork();
 	memset(&p, 0, sizeof(p));
 	dt_env_init(&env, NULL);
 	dt_pair_connect(&p, &env, dt_addr(), 0);
 	snprintf(cmd, sizeof(cmd), "ip link set %s down", nd);
-	run_cmd(cmd);
+	dt_run_cmd(cmd);
 	DT_WAIT(&env, p.srv_events, 10000);
 	ck_assert_int_eq(p.cli_events, 2);
 	ck_assert_int_eq(p.cli_what, EVRDMA_EV_ERROR);
@@ -738,7 +698,7 @@ START_TEST(fail_device_removal)
 	char cmd[128];
 	struct evrdma_stats st;
 
-	require_fork();
+	dt_require_fork();
 	memset(&r, 0, sizeof(r));
 	memset(buf, 0, sizeof(buf));
 	dt_env_init(&env, NULL);
@@ -749,7 +709,7 @@ START_TEST(fail_device_removal)
 	evrdma_conn_setcb(r.p.srv, removal_event, &r);
 	/* rdma link delete blocks until every user has let go: background */
 	snprintf(cmd, sizeof(cmd), "rdma link delete %s &", dt_ibdev());
-	run_cmd(cmd);
+	dt_run_cmd(cmd);
 	dt_wait_ge(&env, &r.n, 2, 10000);
 	ck_assert_int_ge(r.removals, 1);
 	evrdma_mr_free(r.mr);
@@ -811,12 +771,12 @@ dt_suite_fail(void)
 	/* one tcase each: the unchecked teardown restores after each */
 	tc = tcase_create("port-down");
 	tcase_set_timeout(tc, 60);
-	tcase_add_unchecked_fixture(tc, NULL, restore_device);
+	tcase_add_unchecked_fixture(tc, NULL, dt_restore_device);
 	tcase_add_test(tc, fail_port_down);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("device-removal");
 	tcase_set_timeout(tc, 60);
-	tcase_add_unchecked_fixture(tc, NULL, restore_device);
+	tcase_add_unchecked_fixture(tc, NULL, dt_restore_device);
 	tcase_add_test(tc, fail_device_removal);
 	suite_add_tcase(s, tc);
 	return s;

@@ -16,24 +16,6 @@
 #include <event2/thread.h>
 #include <evrdma/channel.h>
 
-static void
-run_cmd(const char *cmd)
-{
-	int rc = system(cmd);
-
-	ck_assert_msg(rc == 0, "'%s' failed (%d)", cmd, rc);
-}
-
-/* The device tests that change the device put it back. */
-static void
-restore_device(void)
-{
-	const char *r = getenv("EVRDMA_TEST_RXE_RESTORE");
-
-	if (r && *r && system(r) != 0)
-		fprintf(stderr, "restoring the test device failed\n");
-}
-
 /* ==== 1. the base freed under live objects ==== */
 
 struct live {
@@ -303,7 +285,7 @@ START_TEST(lifetime_two_bases_port_down)
 		}
 	}
 	snprintf(cmd, sizeof(cmd), "ip link set %s down", nd);
-	run_cmd(cmd);
+	dt_run_cmd(cmd);
 	for (i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_join(s[i].thread, NULL), 0);
 	for (i = 0; i < 2; i++) {
@@ -365,7 +347,7 @@ START_TEST(lifetime_listener_device_removal)
 	evrdma_listener_set_error_cb(r.lst, lr_error, &r);
 	/* rdma link delete blocks until every user has let go: background */
 	snprintf(cmd, sizeof(cmd), "rdma link delete %s &", dt_ibdev());
-	run_cmd(cmd);
+	dt_run_cmd(cmd);
 	CH_WAIT(env.eb, r.errors, 10000);
 	ch_loop_for(env.eb, 300);
 	ck_assert_int_eq(r.errors, 1);
@@ -560,13 +542,13 @@ dt_suite_lifetime(void)
 	/* these change the device, and put it back */
 	tc = tcase_create("device");
 	tcase_set_timeout(tc, 90);
-	tcase_add_unchecked_fixture(tc, NULL, restore_device);
+	tcase_add_unchecked_fixture(tc, NULL, dt_restore_device);
 	tcase_add_test(tc, lifetime_two_bases_port_down);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("removal");
 	tcase_set_timeout(tc, 90);
-	tcase_add_unchecked_fixture(tc, NULL, restore_device);
+	tcase_add_unchecked_fixture(tc, NULL, dt_restore_device);
 	tcase_add_test(tc, lifetime_listener_device_removal);
 	suite_add_tcase(s, tc);
 	return s;
