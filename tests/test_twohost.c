@@ -716,6 +716,21 @@ p_command(struct pobj *o, char *line)
 		evrdma_base_get_stats(P.env.base, &st);
 		snprintf(reply, sizeof(reply), "STATS %d %u %u %u\n",
 		    P.nobjs - 1, st.conns, st.cm_ids, st.qps);
+		say("STATS: objects %d conns %u cm_ids %u qps %u reqs %u "
+		    "written %llu pulled %llu", P.nobjs - 1, st.conns,
+		    st.cm_ids, st.qps, st.reqs, st.ch_written, st.ch_pulled);
+		{
+			struct pobj *x;
+
+			LIST_FOREACH(x, &P.objs, link)
+				if (x->kind == 'c' && x != o)
+					say("STATS: channel mode %d: input %zu "
+					    "output %zu", (int)x->mode,
+					    evbuffer_get_length(
+					    evrdma_channel_get_input(x->ch)),
+					    evbuffer_get_length(
+					    evrdma_channel_get_output(x->ch)));
+		}
 		evrdma_channel_write(o->ch, reply, strlen(reply));
 	} else {
 		o->mode = P_HOLD;
@@ -1490,6 +1505,20 @@ env_new(struct dt_env *env)
 	evrdma_config_free(cfg);
 }
 
+/* As env_new(), and the size from which A pulls what it receives. */
+static void
+env_new_pull(struct dt_env *env, unsigned pull)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 2 * RAW_SLOTS + 8,
+	    2 * RAW_SLOTS + 8), 0);
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, pull), 0);
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+}
+
 static void
 env_done(struct dt_env *env)
 {
@@ -1681,6 +1710,20 @@ msg_echo(struct dt_env *env, int from_cb, const char *name)
 		    0);
 	}
 	while (mc.got < MSG_N && mc.bad < 0 && !mc.c.events) {
+		if (tu_now_ms() - t0 >= (uint64_t)secs(120) * 1000) {
+			struct evrdma_stats st;
+			int objs;
+			unsigned conns, cm_ids, qps;
+
+			evrdma_base_get_stats(env->base, &st);
+			say("%s: stalled: A: input %zu bytes, output %zu bytes, "
+			    "reqs %u, written %llu, pulled %llu", name,
+			    evbuffer_get_length(evrdma_channel_get_input(
+			    mc.c.ch)), evbuffer_get_length(
+			    evrdma_channel_get_output(mc.c.ch)), st.reqs,
+			    st.ch_written, st.ch_pulled);
+			b_stats(env, &objs, &conns, &cm_ids, &qps);
+		}
 		ck_assert_msg(tu_now_ms() - t0 < (uint64_t)secs(120) * 1000,
 		    "%s: %d of %d messages back after 120 s, no event", name,
 		    mc.got, MSG_N);
@@ -1715,26 +1758,52 @@ START_TEST(wire_channel_v6)
 }
 END_TEST
 
-/* Message channel, messages read in the read callback. */
+/*
+ * Message channel, messages read in the read callback; A does not pull
+ * (evrdma_config_set_channel_pull(cfg, 0): B writes every echo), B pulls
+ * A's messages of 32 KiB and more. A's pulls of B's echoes stall now and
+ * then: wire_message_pull in twohost-known.
+ */
 START_TEST(wire_message)
 {
 	struct dt_env env;
 
 	need_b();
-	env_new(&env);
+	env_new_pull(&env, 0);
 	msg_echo(&env, 1, "wire-message");
 	b_wait_clean(&env, secs(30));
 	env_done(&env);
 }
 END_TEST
 
-/* Message channel, messages read by the application from its loop. */
+/*
+ * LIBRARY BUG (stall): the same with the default configuration, so that A
+ * pulls B's echoes of 32 KiB and more. In about one run of six or eight
+ * the stream stops for good: B's output holds the echoes not sent (3.6 MB,
+ * 121 messages), A has taken 79, its input and output are empty, only its
+ * receives are outstanding (no READ), no event on either side.
+ */
+START_TEST(wire_message_pull)
+{
+	struct dt_env env;
+
+	need_b();
+	env_new_pull(&env, 32768);
+	msg_echo(&env, 1, "wire-message-pull");
+	b_wait_clean(&env, secs(30));
+	env_done(&env);
+}
+END_TEST
+
+/* LIBRARY BUG (stall), as wire_message_pull, with A taking the messages
+ * from its loop rather than in the read callback (stalls more often: 5 of
+ * 6 runs once). */
 START_TEST(wire_message_polled)
 {
 	struct dt_env env;
 
 	need_b();
-	env_new(&env);
+	env_new_pull(&env, 32768);
 	msg_echo(&env, 0, "wire-message-polled");
 	b_wait_clean(&env, secs(30));
 	env_done(&env);
@@ -2472,7 +2541,8 @@ suite_twohost(void)
 	tcase_add_test(tc, wire_raw);
 	tcase_add_test(tc, wire_channel);
 	tcase_add_test(tc, wire_channel_v6);
-	tcase_add_test(tc, wire_message);
+	tcase_add_loop_test(tc, wire_message, 0,
+	    atoi(env_or("EVRDMA_TH_LOOP", "1")));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("kill");
@@ -2508,6 +2578,8 @@ suite_known(void)
 {
 	Suite *s = suite_create("twohost-known");
 	TCase *tc;
+	/* the bugs are intermittent: EVRDMA_TH_LOOP runs each that often */
+	int loops = atoi(env_or("EVRDMA_TH_LOOP", "6"));
 
 	/* until keepalive: idle connections never hear of a dead host */
 	tc = tcase_create("keepalive");
@@ -2528,7 +2600,8 @@ suite_known(void)
 	/* library bugs found on the wire, see each test */
 	tc = tcase_create("bugs");
 	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, wire_message_polled);
+	tcase_add_loop_test(tc, wire_message_pull, 0, loops);
+	tcase_add_loop_test(tc, wire_message_polled, 0, loops);
 	suite_add_tcase(s, tc);
 	return s;
 }
