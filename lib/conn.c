@@ -264,11 +264,9 @@ conn_ka_probe_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 {
 	struct evrdma_conn *conn = arg;
 
+	/* (its completion counts as activity, which the next look sees; a
+	 * failure ends the connection through the endpoint) */
 	conn->ka_probe = 0;
-	conn->ka_misses = 0;
-	/* (a failure ends the connection through the endpoint) */
-	if (!wc->status && conn->state == EVRDMA_CONN_ESTABLISHED)
-		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
 }
 
 /* A zero-length RDMA WRITE: it touches no memory and consumes no receive
@@ -291,33 +289,29 @@ conn_ka_cb(void *arg)
 
 	if (conn->state != EVRDMA_CONN_ESTABLISHED || !conn->ka_idle_ms)
 		return;
-	if (conn->ka_probe) {
-		if (++conn->ka_misses >= conn->ka_count) {
-			evrdma__log(EVRDMA_LOG_INFO, "connection %p: %u "
-			    "keepalive intervals unanswered", (void *)conn,
-			    conn->ka_misses);
-			evrdma__ep_ref(&conn->ep);
-			conn_fail(conn, EVRDMA_REASON_PEER_DEAD, ETIMEDOUT);
-			evrdma__ep_unref(&conn->ep);
-			return;
-		}
-		evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
-		return;
-	}
 	if (conn->ep.activity != conn->ka_seen) {
-		/* something came back since the last look: alive */
+		/* a completion since the last look (the probe's or any
+		 * other): the peer's device answers */
 		conn->ka_seen = conn->ep.activity;
+		conn->ka_probing = 0;
+		conn->ka_misses = 0;
 		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
 		return;
 	}
-	if (conn->ep.corked || conn_ka_probe(conn) < 0) {
-		/* the send queue is full (traffic is flowing) or corked:
-		 * look again later */
-		evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
+	/* nothing came back for an idle time, then for each interval since:
+	 * a miss whether the probe went out or waits behind requests that
+	 * do not complete either (a full send queue to a dead peer) */
+	if (conn->ka_probing && ++conn->ka_misses >= conn->ka_count) {
+		evrdma__log(EVRDMA_LOG_INFO, "connection %p: %u keepalive "
+		    "intervals unanswered", (void *)conn, conn->ka_misses);
+		evrdma__ep_ref(&conn->ep);
+		conn_fail(conn, EVRDMA_REASON_PEER_DEAD, ETIMEDOUT);
+		evrdma__ep_unref(&conn->ep);
 		return;
 	}
-	conn->ka_probe = 1;
-	conn->ka_misses = 0;
+	conn->ka_probing = 1;
+	if (!conn->ka_probe && !conn->ep.corked && conn_ka_probe(conn) == 0)
+		conn->ka_probe = 1;
 	evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
 }
 
@@ -332,6 +326,9 @@ evrdma_conn_set_keepalive(struct evrdma_conn *conn, unsigned idle_ms,
 	conn->ka_interval_ms = interval_ms;
 	conn->ka_count = count;
 	if (conn->state == EVRDMA_CONN_ESTABLISHED && conn->ka_ev) {
+		conn->ka_seen = conn->ep.activity;
+		conn->ka_probing = 0;
+		conn->ka_misses = 0;
 		if (idle_ms)
 			evrdma__ev_timer_start(conn->ka_ev, idle_ms);
 		else
@@ -703,8 +700,10 @@ conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 	evrdma__ev_stop(conn->timer);
 	conn->state = EVRDMA_CONN_ESTABLISHED;
 	conn->rts = 1;
-	if (conn->ka_idle_ms)
+	if (conn->ka_idle_ms) {
+		conn->ka_seen = conn->ep.activity;
 		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
+	}
 	if (conn->owner_ops && conn->owner_ops->established(conn->owner, conn,
 	    conn->passive ? NULL : conn->peer_pdata,
 	    conn->passive ? 0 : conn->peer_pdata_len) < 0) {

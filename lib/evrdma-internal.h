@@ -479,7 +479,8 @@ struct evrdma_conn {
 	struct event *ka_ev;
 	unsigned ka_idle_ms, ka_interval_ms, ka_count;
 	unsigned ka_seen;		/* ep.activity at the last look */
-	unsigned ka_misses;		/* intervals the probe is unanswered */
+	unsigned ka_misses;		/* silent intervals while probing */
+	int ka_probing;			/* silent for an idle time: probing */
 	int ka_probe;			/* a probe is in flight */
 	struct evrdma__resolve_req *dns_req;
 	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];

@@ -122,12 +122,16 @@ EVRDMA_EXPORT int evrdma_config_set_half_open(struct evrdma_config *cfg,
  * Keepalive of channels: a connection that has seen no completion (no
  * message, no acknowledgement) for @p idle_ms is probed with a zero-length
  * RDMA WRITE, which consumes nothing at the peer and is answered by its
- * device; when @p count probe intervals of @p interval_ms pass without the
- * answer (or the transport's own retries run out first), the connection
- * ends with EVRDMA_REASON_PEER_DEAD. A peer whose host died, hangs or is
- * cut off is therefore found within about idle + interval * count; one
- * that is busy is found by its requests' retries (see
- * evrdma_config_set_transport_retry()). No thread, no timer per message:
+ * device; when @p count intervals of @p interval_ms pass without any
+ * completion (the probe's or another's; the transport's own retries may
+ * end it first), the connection ends with EVRDMA_REASON_PEER_DEAD. A peer
+ * whose host died, hangs or is cut off is therefore found after between
+ * idle + interval * count and 2 * idle + interval * count (the idle time
+ * is checked once per period, not per completion), busy or idle: requests
+ * that never complete count as silence too. So does a raw connection
+ * whose sends wait that long on the peer's receives (RNR retries): turn
+ * keepalive off for a peer that may post its receives that late. No
+ * thread, no timer per message:
  * one timer per connection, re-armed at the idle interval. Default: on,
  * 5000 ms, 1000 ms, 3. Raw connections use evrdma_conn_set_keepalive().
  * @param idle_ms 0 (off) or 1..600000

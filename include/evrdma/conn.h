@@ -123,8 +123,8 @@ EVRDMA_EXPORT void evrdma_conn_setcb(struct evrdma_conn *conn,
  * Keepalive for this connection (channels get it from the base's
  * configuration, evrdma_config_set_keepalive(), which says how it works):
  * after @p idle_ms without any completion, a zero-length RDMA WRITE probes
- * the peer; @p count intervals of @p interval_ms without its answer end
- * the connection with EVRDMA_EV_ERROR and EVRDMA_REASON_PEER_DEAD. The
+ * the peer; @p count intervals of @p interval_ms more without a completion
+ * end the connection with EVRDMA_EV_ERROR and EVRDMA_REASON_PEER_DEAD. The
  * probe consumes no receive at the peer and calls no callback of yours.
  * May be called at any time; off by default for raw connections.
  * @param idle_ms 0 turns it off
