@@ -281,7 +281,14 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	rc->ret_data -= d;
 	rc->ret_ctrl = 0;
 	rc->ret_pull -= p;
-	rc->peer_starved = 0;
+	/* The peer, starved, waits for what we owe, pulls included. It
+	 * stays starved until all of that went back: a message that leaves
+	 * READs of its pulls still running must not drop the flag, or the
+	 * pulls reported done later wait for a quarter of the ring that a
+	 * peer holding fewer (it pulls at most that many at once) never
+	 * fills, and both sides wait for ever (seen on the two-guest wire) */
+	if (!rc->ret_data && !rc->ret_pull && !rc->pull_wait && !rc->pull_out)
+		rc->peer_starved = 0;
 	return 0;
 }
 
