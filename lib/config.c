@@ -48,8 +48,9 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->ch_pull_min = 32768;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR] = 2000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE] = 2000;
-	cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT] = 5000;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT] = 30000;
 	cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN] = 2000;
+	cfg->timeout_ms[EVRDMA_TIMEOUT_ACCEPT] = 5000;
 	cfg->poll_budget = 64;
 	cfg->rnr_retry = 7;
 	cfg->half_open = 32;
@@ -113,7 +114,7 @@ evrdma_config_set_timeout(struct evrdma_config *cfg, int which, unsigned ms)
 {
 	if (cfg_check(cfg, __func__, ms, 1, TIMEOUT_MAX_MS, " ms") < 0)
 		return -1;
-	if (which < EVRDMA_TIMEOUT_ADDR || which > EVRDMA_TIMEOUT_TEARDOWN)
+	if (which < EVRDMA_TIMEOUT_ADDR || which > EVRDMA_TIMEOUT_ACCEPT)
 		return evrdma__fail(EINVAL, "%s: unknown timeout %d", __func__,
 		    which);
 	cfg->timeout_ms[which] = ms;

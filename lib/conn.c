@@ -853,7 +853,7 @@ evrdma__conn_accept(struct evrdma_conn *conn)
 	 * reply to that may go at once */
 	conn->rts = 1;
 	evrdma__ev_timer_start(conn->timer,
-	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_CONNECT]);
+	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_ACCEPT]);
 	return 0;
 }
 

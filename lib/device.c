@@ -439,14 +439,23 @@ dev_poll(struct evrdma_dev *dev)
 	/* Completions may free connections (CQs stay with the device, which
 	 * we hold, so the list walk stays valid; a CQ made meanwhile goes to
 	 * the head). Round-robin, 16 completions per CQ per round, so the
-	 * connections of one busy CQ cannot starve those of the others. */
+	 * connections of one busy CQ cannot starve those of the others, and
+	 * each pass starts after the CQ where the last one took its last
+	 * completions: with a thousand connections on eight CQs, passes that
+	 * all began at the head served the first four and left the others
+	 * a seventh of their share (measured, two guests). */
 	dev->refcnt++;
 	base->work.in_poll++;
 	do {
+		struct evrdma_cq *start = dev->poll_next ? dev->poll_next :
+		    LIST_FIRST(&dev->cqs), *next;
+
 		again = 0;
-		LIST_FOREACH(cq, &dev->cqs, link) {
+		for (cq = start; cq; cq = next == start ? NULL : next) {
 			int n, i, want;
 
+			next = LIST_NEXT(cq, link) ? LIST_NEXT(cq, link) :
+			    LIST_FIRST(&dev->cqs);
 			if (!cq->armed_pending || !budget)
 				continue;
 			want = budget < 16 ? (int)budget : 16;
@@ -462,6 +471,7 @@ dev_poll(struct evrdma_dev *dev)
 				continue;
 			}
 			budget -= (unsigned)n;
+			dev->poll_next = next;
 			/* fewer than asked: the CQ is empty, no need to come
 			 * back (what lands later raises an event, or the
 			 * spin or the re-arm's poll finds it) */

@@ -51,7 +51,7 @@ struct evrdma_config {
 	unsigned rq_depth;
 	unsigned cq_size;
 	unsigned inline_threshold;
-	unsigned timeout_ms[4];		/* indexed by enum evrdma_timeout */
+	unsigned timeout_ms[5];		/* indexed by enum evrdma_timeout */
 	unsigned poll_budget;
 	unsigned busy_poll_us;		/* 0: sleep at once */
 	unsigned rnr_retry;
@@ -316,6 +316,10 @@ struct evrdma_dev {
 	int spinning;			/* inside dev_spin() */
 	struct ibv_device_attr attr;
 	LIST_HEAD(, evrdma_cq) cqs;
+	/* where the next poll starts: the CQ after the last one that gave
+	 * completions, so that a budget spent on the first CQs of the list
+	 * does not leave the same last ones waiting every time */
+	struct evrdma_cq *poll_next;
 	LIST_HEAD(, evrdma__ep) eps;	/* QPs, for async events */
 	unsigned refcnt;		/* conns, pds */
 	unsigned dev_cq_cap;		/* entries per CQ, clamped to max_cqe */

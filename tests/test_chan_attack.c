@@ -1112,6 +1112,8 @@ START_TEST(attack_half_open_flood)
 	ck_assert_int_eq(evrdma_config_set_half_open(cfg, FLOOD_HALF), 0);
 	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
 	    EVRDMA_TIMEOUT_CONNECT, 1500), 0);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_ACCEPT, 1500), 0);
 	memset(&v, 0, sizeof(v));
 	memset(&f, 0, sizeof(f));
 	dt_env_init(&env, cfg);

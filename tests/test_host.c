@@ -41,8 +41,9 @@ START_TEST(test_config_defaults)
 	ck_assert_uint_eq(cfg->inline_threshold, 64);
 	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_ADDR], 2000);
 	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_ROUTE], 2000);
-	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT], 5000);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_CONNECT], 30000);
 	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_TEARDOWN], 2000);
+	ck_assert_uint_eq(cfg->timeout_ms[EVRDMA_TIMEOUT_ACCEPT], 5000);
 	ck_assert_uint_eq(cfg->poll_budget, 64);
 	ck_assert_uint_eq(cfg->rnr_retry, 7);
 	ck_assert_uint_eq(cfg->busy_poll_us, 0);	/* never spins */
@@ -144,9 +145,9 @@ START_TEST(test_config_timeout)
 	    EVRDMA_TIMEOUT_ADDR, 1000));
 	ck_assert_einval(evrdma_config_set_timeout(cfg, -1, 1000));
 	ck_assert_einval(evrdma_config_set_timeout(cfg,
-	    EVRDMA_TIMEOUT_TEARDOWN + 1, 1000));
+	    EVRDMA_TIMEOUT_ACCEPT + 1, 1000));
 	ck_assert_einval(evrdma_config_set_timeout(cfg, 1000, 1000));
-	for (w = EVRDMA_TIMEOUT_ADDR; w <= EVRDMA_TIMEOUT_TEARDOWN; w++) {
+	for (w = EVRDMA_TIMEOUT_ADDR; w <= EVRDMA_TIMEOUT_ACCEPT; w++) {
 		unsigned before = cfg->timeout_ms[w];
 
 		ck_assert_einval(evrdma_config_set_timeout(cfg, w, 0));

@@ -23,8 +23,19 @@ struct evrdma_config;
 enum evrdma_timeout {
 	EVRDMA_TIMEOUT_ADDR = 0,	/**< address resolution; default 2000 ms */
 	EVRDMA_TIMEOUT_ROUTE,		/**< route resolution; default 2000 ms */
-	EVRDMA_TIMEOUT_CONNECT,		/**< connect request to ESTABLISHED; default 5000 ms */
-	EVRDMA_TIMEOUT_TEARDOWN		/**< wait for flush and DISCONNECTED at free; default 2000 ms */
+	/** connect request to ESTABLISHED, the time the request waits in
+	 * a busy listener's backlog included (a listener serves a queued
+	 * request only this long after it came, since its requester waits
+	 * no longer); default 30000 ms: a burst of a thousand connects
+	 * takes seconds to serve (10.6 s on Soft-RoCE under emulation) */
+	EVRDMA_TIMEOUT_CONNECT,
+	/** wait for flush and DISCONNECTED at free; default 2000 ms */
+	EVRDMA_TIMEOUT_TEARDOWN,
+	/** listener side: from accepting a request (the reply sent) to
+	 * ESTABLISHED; default 5000 ms. A live requester's kernel answers
+	 * at once; this bounds how long a silent one pins a half-open
+	 * place with its QP and rings (evrdma_config_set_half_open()) */
+	EVRDMA_TIMEOUT_ACCEPT
 };
 
 /**
