@@ -1570,30 +1570,39 @@ rdma_count(const char *kind)
 	return n;
 }
 
-static void
-env_new(struct dt_env *env)
+/* A's configuration: queues deep enough for RAW_SLOTS each way. */
+static struct evrdma_config *
+env_cfg(void)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
 
 	ck_assert_ptr_nonnull(cfg);
 	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 2 * RAW_SLOTS + 8,
 	    2 * RAW_SLOTS + 8), 0);
+	return cfg;
+}
+
+static void
+env_start(struct dt_env *env, struct evrdma_config *cfg)
+{
 	dt_env_init(env, cfg);
 	evrdma_config_free(cfg);
+}
+
+static void
+env_new(struct dt_env *env)
+{
+	env_start(env, env_cfg());
 }
 
 /* As env_new(), and the size from which A pulls what it receives. */
 static void
 env_new_pull(struct dt_env *env, unsigned pull)
 {
-	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_config *cfg = env_cfg();
 
-	ck_assert_ptr_nonnull(cfg);
-	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 2 * RAW_SLOTS + 8,
-	    2 * RAW_SLOTS + 8), 0);
 	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, pull), 0);
-	dt_env_init(env, cfg);
-	evrdma_config_free(cfg);
+	env_start(env, cfg);
 }
 
 /*
@@ -1609,15 +1618,11 @@ env_new_pull(struct dt_env *env, unsigned pull)
 static void
 env_new_longka(struct dt_env *env)
 {
-	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_config *cfg = env_cfg();
 
-	ck_assert_ptr_nonnull(cfg);
-	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 2 * RAW_SLOTS + 8,
-	    2 * RAW_SLOTS + 8), 0);
 	ck_assert_int_eq(evrdma_config_set_keepalive(cfg, LONG_KA_MS, 1000, 3),
 	    0);
-	dt_env_init(env, cfg);
-	evrdma_config_free(cfg);
+	env_start(env, cfg);
 }
 
 static void
@@ -2699,16 +2704,14 @@ END_TEST
 static void
 env_new_small(struct dt_env *env)
 {
-	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_config *cfg = env_cfg();
 
-	ck_assert_ptr_nonnull(cfg);
 	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 16, 16), 0);
 	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, SMALL_SLOTS,
 	    SMALL_SLOT, 64 * KiB), 0);
 	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
 	    EVRDMA_TIMEOUT_TEARDOWN, SCALE_TEARDOWN), 0);
-	dt_env_init(env, cfg);
-	evrdma_config_free(cfg);
+	env_start(env, cfg);
 }
 
 /* This process's resident memory, KiB (/proc/self/status VmRSS). */
