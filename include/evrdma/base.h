@@ -98,6 +98,9 @@ struct evrdma_stats {
 	/** channel data messages left for the peer to pull (RDMA READ), see
 	 * evrdma_config_set_channel_pull() */
 	unsigned long long ch_pulled;
+	/** RDMA bufferevents (evrdma/bufferevent.h) not yet gone: held by
+	 * their user, or still sending after bufferevent_free() */
+	unsigned bevs;
 };
 
 /**
