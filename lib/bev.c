@@ -185,6 +185,27 @@ ad_doorbell(struct bufferevent *u, void *arg)
 	ad_deliver(ad);
 }
 
+/*
+ * The user's bufferevent, or NULL once the user freed it. libevent calls
+ * the free-context hook (ad_user_freed()) only when it finalizes the
+ * bufferevent, from the loop, later; until then a call into it would take
+ * a reference from zero and free it a second time. The free itself shows
+ * at once: freeing the filter frees u with it (BEV_OPT_CLOSE_ON_FREE), and
+ * bufferevent_free() clears u's callbacks, the doorbell among them. While
+ * a callback runs the adapter holds a reference, so the free shows only
+ * once that is dropped, when nothing of the adapter's is on the stack.
+ */
+static struct bufferevent *
+ad_live(const struct ad *ad)
+{
+	bufferevent_data_cb rcb = NULL;
+
+	if (!ad->bev)
+		return NULL;
+	bufferevent_getcb(ad->u, &rcb, NULL, NULL, NULL);
+	return rcb == ad_doorbell ? ad->bev : NULL;
+}
+
 /* ---- rate limits: the bufferevent's own bucket ---- */
 
 static size_t
@@ -225,7 +246,7 @@ ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 
 	if (evbuffer_get_length(src))
 		evbuffer_drain(src, evbuffer_get_length(src));
-	if (!ad->bev || (!ad->ch && !ad->sock))
+	if (!ad_live(ad) || (!ad->ch && !ad->sock))
 		return BEV_NEED_MORE;
 	in = tp_in(ad);
 	n = evbuffer_get_length(in);
@@ -248,7 +269,7 @@ ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 static void
 ad_read_end(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad->bev;	/* ad_deliver()'s, held */
 
 	ad->rd_end_done = 1;
 	bufferevent_disable(bev, EV_READ);
@@ -268,7 +289,7 @@ ad_read_end(struct ad *ad)
 static void
 ad_deliver(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
 	if (!bev || ad->delivering)
 		return;
@@ -303,9 +324,9 @@ ad_deliver(struct ad *ad)
 static void
 ad_arm_write_timeout(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
-	if (evutil_timerisset(&bev->timeout_write) &&
+	if (bev && evutil_timerisset(&bev->timeout_write) &&
 	    (bufferevent_get_enabled(bev) & EV_WRITE) &&
 	    !event_pending(&bev->ev_write, EV_TIMEOUT, NULL))
 		event_add(&bev->ev_write, &bev->timeout_write);
@@ -363,7 +384,7 @@ ad_write_timeout(evutil_socket_t fd, short what, void *arg)
 static void
 ad_take_timeouts(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad->bev;	/* just made */
 
 	event_assign(&bev->ev_read, bufferevent_get_base(bev), -1,
 	    EV_FINALIZE, ad_read_timeout, bev);
@@ -389,7 +410,7 @@ ad_resume_start(struct ad *ad)
 static void
 ad_write_end(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
 	if (!bev || !ad->gone || ad->wr_end_done ||
 	    !evbuffer_get_length(bufferevent_get_output(bev)) ||
@@ -414,9 +435,12 @@ ad_write_end(struct ad *ad)
 static void
 ad_wrote(struct ad *ad, size_t moved)
 {
-	struct bufferevent *bev = ad->bev;
-	size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+	struct bufferevent *bev = ad_live(ad);
+	size_t left;
 
+	if (!bev)
+		return;
+	left = evbuffer_get_length(bufferevent_get_output(bev));
 	if (!moved) {
 		if (left)
 			ad_arm_write_timeout(ad);
@@ -492,7 +516,7 @@ ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 static void
 ad_pull(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
 	if (!bev || ad->state != AD_UP ||
 	    !evbuffer_get_length(bufferevent_get_output(bev)))
@@ -512,7 +536,7 @@ static void
 ad_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ad *ad = arg;
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 	struct timeval tv;
 	size_t before;
 
@@ -554,12 +578,12 @@ ad_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct ad *ad = arg;
 
-	if (!info->n_added || !ad->bev)
+	if (!info->n_added || !ad_live(ad))
 		return;
 	if (ad->gone)
 		event_active(ad->work, EV_TIMEOUT, 1);
 	else if (ad->state == AD_UP &&
-	    !(bufferevent_get_enabled(ad->bev) & EV_WRITE))
+	    !(bufferevent_get_enabled(ad_live(ad)) & EV_WRITE))
 		ad_resume_start(ad);
 }
 
@@ -568,7 +592,7 @@ ad_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 static void
 ad_connected(struct ad *ad)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
 	ad->state = AD_UP;
 	if (!bev)
@@ -591,7 +615,7 @@ ad_connected(struct ad *ad)
 static void
 ad_connect_failed(struct ad *ad, int reason, int err)
 {
-	struct bufferevent *bev = ad->bev;
+	struct bufferevent *bev = ad_live(ad);
 
 	if (ad->ch && ad->fallback && reason != EVRDMA_REASON_DNS) {
 		evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: the RDMA connect "

@@ -1175,6 +1175,10 @@ bt_suite_compare(void)
 	tcase_add_loop_test(tc, bev_callbacks_like_socket, 0,
 	    SC_NCASES * BT_N);
 	tcase_add_loop_test(tc, bev_connect_refused, 0, BT_N);
+	suite_add_tcase(s, tc);
+	/* its own case, so that CK_RUN_CASE=hello-world runs it alone */
+	tc = tcase_create("hello-world");
+	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_hello_world, 0, 3 * BT_N);
 	suite_add_tcase(s, tc);
 	return s;
