@@ -117,6 +117,7 @@ main(void)
 	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());
+	srunner_add_suite(sr, dt_suite_bev_examples());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
