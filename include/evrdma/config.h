@@ -222,6 +222,9 @@ EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
  * peer refuses RDMA or does not answer) is made again over TCP, and a
  * bufferevent listener listens on the same port number over TCP too.
  * evrdma_bufferevent_get_transport() says which a bufferevent uses.
+ * Not a fallback: a child forked after its parent opened RDMA objects
+ * still gets EPERM from evrdma_base_new() (evrdma/base.h, fork), since
+ * what it lacks is the right to its parent's RDMA, not RDMA.
  * Default 0: RDMA only.
  * @param enable 0 or 1
  * @return 0, or -1 with errno EINVAL
