@@ -15,5 +15,6 @@
 #include <evrdma/conn.h>
 #include <evrdma/listener.h>
 #include <evrdma/channel.h>
+#include <evrdma/bufferevent.h>
 
 #endif /* EVRDMA_H_INCLUDED_ */

@@ -137,6 +137,20 @@ evrdma__base_cm(struct evrdma_base *base)
 	return ch;
 }
 
+/*
+ * The TCP fallback (evrdma_config_set_tcp_fallback()): no RDMA here, say
+ * why (evrdma_errmsg() still holds the cause), and hand out a base on which
+ * only the bufferevent calls work, over TCP.
+ */
+static struct evrdma_base *
+base_without_rdma(struct evrdma_base *base, int why)
+{
+	evrdma__log(EVRDMA_LOG_WARN, "no RDMA on this host (%s): "
+	    "bufferevents use TCP", evrdma_errmsg());
+	base->no_rdma = why;
+	return base;
+}
+
 struct evrdma_base *
 evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 {
@@ -153,7 +167,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		    cfg->sq_depth + cfg->rq_depth);
 		return NULL;
 	}
-	if (evrdma__rdma_load() < 0)
+	if (evrdma__rdma_load() < 0 && !(cfg && cfg->tcp_fallback))
 		return NULL;
 	base = calloc(1, sizeof(*base));
 	if (!base) {
@@ -169,14 +183,25 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	TAILQ_INIT(&base->conns);
 	LIST_INIT(&base->listeners);
 	LIST_INIT(&base->mrs);
+	LIST_INIT(&base->hooks);
 	base->reqs.next_gen = 1;
 	base->cm_drain = cm_drain;
 	if (evrdma__work_init(base) < 0) {
 		free(base);
 		return NULL;
 	}
-	if (base_check_rdma() < 0)
+	/* with the fallback, a host without rdma-core or without a device
+	 * still gets a base (TCP bufferevents); a forked child (EPERM) fails
+	 * as without it: what it lacks is not RDMA on this host but the
+	 * right to use its parent's, and a base that silently served TCP
+	 * there would hide the mistake */
+	if (evrdma__rdma_load() < 0)
+		return base_without_rdma(base, ENOSYS);
+	if (base_check_rdma() < 0) {
+		if (base->cfg.tcp_fallback && errno == ENODEV)
+			return base_without_rdma(base, ENODEV);
 		goto fail;
+	}
 	return base;
 fail:
 	err = errno;
@@ -191,6 +216,7 @@ evrdma_base_free(struct evrdma_base *base)
 {
 	struct evrdma_conn *conn;
 	struct evrdma_listener *lst;
+	struct evrdma__hook *c;
 
 	if (!base || base->freeing)
 		return;
@@ -204,6 +230,10 @@ evrdma_base_free(struct evrdma_base *base)
 	/* no user callback from here on; what the user still holds becomes
 	 * a husk that its own free call releases */
 	base->freeing = 1;
+	while ((c = LIST_FIRST(&base->hooks))) {
+		LIST_REMOVE(c, link);
+		c->base_gone(c);
+	}
 	while ((lst = LIST_FIRST(&base->listeners)))
 		evrdma__listener_release_now(lst);
 	while ((conn = TAILQ_FIRST(&base->conns)))

@@ -169,4 +169,12 @@ void evrdma__chan_check_end(struct evrdma_channel *ch, int waiting);
 /* Call the event callback (with a reference held). */
 void evrdma__chan_event(struct evrdma_channel *ch, short what);
 
+/* ---- the listener (chan_rdma.c) ---- */
+/* evrdma_channel_listener_new(), with @p free_arg(@p arg) called when
+ * the listener's memory goes. When the call fails it is not called: @p arg
+ * stays the caller's. */
+struct evrdma_listener *evrdma__channel_listener_new(struct evrdma_base *base,
+    const struct sockaddr *sa, int socklen, int backlog, int flags,
+    evrdma_channel_accept_cb cb, void *arg, void (*free_arg)(void *));
+
 #endif /* EVRDMA_CHAN_H_INCLUDED_ */

@@ -1735,10 +1735,8 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 {
 	struct ch_rdma *rc;
 
-	if (!base) {
-		evrdma__fail(EINVAL, "evrdma_channel_new: no base");
+	if (evrdma__base_rdma(base, __func__) < 0)
 		return NULL;
-	}
 	rc = rc_new(base, flags);
 	if (!rc)
 		return NULL;
@@ -1760,8 +1758,19 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 struct ch_listen {
 	evrdma_channel_accept_cb cb;
 	void *arg;
+	void (*free_arg)(void *arg);	/* with the listener */
 	int flags;
 };
+
+static void
+lst_free_arg(void *arg)
+{
+	struct ch_listen *cl = arg;
+
+	if (cl->free_arg)
+		cl->free_arg(cl->arg);
+	free(cl);
+}
 
 static int
 lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
@@ -1797,13 +1806,22 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 static const struct evrdma__listen_ops ch_listen_ops = {
 	.attach = lst_attach,
 	.accepted = lst_accepted,
-	.free_arg = free,
+	.free_arg = lst_free_arg,
 };
 
 struct evrdma_listener *
 evrdma_channel_listener_new(struct evrdma_base *base,
     const struct sockaddr *sa, int socklen, int backlog, int flags,
     evrdma_channel_accept_cb cb, void *arg)
+{
+	return evrdma__channel_listener_new(base, sa, socklen, backlog, flags,
+	    cb, arg, NULL);
+}
+
+struct evrdma_listener *
+evrdma__channel_listener_new(struct evrdma_base *base,
+    const struct sockaddr *sa, int socklen, int backlog, int flags,
+    evrdma_channel_accept_cb cb, void *arg, void (*free_arg)(void *))
 {
 	struct evrdma_listener *lst;
 	struct ch_listen *cl;
@@ -1820,6 +1838,7 @@ evrdma_channel_listener_new(struct evrdma_base *base,
 	}
 	cl->cb = cb;
 	cl->arg = arg;
+	cl->free_arg = free_arg;
 	cl->flags = flags;
 	lst = evrdma__listener_new(base, sa, socklen, backlog, 0,
 	    &ch_listen_ops, cl);

@@ -220,3 +220,12 @@ evrdma_config_set_channel_pull(struct evrdma_config *cfg, unsigned min_bytes)
 	cfg->ch_pull_min = min_bytes;
 	return 0;
 }
+
+int
+evrdma_config_set_tcp_fallback(struct evrdma_config *cfg, int enable)
+{
+	if (cfg_check(cfg, __func__, (unsigned)enable, 0, 1, "") < 0)
+		return -1;
+	cfg->tcp_fallback = enable;
+	return 0;
+}

@@ -131,7 +131,9 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 struct evrdma_conn *
 evrdma_conn_new(struct evrdma_base *base, int flags)
 {
-	if (!base || (flags & ~EVRDMA_CONN_RAW)) {
+	if (evrdma__base_rdma(base, __func__) < 0)
+		return NULL;
+	if (flags & ~EVRDMA_CONN_RAW) {
 		evrdma__fail(EINVAL, "evrdma_conn_new: bad argument");
 		return NULL;
 	}

@@ -18,6 +18,7 @@
 #ifndef EVRDMA_INTERNAL_H_INCLUDED_
 #define EVRDMA_INTERNAL_H_INCLUDED_
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -65,6 +66,7 @@ struct evrdma_config {
 	unsigned ch_slot_size;
 	size_t ch_max_input;
 	unsigned ch_pull_min;		/* pull DATA of this size on; 0: never */
+	int tcp_fallback;		/* a base without RDMA serves TCP */
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
 
@@ -602,6 +604,10 @@ struct evrdma_listener {
 	LIST_ENTRY(evrdma_listener) link;
 };
 
+/* A listener without an rdma_cm id (its owner listens on TCP; a base
+ * without RDMA): nothing but the handle, its ops and its port. */
+#define EVRDMA__LISTEN_BARE	0x100
+
 struct evrdma_listener *evrdma__listener_new(struct evrdma_base *base,
     const struct sockaddr *sa, int socklen, int backlog, int flags,
     const struct evrdma__listen_ops *ops, void *ops_arg);
@@ -633,7 +639,36 @@ struct evrdma_base {
 	 * fire may be behind an event that is already here. */
 	void (*cm_drain)(struct evrdma_base *base);
 	int freeing;			/* inside evrdma_base_free() */
+	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
+	 * ENODEV: no device): a base made with the TCP fallback, on which
+	 * only the bufferevent calls work (they make TCP bufferevents) */
+	int no_rdma;
+	/* objects above the core (bufferevents, their listeners) that must
+	 * hear evrdma_base_free(): it calls each hook first, without a user
+	 * callback, and forgets it (a hook's owner unlinks itself when it
+	 * goes first) */
+	LIST_HEAD(, evrdma__hook) hooks;
 };
+
+struct evrdma__hook {
+	void (*base_gone)(struct evrdma__hook *h);
+	LIST_ENTRY(evrdma__hook) link;
+};
+
+/* Whether @p base can do RDMA: 0, or -1 with errno EINVAL (no base) or
+ * the reason it has none (ENOSYS, ENODEV), naming @p fn. */
+static inline int
+evrdma__base_rdma(const struct evrdma_base *base, const char *fn)
+{
+	if (!base)
+		return evrdma__fail(EINVAL, "%s: no base", fn);
+	if (base->no_rdma)
+		return evrdma__fail(base->no_rdma, "%s: this base has no RDMA "
+		    "(made with the TCP fallback: %s)", fn,
+		    base->no_rdma == ENOSYS ? "rdma-core is not installed" :
+		    "no RDMA device");
+	return 0;
+}
 
 
 /* The base's rdma_cm channel, opened on first use; NULL with errno (ENODEV,

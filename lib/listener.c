@@ -346,8 +346,11 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;
 
+	if (!(flags & EVRDMA__LISTEN_BARE) &&
+	    evrdma__base_rdma(base, "evrdma_listener_new") < 0)
+		return NULL;
 	if (!base || !sa || backlog <= 0 ||
-	    (flags & ~EVRDMA_LISTEN_RAW)) {
+	    (flags & ~(EVRDMA_LISTEN_RAW | EVRDMA__LISTEN_BARE))) {
 		evrdma__fail(EINVAL, "evrdma_listener_new: bad argument");
 		return NULL;
 	}
@@ -373,6 +376,12 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	lst->ops_arg = ops_arg;
 	LIST_INIT(&lst->half_open);
 	TAILQ_INIT(&lst->queued);
+	if (flags & EVRDMA__LISTEN_BARE) {
+		/* no rdma_cm id: its owner listens by other means (TCP) */
+		base->stats.listeners++;
+		LIST_INSERT_HEAD(&base->listeners, lst, link);
+		return lst;
+	}
 	lst->queue_ev = evrdma__ev_timer_new(base, queue_timer_cb, lst);
 	if (!lst->queue_ev) {
 		free(lst);

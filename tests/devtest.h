@@ -370,6 +370,7 @@ Suite *dt_suite_smoke(void);		/* test_device.c */
 Suite *dt_suite_conn(void);		/* test_conn.c */
 Suite *dt_suite_fail(void);		/* test_fail.c */
 Suite *dt_suite_rping(void);		/* test_rping.c */
+Suite *dt_suite_bev_examples(void);	/* test_rping.c */
 Suite *dt_suite_chan_stream(void);	/* test_chan_stream.c */
 Suite *dt_suite_chan_compare(void);	/* test_chan_compare.c */
 Suite *dt_suite_chan_semantics(void);	/* test_chan_semantics.c */

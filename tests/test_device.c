@@ -4,6 +4,7 @@
  * host has none.
  */
 #include "devtest.h"
+#include "bevtest.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -113,8 +114,10 @@ main(void)
 	srunner_add_suite(sr, dt_suite_fork());
 	srunner_add_suite(sr, dt_suite_devices());
 	srunner_add_suite(sr, dt_suite_lifetime());
+	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());
+	srunner_add_suite(sr, dt_suite_bev_examples());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

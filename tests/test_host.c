@@ -24,6 +24,7 @@
 #include "../lib/evrdma-internal.h"
 
 #include "testutil.h"
+#include "bevtest.h"
 
 #define TEST_TIMEOUT_S 10
 
@@ -767,6 +768,7 @@ main(void)
 	SRunner *sr = srunner_create(host_suite());
 	int failed;
 
+	srunner_add_suite(sr, bt_suite_compare());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -21,6 +21,11 @@
 
 #define RP_EVRDMA_RPING	EXAMPLES_DIR "/evrdma-rping"
 #define RP_ONESIDED	EXAMPLES_DIR "/evrdma-onesided"
+#define RP_RDMA_ECHO_SERVER	EXAMPLES_DIR "/rdma-echo-server"
+#define RP_RDMA_ECHO_CLIENT	EXAMPLES_DIR "/rdma-echo-client"
+#define RP_TCP_ECHO_SERVER	EXAMPLES_DIR "/tcp-echo-server"
+#define RP_TCP_ECHO_CLIENT	EXAMPLES_DIR "/tcp-echo-client"
+#define RP_TLS_ECHO		EXAMPLES_DIR "/evrdma-tls-echo"
 #define RP_WAIT_MS	30000	/* per process; the guest is slow */
 
 /* A child process whose stdout and stderr go to one pipe we read. */
@@ -326,6 +331,149 @@ dt_suite_rping(void)
 	tcase_add_test(tc, rping_both_ours);
 	tcase_add_test(tc, onesided_one_process);
 	tcase_add_test(tc, onesided_two_processes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/*
+ * The bufferevent examples (examples/rdma-echo-*.c, tls-echo.c), whose RDMA
+ * programs use the TCP fallback: here, with a device, they must speak RDMA.
+ * What carried the bytes is read from the device's own packet counter, so
+ * that a silent fallback to TCP cannot pass for RDMA. (On the host, without
+ * RDMA, tests/examples-fallback runs the same binaries over TCP.)
+ */
+static unsigned long long
+rp_rdma_sent_pkts(void)
+{
+	char path[256];
+	unsigned long long n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+	    "/sys/class/infiniband/%s/ports/1/hw_counters/sent_pkts",
+	    dt_ibdev());
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(fscanf(f, "%llu", &n), 1);
+	fclose(f);
+	return n;
+}
+
+/* Stop a server that runs until killed; it must not have died before. */
+static void
+rp_stop_server(struct rp_proc *p)
+{
+	int st;
+
+	rp_read(p, 0);
+	ck_assert_msg(waitpid(p->pid, &st, WNOHANG) == 0,
+	    "%s ended early; output:\n%s", p->name, p->out);
+	kill(p->pid, SIGTERM);
+	waitpid(p->pid, &st, 0);
+	if (p->fd >= 0) {
+		close(p->fd);
+		p->fd = -1;
+	}
+}
+
+/* Run a client that must print @p msg and exit 0. */
+static void
+rp_expect_echo(struct rp_proc *cli, char *const argv[], const char *msg)
+{
+	char line[256];
+
+	rp_start(cli, argv);
+	rp_expect_exit0(cli);
+	snprintf(line, sizeof(line), "%s\n", msg);
+	ck_assert_msg(strstr(cli->out, line), "%s: no echo \"%s\":\n%s",
+	    cli->name, msg, cli->out);
+}
+
+START_TEST(bev_echo_examples)
+{
+	struct rp_proc srv, tsrv, cli;
+	char *addr = (char *)dt_addr();
+	char *sargv[] = { RP_RDMA_ECHO_SERVER, addr, "7310", NULL };
+	char *rargv[] = { RP_RDMA_ECHO_CLIENT, addr, "7310", "hello-rdma",
+	    NULL };
+	char *targv[] = { RP_TCP_ECHO_CLIENT, addr, "7310", "hello-tcp",
+	    NULL };
+	char *tsargv[] = { RP_TCP_ECHO_SERVER, addr, "7311", NULL };
+	char *fargv[] = { RP_RDMA_ECHO_CLIENT, addr, "7311", "hello-fallback",
+	    NULL };
+	unsigned long long pkts;
+
+	rp_start(&srv, sargv);
+	rp_expect_output(&srv, "listening", RP_WAIT_MS);
+	/* the RDMA twins over RDMA */
+	pkts = rp_rdma_sent_pkts();
+	rp_expect_echo(&cli, rargv, "hello-rdma");
+	ck_assert_msg(rp_rdma_sent_pkts() > pkts,
+	    "the RDMA echo did not go over the device");
+	/* the RDMA server's listener takes TCP on the same port */
+	rp_expect_echo(&cli, targv, "hello-tcp");
+	rp_stop_server(&srv);
+	/* the RDMA client falls back to TCP for a server that has no RDMA */
+	rp_start(&tsrv, tsargv);
+	rp_expect_output(&tsrv, "listening", RP_WAIT_MS);
+	rp_expect_echo(&cli, fargv, "hello-fallback");
+	rp_stop_server(&tsrv);
+}
+END_TEST
+
+/* TLS over RDMA: evrdma-tls-echo in both roles, a certificate made now. */
+START_TEST(bev_tls_echo_example)
+{
+	struct rp_proc srv, cli;
+	char *addr = (char *)dt_addr();
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char cert[512], key[512], cmd[2048];
+	char *sargv[] = { RP_TLS_ECHO, "server", addr, "7312", cert, key,
+	    NULL };
+	char *cargv[] = { RP_TLS_ECHO, "client", addr, "7312", cert, "echo",
+	    "hello-tls", NULL };
+	char *bargv[] = { RP_TLS_ECHO, "client", addr, "7312", cert, "other",
+	    "hello-tls", NULL };
+	unsigned long long pkts;
+
+	snprintf(cert, sizeof(cert), "%s/tls-echo-%d-cert.pem", tmp,
+	    (int)getpid());
+	snprintf(key, sizeof(key), "%s/tls-echo-%d-key.pem", tmp,
+	    (int)getpid());
+	snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 "
+	    "-nodes -days 1 -subj /CN=echo -addext subjectAltName=DNS:echo "
+	    "-keyout %s -out %s >/dev/null 2>&1", key, cert);
+	dt_run_cmd(cmd);
+	rp_start(&srv, sargv);
+	rp_expect_output(&srv, "listening", RP_WAIT_MS);
+	pkts = rp_rdma_sent_pkts();
+	rp_expect_echo(&cli, cargv, "hello-tls");
+	ck_assert_msg(strstr(cli.out, "TLS up over RDMA"),
+	    "TLS not over RDMA:\n%s", cli.out);
+	ck_assert_msg(rp_rdma_sent_pkts() > pkts,
+	    "the TLS echo did not go over the device");
+	/* a certificate that does not name the server is refused */
+	rp_start(&cli, bargv);
+	ck_assert_int_ne(rp_wait(&cli, RP_WAIT_MS), 0);
+	ck_assert_msg(strstr(cli.out, "certificate verify failed"),
+	    "no verification failure:\n%s", cli.out);
+	rp_stop_server(&srv);
+	ck_assert_msg(strstr(srv.out, "connection over RDMA"),
+	    "server side not over RDMA:\n%s", srv.out);
+	unlink(cert);
+	unlink(key);
+}
+END_TEST
+
+Suite *
+dt_suite_bev_examples(void)
+{
+	Suite *s = suite_create("device-bev-examples");
+	TCase *tc = tcase_create("examples");
+
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, bev_echo_examples);
+	tcase_add_test(tc, bev_tls_echo_example);
 	suite_add_tcase(s, tc);
 	return s;
 }

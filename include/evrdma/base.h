@@ -37,7 +37,9 @@ struct evrdma_base;
  * @return the context, or NULL with errno: ENOSYS (rdma-core missing),
  *   ENODEV (no RDMA device, or no /dev/infiniband/rdma_cm), EPERM (a
  *   forked child, below), EINVAL (bad configuration), ENOMEM.
- *   evrdma_errmsg() tells the cause.
+ *   evrdma_errmsg() tells the cause. With evrdma_config_set_tcp_fallback()
+ *   set, ENOSYS and ENODEV give a base instead, whose bufferevents are
+ *   TCP ones (evrdma/bufferevent.h); a forked child still gets EPERM.
  *
  * fork(): a child forked before this process opened any RDMA object (a
  * daemon that creates its base, forks and serves in the child) uses evrdma
@@ -98,6 +100,9 @@ struct evrdma_stats {
 	/** channel data messages left for the peer to pull (RDMA READ), see
 	 * evrdma_config_set_channel_pull() */
 	unsigned long long ch_pulled;
+	/** RDMA bufferevents (evrdma/bufferevent.h) not yet gone: held by
+	 * their user, or still sending after bufferevent_free() */
+	unsigned bevs;
 };
 
 /**

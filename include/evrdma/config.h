@@ -220,6 +220,29 @@ EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
 EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
     unsigned min_bytes);
 
+/**
+ * One binary with or without RDMA. With @p enable set, evrdma_base_new()
+ * does not fail for lack of RDMA: on a host without rdma-core (ENOSYS) or
+ * without an RDMA device (ENODEV) it returns a base that makes TCP
+ * bufferevents (evrdma/bufferevent.h: evrdma_bufferevent_new() returns a
+ * plain bufferevent_socket, a listener listens on TCP) and on which every
+ * other evrdma call fails with that errno; a warning through the log
+ * callback says why. On a host with RDMA the base is as usual, and its
+ * bufferevents fall back to TCP per connection: a connect that fails
+ * over RDMA before it is established (no device routes to the peer, the
+ * peer refuses RDMA or does not answer) is made again over TCP, and a
+ * bufferevent listener listens on the same port number over TCP too.
+ * evrdma_bufferevent_get_transport() says which a bufferevent uses.
+ * Not a fallback: a child forked after its parent opened RDMA objects
+ * still gets EPERM from evrdma_base_new() (evrdma/base.h, fork), since
+ * what it lacks is the right to its parent's RDMA, not RDMA.
+ * Default 0: RDMA only.
+ * @param enable 0 or 1
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_tcp_fallback(struct evrdma_config *cfg,
+    int enable);
+
 #ifdef __cplusplus
 }
 #endif

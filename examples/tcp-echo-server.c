@@ -1,0 +1,53 @@
+/*
+ * tcp-echo-server ADDR PORT: send back every byte each connection sends.
+ * `diff tcp-echo-server.c rdma-echo-server.c`: moving a libevent program
+ * from TCP to RDMA changes its includes and the lines that make its
+ * bufferevents and listeners, nothing else.
+ */
+#include <err.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+static void echo_read(struct bufferevent *bev, void *arg)
+{
+	evbuffer_add_buffer(bufferevent_get_output(bev),
+	    bufferevent_get_input(bev));
+}
+
+static void echo_event(struct bufferevent *bev, short what, void *arg)
+{
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		bufferevent_free(bev);
+}
+
+static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
+    struct sockaddr *peer, int socklen, void *arg)
+{
+	struct bufferevent *bev = bufferevent_socket_new(arg, fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+
+	if (!bev)
+		return;
+	bufferevent_setcb(bev, echo_read, NULL, echo_event, NULL);
+	bufferevent_enable(bev, EV_READ);
+}
+
+int main(int argc, char **argv)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *ai;
+	struct event_base *eb = event_base_new();
+
+	if (argc != 3 || getaddrinfo(argv[1], argv[2], &hints, &ai) != 0)
+		errx(1, "usage: %s ADDR PORT", argv[0]);
+	if (!evconnlistener_new_bind(eb, accept_cb, eb,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16, ai->ai_addr,
+	    (int)ai->ai_addrlen))
+		err(1, "listen");
+	printf("listening on %s port %s\n", argv[1], argv[2]);
+	fflush(stdout);
+	return event_base_dispatch(eb);
+}

@@ -1,0 +1,249 @@
+/*
+ * evrdma: a libevent struct bufferevent over RDMA, with a TCP fallback.
+ */
+#ifndef EVRDMA_BUFFEREVENT_H_INCLUDED_
+#define EVRDMA_BUFFEREVENT_H_INCLUDED_
+
+/** @file evrdma/bufferevent.h
+ * A genuine libevent `struct bufferevent *` whose bytes travel over an
+ * evrdma channel (evrdma/channel.h), and one program for hosts with and
+ * without RDMA. A program written for bufferevent_socket changes only the
+ * calls that make bufferevents and listeners (README.md, "Moving from
+ * TCP"); after that it uses libevent's own, unmodified API on them:
+ * bufferevent_setcb(), _enable()/_disable()/_get_enabled(), _write(),
+ * _write_buffer(), _read(), _read_buffer(), _get_input()/_get_output()
+ * and every evbuffer function on them, _setwatermark(), _set_timeouts(),
+ * _flush(), _free(), _get_base(), _incref()/_decref(), _lock()/_unlock(),
+ * bufferevent_set_rate_limit(), and libevent's filters stacked on top:
+ * bufferevent_filter_new() and bufferevent_openssl_filter_new() (TLS over
+ * RDMA).
+ *
+ * How it is built (libevent's public API only). libevent 2.1 makes
+ * bufferevents of four kinds: socket, pair, filter and openssl. The one
+ * handed out is a filter bufferevent (bufferevent_filter_new()) whose two
+ * filter functions are the adapter's: the input filter moves received
+ * bytes from the channel's input into the bufferevent's input, the output
+ * filter moves written bytes from its output into the channel's output,
+ * both by moving evbuffer chains (no copy), synchronously, from inside
+ * libevent's own filter machinery, so libevent applies its watermarks,
+ * timeouts and callbacks itself. A filter is the one kind whose creator
+ * learns that its user freed it (the free-context hook), which is when
+ * the adapter releases the connection. The filter's underlying bufferevent
+ * is one end of a bufferevent_pair that carries no data: libevent tells an
+ * underlying bufferevent when the one above reads again (its EV_READ
+ * enabled, its high watermark drained, its rate limit refilled, a filter
+ * stacked on it resuming), and a pair end then takes what its partner
+ * holds; the adapter keeps a 1-byte token at the partner while received
+ * bytes wait, and hears the token arrive. Checking whether the
+ * bufferevent reads is the same token's round (no system call). Nothing
+ * is deferred that a socket bufferevent would not defer: the read callback
+ * runs from the channel's completion pass, so a reply written there leaves
+ * in the same pass (busy polling, evrdma_config_set_busy_poll(), keeps its
+ * latency), and the write callback runs from the event loop after written
+ * bytes have moved to the channel, as a socket's runs after they went to
+ * the kernel. Other constructions were weighed: a bufferevent_pair alone
+ * defers every callback (one more pass of the loop per message) and has
+ * no hook for its free; a socketpair under a bufferevent_socket costs two
+ * system calls and two copies per message.
+ *
+ * What it costs. Per bufferevent: the channel (its rings:
+ * evrdma_config_set_channel_ring(), 2 MiB of registered memory by default),
+ * three small bufferevents (the filter and the pair) and three events.
+ * Per delivery: the token's round trip through the pair and two chain
+ * moves; per write: one chain move, then the channel copies the bytes into
+ * its send ring (as evrdma_channel_write_buffer() does). bench/README.md
+ * compares it with the channel's own calls (evrdma-bench --bev-adapter).
+ *
+ * Semantics: those of bufferevent_socket, checked by running the same
+ * scenarios on both and comparing every callback (tests/test_bev_compare.c):
+ * a new bufferevent has EV_WRITE enabled and EV_READ disabled; the read
+ * high watermark caps input and holds the peer back (through the
+ * channel's credits); the read timeout counts while reading is enabled and
+ * input is below the high watermark, the write timeout while output holds
+ * bytes the connection has not taken; BEV_EVENT_CONNECTED, BEV_EVENT_EOF,
+ * BEV_EVENT_ERROR and BEV_EVENT_TIMEOUT with BEV_EVENT_READING or
+ * BEV_EVENT_WRITING as a socket reports them, EOF and errors after every
+ * received byte. The channel's output plays the kernel's send buffer: it
+ * takes written bytes up to the ring's size (slots * slot size); beyond
+ * that they wait in the bufferevent's output and the write callback waits.
+ * Where it differs from a socket bufferevent, because libevent offers no
+ * public way or because the transport knows more:
+ *  - Enabling EV_WRITE with nothing to write gives no write callback (a
+ *    socket's gives one; so do none of libevent's pair and filter
+ *    bufferevents): call bufferevent_trigger(bev, EV_WRITE, 0) to kick a
+ *    producer. Output held while EV_WRITE was disabled resumes within a
+ *    few milliseconds of bufferevent_enable(bev, EV_WRITE) (libevent 2.1's
+ *    filter does not pass that enable on, libevent PR 613; the adapter
+ *    looks, backing off from 1 to 64 ms, only while output is so held).
+ *  - Written bytes move to the channel at once (up to its ring), so a
+ *    bufferevent_free() right after a write still sends them; a socket
+ *    bufferevent frees what it had not yet written to the kernel.
+ *  - A peer whose process is killed ends with BEV_EVENT_ERROR (the
+ *    channel's EVRDMA_REASON_DISCONNECTED), where a socket peer's kernel
+ *    would send a FIN (EOF); see evrdma/channel.h.
+ *  - bufferevent_getfd() returns -1. To shut down writing (the peer gets
+ *    EOF after the data, reading goes on) call
+ *    bufferevent_flush(bev, EV_WRITE, BEV_FINISHED), as on a pair; over
+ *    TCP use shutdown(bufferevent_getfd(bev), SHUT_WR). BEV_FLUSH sends
+ *    what output holds now, past the ring's size; BEV_NORMAL does nothing
+ *    more than the loop does.
+ *  - bufferevent_socket_get_dns_error(): use evrdma_bufferevent_get_error()
+ *    (EVRDMA_REASON_DNS, errno as for evrdma_conn_connect_hostname()).
+ *  - Rate limits: a bufferevent's own (bufferevent_set_rate_limit())
+ *    apply to both directions; rate-limit groups do not (libevent 2.1 has
+ *    no public way to charge them). bufferevent_set_max_single_read() and
+ *    _write() do not cut deliveries: a read callback gets what arrived, up
+ *    to the read high watermark.
+ *  - bufferevent_get_underlying() returns the adapter's pair end: leave it
+ *    alone. All calls must come from the event loop's thread, as for every
+ *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
+ *    does not make the bufferevent usable from other threads.
+ *  - Stream only; message mode stays with channels.
+ * To stay within libevent's public API the adapter uses one deprecated
+ * installed header, event2/bufferevent_struct.h, for one thing: it takes
+ * over the filter's write-timeout event, which libevent 2.1 re-arms after
+ * every write even when nothing is left to write (libevent#67), so that
+ * the write timeout means what it means on a socket.
+ *
+ * Without RDMA (evrdma_config_set_tcp_fallback()): on a base that has no
+ * RDMA the same calls make plain bufferevent_socket bufferevents and TCP
+ * listeners; on a base with RDMA a connect that cannot be made over RDMA
+ * is made over TCP under the same bufferevent, and a listener listens on
+ * the same port number over TCP too (its TCP connections arrive as plain
+ * bufferevent_socket bufferevents). evrdma_bufferevent_get_transport()
+ * tells which; the log callback says why a fallback happened.
+ */
+
+#include <sys/socket.h>
+#include <evrdma/util.h>
+#include <event2/bufferevent.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct evrdma_base;
+struct evrdma_listener;
+struct evdns_base;
+
+/** What carries a bufferevent's bytes (evrdma_bufferevent_get_transport()). */
+enum evrdma_transport {
+	EVRDMA_TRANSPORT_NONE = 0,	/**< no bufferevent */
+	EVRDMA_TRANSPORT_RDMA,		/**< an evrdma channel */
+	EVRDMA_TRANSPORT_TCP		/**< a TCP socket */
+};
+
+/**
+ * Accept callback of evrdma_bufferevent_listener_new(): the callback owns
+ * @p bev (free it with bufferevent_free()); it is connected, with EV_WRITE
+ * enabled and EV_READ disabled, as bufferevent_socket_new() makes one.
+ * @param lst the listener
+ * @param bev the new connection's bufferevent (RDMA, or TCP with the
+ *   fallback)
+ * @param peer the peer's address, valid during the call
+ * @param socklen its length
+ * @param arg the listener's argument
+ */
+typedef void (*evrdma_bufferevent_accept_cb)(struct evrdma_listener *lst,
+    struct bufferevent *bev, const struct sockaddr *peer, int socklen,
+    void *arg);
+
+/**
+ * Make an unconnected bufferevent, as bufferevent_socket_new(base, -1,
+ * @p options) does; connect it with evrdma_bufferevent_connect(). On a
+ * base with RDMA it is an RDMA bufferevent (see the file's description:
+ * its channel's rings are allocated and registered now); on a base without
+ * RDMA (evrdma_config_set_tcp_fallback()) a bufferevent_socket, to which
+ * the same calls apply.
+ * @param base the evrdma base; its event_base runs the bufferevent
+ * @param options BEV_OPT_* flags: BEV_OPT_DEFER_CALLBACKS,
+ *   BEV_OPT_THREADSAFE and BEV_OPT_UNLOCK_CALLBACKS as libevent has them;
+ *   BEV_OPT_CLOSE_ON_FREE is implied (freeing always ends the connection)
+ * @return the bufferevent (free with bufferevent_free()), or NULL with errno
+ *   EINVAL (no base, unknown options), ENOMEM, or as evrdma_channel_new()
+ */
+EVRDMA_EXPORT struct bufferevent *evrdma_bufferevent_new(
+    struct evrdma_base *base, int options);
+
+/**
+ * Connect, as bufferevent_socket_connect(): the outcome reaches the event
+ * callback, BEV_EVENT_CONNECTED or BEV_EVENT_ERROR (the reason in
+ * evrdma_bufferevent_get_error()). Bytes written before are sent once
+ * connected. With the TCP fallback, a connect that fails over RDMA before
+ * it is established is made again over TCP to the same address (logged);
+ * the event callback then hears only the outcome over TCP.
+ * @param bev a bufferevent from evrdma_bufferevent_new()
+ * @param sa IPv4 or IPv6 address and port
+ * @param socklen its length
+ * @return 0, or -1 with errno EINVAL (not an evrdma bufferevent, bad
+ *   address), EISCONN (already connecting or connected), or as
+ *   evrdma_conn_connect()
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_connect(struct bufferevent *bev,
+    const struct sockaddr *sa, int socklen);
+
+/**
+ * Resolve @p host and connect, as bufferevent_socket_connect_hostname(): a
+ * failed resolution reaches the event callback as BEV_EVENT_ERROR with
+ * evrdma_bufferevent_get_error() EVRDMA_REASON_DNS (no fallback: TCP would
+ * fail the same way).
+ * @param bev a bufferevent from evrdma_bufferevent_new()
+ * @param dns the resolver, or NULL for a blocking-free resolution on a
+ *   thread (see evrdma_conn_connect_hostname())
+ * @param family AF_INET, AF_INET6 or AF_UNSPEC
+ * @param host a host name or numeric address
+ * @param port the port
+ * @return 0, or -1 with errno as evrdma_bufferevent_connect()
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
+    struct evdns_base *dns, int family, const char *host, int port);
+
+/**
+ * Listen and hand each connection to @p cb as a bufferevent:
+ * evconnlistener_new_bind() and bufferevent_socket_new() in one. With the
+ * TCP fallback it listens over RDMA and on the same TCP port number (port
+ * 0: one number free in both), or, on a base without RDMA, over TCP only.
+ * The listener is an evrdma listener: evrdma_listener_get_port(),
+ * evrdma_listener_set_error_cb() and evrdma_listener_free() apply (the
+ * error callback hears of the RDMA device going away; TCP accept errors
+ * are logged and accepting goes on, as evconnlistener does without an
+ * error callback). Free it from anywhere, also from @p cb.
+ * @param base the evrdma base
+ * @param cb the accept callback, required
+ * @param arg its argument
+ * @param backlog connect requests that may wait (> 0), as for listen(2)
+ * @param sa IPv4 or IPv6 address to bind; port 0 picks one
+ * @param socklen its length
+ * @return the listener, or NULL with errno (EINVAL, EADDRINUSE, ENODEV
+ *   without the fallback, ...)
+ */
+EVRDMA_EXPORT struct evrdma_listener *evrdma_bufferevent_listener_new(
+    struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg,
+    int backlog, const struct sockaddr *sa, int socklen);
+
+/**
+ * Why the connection failed or ended, after BEV_EVENT_ERROR: an
+ * evrdma_reason (evrdma_reason_str() names it). Bufferevents stacked on
+ * an evrdma bufferevent (a filter, TLS) are looked through.
+ * @param bev a bufferevent
+ * @return the reason, or EVRDMA_REASON_NONE (no error yet, or not an
+ *   evrdma bufferevent: a TCP one reports its error in errno, as libevent
+ *   does)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_get_error(struct bufferevent *bev);
+
+/**
+ * What carries the bufferevent's bytes, looking through bufferevents
+ * stacked on it.
+ * @param bev a bufferevent
+ * @return EVRDMA_TRANSPORT_RDMA for an RDMA bufferevent (also while it
+ *   connects), EVRDMA_TRANSPORT_TCP for one that fell back to TCP and for
+ *   any other bufferevent (bufferevent_socket), EVRDMA_TRANSPORT_NONE for
+ *   NULL
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_get_transport(struct bufferevent *bev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EVRDMA_BUFFEREVENT_H_INCLUDED_ */

@@ -1,0 +1,1252 @@
+/*
+ * evrdma: the bufferevent adapter (evrdma/bufferevent.h says what it is,
+ * how it is built and why). An adapter ("ad") is:
+ *  - the user's bufferevent, a libevent filter bufferevent whose filter
+ *    functions are ad_in() and ad_out() here, and whose free-context hook
+ *    (ad_user_freed()) tells us the user is done;
+ *  - under it, one end of a bufferevent_pair (u) with its partner (d):
+ *    they carry no data, only the token of ad_probe();
+ *  - the transport: an evrdma channel, or a TCP bufferevent_socket once a
+ *    connect fell back to TCP (or, on a base without RDMA, when the test
+ *    knob EVRDMA_BEV_ADAPTER=1 asks for adapters there).
+ * Received bytes move from the transport's input into the bufferevent's
+ * (ad_deliver() asks libevent to run the input filter, then the read
+ * callback); written bytes move from the bufferevent's output into the
+ * transport's, up to a cap (the channel's ring), when libevent runs the
+ * output filter (on every write, and from ad_pull() when the transport
+ * has room again). What the bufferevent does not take waits in the
+ * transport's input, up to its read high watermark, where the peer is
+ * held back by the channel's credits (or TCP's window), not by memory
+ * here.
+ *
+ * This file and bev_listener.c hold every libevent call of the adapter.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+/* For the timeouts only (ad_take_timeouts()): libevent's deprecated,
+ * installed view of struct bufferevent (ev_read, ev_write, timeout_write). */
+#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
+
+#include "bev.h"
+
+#define AD_MAGIC	0x65766265u	/* "evbe" */
+#define AD_OPTIONS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_THREADSAFE | \
+			 BEV_OPT_DEFER_CALLBACKS | BEV_OPT_UNLOCK_CALLBACKS)
+/* TCP: what the adapter hands the socket bufferevent beyond the kernel */
+#define SOCK_CAP	(256 * 1024)
+#define RESUME_MS_MAX	64
+
+enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
+
+struct ad {
+	uint32_t magic;
+	struct evrdma__hook hook;	/* on the base's list: base free */
+	int on_base;
+	struct evrdma_base *base;	/* NULL once the base is gone */
+	struct event_base *eb;
+	struct bufferevent *bev;	/* the user's; NULL once freed */
+	struct bufferevent *u, *d;	/* the pair: u under bev */
+	struct evbuffer *tok;		/* the probe's token, between rounds */
+	/* the transport: one of */
+	struct evrdma_channel *ch;
+	struct bufferevent *sock;
+	int transport;			/* EVRDMA_TRANSPORT_* */
+	enum ad_state state;
+	int fallback;			/* may fall back to TCP */
+	size_t cap;			/* output the transport takes */
+	unsigned teardown_ms;
+	/* the connect, for a fallback */
+	struct sockaddr_storage sa;
+	int salen;
+	char *host;
+	int family, port;
+	struct evdns_base *dns;
+	struct evrdma__resolve_req *resolving;
+	/* the end of the stream */
+	short rd_end;			/* EOF|READING or ERROR|READING due */
+	uint8_t rd_end_done;
+	uint8_t wr_end_done;		/* ERROR|WRITING reported */
+	uint8_t gone;			/* the connection is over */
+	uint8_t finish_due;		/* BEV_FINISHED before connected */
+	uint8_t shut;			/* our end shut down (BEV_FINISHED) */
+	uint8_t shut_due;		/* TCP: shutdown once output drained */
+	uint8_t delivering, pulling;
+	int error;			/* evrdma_bufferevent_get_error() */
+	struct event *work;		/* ad_work_cb(), from the loop */
+	struct event *resume;		/* looks for EV_WRITE enabled again */
+	unsigned resume_ms;
+	struct event *linger;		/* closing: bounded wait for output */
+	size_t linger_left;
+};
+
+static void ad_deliver(struct ad *ad);
+static void ad_pull(struct ad *ad);
+static struct ad *ad_of(struct bufferevent *bev);
+static void ad_destroy(struct ad *ad);
+static int ad_tcp_start(struct ad *ad);
+
+/* The test knob: adapters over TCP on a base without RDMA, so that the
+ * host's tests run the adapter (evrdma/bufferevent.h). */
+int
+evrdma__bev_tcp_adapters(void)
+{
+	const char *v = getenv("EVRDMA_BEV_ADAPTER");
+
+	return v && v[0] == '1';
+}
+
+/* ---- the transport: a channel, or a TCP bufferevent ---- */
+
+static struct evbuffer *
+tp_in(const struct ad *ad)
+{
+	return ad->ch ? evrdma_channel_get_input(ad->ch) :
+	    bufferevent_get_input(ad->sock);
+}
+
+static struct evbuffer *
+tp_out(const struct ad *ad)
+{
+	return ad->ch ? evrdma_channel_get_output(ad->ch) :
+	    bufferevent_get_output(ad->sock);
+}
+
+/* Our end is finished (BEV_FINISHED): the peer gets EOF after the data. */
+static void
+tp_shutdown(struct ad *ad)
+{
+	if (ad->shut)
+		return;
+	ad->shut = 1;
+	if (ad->ch) {
+		if (evrdma_channel_shutdown(ad->ch) < 0)
+			evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: "
+			    "shutdown: %s", (void *)ad->bev, evrdma_errmsg());
+	} else if (evbuffer_get_length(tp_out(ad)) == 0) {
+		shutdown(bufferevent_getfd(ad->sock), SHUT_WR);
+	} else {
+		/* after what the socket bufferevent still holds */
+		ad->shut_due = 1;
+		bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
+	}
+}
+
+/* ---- whether the bufferevent reads: the pair's token ---- */
+
+/*
+ * Whether the bufferevent reads now: its EV_READ enabled and reading not
+ * suspended by its high watermark, a rate limit or a bufferevent stacked
+ * on it. libevent tells only the underlying pair end (u), which then takes
+ * what its partner (d) holds. So hand d the token: if u takes it at once,
+ * the bufferevent reads (the token comes back). If not, the token waits at
+ * d and a second byte joins it; when u reads again it takes both, which
+ * reaches its read low watermark of 2 and runs ad_doorbell(). While the
+ * token waits, the answer is no without asking.
+ */
+static int
+ad_probe(struct ad *ad)
+{
+	struct evbuffer *dout = bufferevent_get_output(ad->d);
+	struct evbuffer *uin = bufferevent_get_input(ad->u);
+
+	if (evbuffer_get_length(dout))
+		return 0;
+	evbuffer_add_buffer(dout, ad->tok);
+	if (evbuffer_get_length(uin)) {
+		evbuffer_add_buffer(ad->tok, uin);
+		return 1;
+	}
+	evbuffer_add(dout, "", 1);
+	return 0;
+}
+
+/* u's read callback: the bufferevent reads again (deferred: u is a pair
+ * end). */
+static void
+ad_doorbell(struct bufferevent *u, void *arg)
+{
+	struct ad *ad = arg;
+	struct evbuffer *uin = bufferevent_get_input(u);
+
+	evbuffer_drain(uin, evbuffer_get_length(uin));
+	if (!evbuffer_get_length(ad->tok))
+		evbuffer_add(ad->tok, "", 1);
+	ad_deliver(ad);
+}
+
+/*
+ * The user's bufferevent, or NULL once the user freed it. libevent calls
+ * the free-context hook (ad_user_freed()) only when it finalizes the
+ * bufferevent, from the loop, later; until then a call into it would take
+ * a reference from zero and free it a second time. The free itself shows
+ * at once: freeing the filter frees u with it (BEV_OPT_CLOSE_ON_FREE), and
+ * bufferevent_free() clears u's callbacks, the doorbell among them. While
+ * a callback runs the adapter holds a reference, so the free shows only
+ * once that is dropped, when nothing of the adapter's is on the stack.
+ */
+static struct bufferevent *
+ad_live(const struct ad *ad)
+{
+	bufferevent_data_cb rcb = NULL;
+
+	if (!ad->bev)
+		return NULL;
+	bufferevent_getcb(ad->u, &rcb, NULL, NULL, NULL);
+	return rcb == ad_doorbell ? ad->bev : NULL;
+}
+
+/* ---- rate limits: the bufferevent's own bucket ---- */
+
+static size_t
+ad_rate(const struct ad *ad, size_t n, int wr)
+{
+	ev_ssize_t max;
+
+	if ((wr ? bufferevent_get_write_limit(ad->bev) :
+	    bufferevent_get_read_limit(ad->bev)) == EV_SSIZE_MAX)
+		return n;		/* no limit set */
+	max = wr ? bufferevent_get_max_to_write(ad->bev) :
+	    bufferevent_get_max_to_read(ad->bev);
+	if (max <= 0)
+		return 0;
+	return (size_t)max < n ? (size_t)max : n;
+}
+
+static void
+ad_charge(const struct ad *ad, size_t n, int wr)
+{
+	if (wr && bufferevent_get_write_limit(ad->bev) != EV_SSIZE_MAX)
+		bufferevent_decrement_write_limit(ad->bev, (ev_ssize_t)n);
+	else if (!wr && bufferevent_get_read_limit(ad->bev) != EV_SSIZE_MAX)
+		bufferevent_decrement_read_limit(ad->bev, (ev_ssize_t)n);
+}
+
+/* ---- receiving ---- */
+
+/* The input filter: received bytes, from the transport (src is u's
+ * input: at most the doorbell's bytes). */
+static enum bufferevent_filter_result
+ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
+    enum bufferevent_flush_mode mode, void *arg)
+{
+	struct ad *ad = arg;
+	struct evbuffer *in;
+	size_t n;
+
+	if (evbuffer_get_length(src))
+		evbuffer_drain(src, evbuffer_get_length(src));
+	if (!ad_live(ad) || (!ad->ch && !ad->sock))
+		return BEV_NEED_MORE;
+	in = tp_in(ad);
+	n = evbuffer_get_length(in);
+	if (mode == BEV_NORMAL && limit >= 0 && n > (size_t)limit)
+		n = (size_t)limit;
+	n = ad_rate(ad, n, 0);
+	if (n > INT_MAX)
+		n = INT_MAX;
+	if (n == 0)
+		return BEV_NEED_MORE;
+	if (evbuffer_remove_buffer(in, dst, n) < 0)
+		return BEV_ERROR;
+	ad_charge(ad, n, 0);
+	return BEV_OK;
+}
+
+/* The reading end, once every received byte is in the bufferevent's
+ * input: reading stops and the event callback hears it, as a socket's
+ * read of 0 (or of an error) does. */
+static void
+ad_read_end(struct ad *ad)
+{
+	struct bufferevent *bev = ad->bev;	/* ad_deliver()'s, held */
+
+	ad->rd_end_done = 1;
+	bufferevent_disable(bev, EV_READ);
+	evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: %s", (void *)bev,
+	    ad->rd_end & BEV_EVENT_EOF ? "end of stream" :
+	    evrdma_reason_str(ad->error));
+	bufferevent_trigger_event(bev, ad->rd_end, 0);
+}
+
+/*
+ * Move what the transport received into the bufferevent while it reads,
+ * with its read callback after each move (libevent's input filter path),
+ * then the reading end. What it does not take waits in the transport's
+ * input, which holds the peer back once it reaches its high watermark
+ * (the channel's credits, TCP's window), and the doorbell brings us back.
+ */
+static void
+ad_deliver(struct ad *ad)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	if (!bev || ad->delivering)
+		return;
+	ad->delivering = 1;
+	bufferevent_incref(bev);
+	while (ad->ch || ad->sock) {
+		struct evbuffer *in = bufferevent_get_input(bev);
+		size_t have = evbuffer_get_length(tp_in(ad)), before;
+
+		if (!have && (!ad->rd_end || ad->rd_end_done))
+			break;
+		if (!ad_probe(ad))
+			break;		/* the doorbell brings us back */
+		if (!have) {
+			if (ad->rd_end && !ad->rd_end_done)
+				ad_read_end(ad);
+			break;
+		}
+		before = evbuffer_get_length(in);
+		bufferevent_flush(bev, EV_READ, BEV_NORMAL);
+		if (evbuffer_get_length(in) == before)
+			break;		/* nothing taken (a rate limit) */
+		bufferevent_trigger(bev, EV_READ, 0);
+	}
+	bufferevent_decref(bev);
+	ad->delivering = 0;
+}
+
+/* ---- sending ---- */
+
+/* Arm the write timeout if it is set and not running: output waits. */
+static void
+ad_arm_write_timeout(struct ad *ad)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	if (bev && evutil_timerisset(&bev->timeout_write) &&
+	    (bufferevent_get_enabled(bev) & EV_WRITE) &&
+	    !event_pending(&bev->ev_write, EV_TIMEOUT, NULL))
+		event_add(&bev->ev_write, &bev->timeout_write);
+}
+
+/* The read timeout, as a socket has it: not while reading is held (at
+ * the high watermark, by a rate limit, a stacked filter). libevent's
+ * filter re-arms it after a read that reached the high watermark, once
+ * reading was already suspended: such a timeout is not one. */
+static void
+ad_read_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct bufferevent *bev = arg;
+	struct ad *ad = ad_of(bev);
+
+	if (!ad || !(bufferevent_get_enabled(bev) & EV_READ) ||
+	    !ad_probe(ad))
+		return;
+	bufferevent_incref(bev);
+	bufferevent_disable(bev, EV_READ);
+	bufferevent_trigger_event(bev, BEV_EVENT_TIMEOUT | BEV_EVENT_READING,
+	    0);
+	bufferevent_decref(bev);
+}
+
+/* The write timeout, as a socket has it: only while output waits. */
+static void
+ad_write_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct bufferevent *bev = arg;
+	struct ad *ad = ad_of(bev);
+
+	if (!ad || !(bufferevent_get_enabled(bev) & EV_WRITE))
+		return;
+	if (!evbuffer_get_length(bufferevent_get_output(bev)) &&
+	    ad->state != AD_CONNECTING)
+		return;		/* nothing waits: not a timeout */
+	bufferevent_incref(bev);
+	bufferevent_disable(bev, EV_WRITE);
+	bufferevent_trigger_event(bev, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING,
+	    0);
+	bufferevent_decref(bev);
+}
+
+/*
+ * Take over the filter's timeout events: libevent 2.1 re-arms the write
+ * timeout after every write and on every enable, also with nothing left
+ * to write (libevent#67), and the read timeout after a read that
+ * suspended reading at the high watermark; as they are it would report
+ * timeouts a socket does not. The events stay the bufferevent's (libevent
+ * still adds, deletes and finalizes them); only their callbacks are ours,
+ * and they report a timeout only where a socket would. Their argument
+ * stays the bufferevent: libevent's finalizer takes it from there.
+ */
+static void
+ad_take_timeouts(struct ad *ad)
+{
+	struct bufferevent *bev = ad->bev;	/* just made */
+
+	event_assign(&bev->ev_read, bufferevent_get_base(bev), -1,
+	    EV_FINALIZE, ad_read_timeout, bev);
+	event_assign(&bev->ev_write, bufferevent_get_base(bev), -1,
+	    EV_FINALIZE, ad_write_timeout, bev);
+}
+
+/* Look, backing off, for output held while EV_WRITE was off (or by a rate
+ * limit) to be able to go again: libevent 2.1's filter does not pass an
+ * enable of EV_WRITE on (libevent PR 613). */
+static void
+ad_resume_start(struct ad *ad)
+{
+	struct timeval tv = { 0, 1000 };
+
+	if (evtimer_pending(ad->resume, NULL))
+		return;
+	ad->resume_ms = 1;
+	evtimer_add(ad->resume, &tv);
+}
+
+/* The connection is over and output holds bytes: they cannot go. */
+static void
+ad_write_end(struct ad *ad)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	if (!bev || !ad->gone || ad->wr_end_done ||
+	    !evbuffer_get_length(bufferevent_get_output(bev)) ||
+	    !(bufferevent_get_enabled(bev) & EV_WRITE))
+		return;
+	ad->wr_end_done = 1;
+	if (!ad->error)
+		ad->error = EVRDMA_REASON_DISCONNECTED;
+	bufferevent_incref(bev);
+	bufferevent_disable(bev, EV_WRITE);
+	bufferevent_trigger_event(bev, BEV_EVENT_ERROR | BEV_EVENT_WRITING, 0);
+	bufferevent_decref(bev);
+}
+
+/*
+ * After the output filter, what a socket bufferevent does after a write:
+ * the write timeout restarts when bytes went and stops when none are left,
+ * and the write callback runs once output is at its low watermark, from
+ * the loop when the bytes came from the user's write (a socket's never
+ * runs inside bufferevent_write()).
+ */
+static void
+ad_wrote(struct ad *ad, size_t moved)
+{
+	struct bufferevent *bev = ad_live(ad);
+	size_t left;
+
+	if (!bev)
+		return;
+	left = evbuffer_get_length(bufferevent_get_output(bev));
+	if (!moved) {
+		if (left)
+			ad_arm_write_timeout(ad);
+		return;
+	}
+	if (!left)
+		event_del(&bev->ev_write);
+	else if (evutil_timerisset(&bev->timeout_write) &&
+	    (bufferevent_get_enabled(bev) & EV_WRITE))
+		event_add(&bev->ev_write, &bev->timeout_write);
+	bufferevent_trigger(bev, EV_WRITE,
+	    ad->pulling ? 0 : BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * The output filter: written bytes, into the transport up to its cap
+ * (everything for BEV_FLUSH and BEV_FINISHED). It always answers
+ * BEV_NEED_MORE, so that libevent neither re-arms the write timeout nor
+ * calls the write callback from inside the user's write (ad_wrote() does
+ * both as a socket would).
+ */
+static enum bufferevent_filter_result
+ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
+    enum bufferevent_flush_mode mode, void *arg)
+{
+	struct ad *ad = arg;
+	struct evbuffer *out;
+	size_t n, have;
+
+	if (!ad->bev)
+		return BEV_NEED_MORE;
+	if (ad->state != AD_UP) {
+		/* output waits while connecting, as a socket's does */
+		if (mode == BEV_FINISHED)
+			ad->finish_due = 1;
+		ad_wrote(ad, 0);
+		return BEV_NEED_MORE;
+	}
+	if (ad->gone || ad->shut) {
+		/* the error comes from the loop, as a socket's would */
+		if (ad->gone)
+			event_active(ad->work, EV_TIMEOUT, 1);
+		return BEV_NEED_MORE;
+	}
+	out = tp_out(ad);
+	n = evbuffer_get_length(src);
+	have = evbuffer_get_length(out);
+	if (mode == BEV_NORMAL && n > (have < ad->cap ? ad->cap - have : 0))
+		n = have < ad->cap ? ad->cap - have : 0;
+	n = ad_rate(ad, n, 1);
+	if (n > INT_MAX)
+		n = INT_MAX;
+	if (n) {
+		if (evbuffer_remove_buffer(src, out, n) < 0)
+			return BEV_ERROR;
+		ad_charge(ad, n, 1);
+	} else if (evbuffer_get_length(src) && mode == BEV_NORMAL &&
+	    have < ad->cap) {
+		ad_resume_start(ad);	/* held by the rate limit */
+	}
+	if (mode != BEV_NORMAL && !evbuffer_get_length(src)) {
+		if (mode == BEV_FINISHED)
+			tp_shutdown(ad);
+		else if (ad->ch)
+			evrdma_channel_flush(ad->ch);
+	}
+	ad_wrote(ad, n);
+	return BEV_NEED_MORE;
+}
+
+/* Move what output holds into the transport: it has room again, or the
+ * connection is up. */
+static void
+ad_pull(struct ad *ad)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	if (!bev || ad->state != AD_UP ||
+	    !evbuffer_get_length(bufferevent_get_output(bev)))
+		return;
+	if (!(bufferevent_get_enabled(bev) & EV_WRITE)) {
+		ad_resume_start(ad);
+		return;
+	}
+	bufferevent_incref(bev);
+	ad->pulling = 1;
+	bufferevent_flush(bev, EV_WRITE, BEV_NORMAL);
+	ad->pulling = 0;
+	bufferevent_decref(bev);
+}
+
+static void
+ad_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ad *ad = arg;
+	struct bufferevent *bev = ad_live(ad);
+	struct timeval tv;
+	size_t before;
+
+	if (!bev || ad->state != AD_UP || ad->gone)
+		return;
+	before = evbuffer_get_length(bufferevent_get_output(bev));
+	if (!before)
+		return;
+	if (bufferevent_get_enabled(bev) & EV_WRITE) {
+		ad_pull(ad);
+		/* it went, or waits for the transport's room (its write
+		 * callback pulls then) */
+		if (evbuffer_get_length(bufferevent_get_output(bev)) < before ||
+		    evbuffer_get_length(tp_out(ad)) >= ad->cap)
+			return;
+	}
+	if (ad->resume_ms < RESUME_MS_MAX)
+		ad->resume_ms *= 2;
+	tv.tv_sec = 0;
+	tv.tv_usec = (suseconds_t)ad->resume_ms * 1000;
+	evtimer_add(ad->resume, &tv);
+}
+
+/* Written to after the connection ended, or a check the loop should make
+ * rather than the code that asked for it. */
+static void
+ad_work_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ad *ad = arg;
+
+	ad_write_end(ad);
+	ad_deliver(ad);
+}
+
+/* Output grew while it cannot go: watch for EV_WRITE, or end it. */
+static void
+ad_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct ad *ad = arg;
+
+	if (!info->n_added || !ad_live(ad))
+		return;
+	if (ad->gone)
+		event_active(ad->work, EV_TIMEOUT, 1);
+	else if (ad->state == AD_UP &&
+	    !(bufferevent_get_enabled(ad_live(ad)) & EV_WRITE))
+		ad_resume_start(ad);
+}
+
+/* ---- connecting ---- */
+
+static void
+ad_connected(struct ad *ad)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	ad->state = AD_UP;
+	if (!bev)
+		return;
+	evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: connected over %s",
+	    (void *)bev, ad->transport == EVRDMA_TRANSPORT_RDMA ? "RDMA" :
+	    "TCP");
+	bufferevent_incref(bev);
+	bufferevent_trigger_event(bev, BEV_EVENT_CONNECTED, 0);
+	ad_pull(ad);
+	if (ad->finish_due) {
+		ad->finish_due = 0;
+		bufferevent_flush(bev, EV_WRITE, BEV_FINISHED);
+	}
+	ad_deliver(ad);
+	bufferevent_decref(bev);
+}
+
+/* The connect failed: over TCP now, or the user hears it. */
+static void
+ad_connect_failed(struct ad *ad, int reason, int err)
+{
+	struct bufferevent *bev = ad_live(ad);
+
+	if (ad->ch && ad->fallback && reason != EVRDMA_REASON_DNS) {
+		evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: the RDMA connect "
+		    "failed (%s): connecting over TCP", (void *)bev,
+		    evrdma_reason_str(reason));
+		if (ad_tcp_start(ad) == 0)
+			return;
+		reason = EVRDMA_REASON_CONNECT_ERROR;
+		err = errno;
+	}
+	ad->state = AD_FAILED;
+	ad->error = reason;
+	evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: connect failed: %s",
+	    (void *)bev, evrdma_reason_str(reason));
+	if (bev) {
+		errno = err;
+		bufferevent_trigger_event(bev, BEV_EVENT_ERROR, 0);
+	}
+}
+
+/* What the transport reports (the BEV_EVENT_* flags of either kind). */
+static void
+ad_tp_event(struct ad *ad, short what, int reason, int err)
+{
+	if (what & BEV_EVENT_CONNECTED) {
+		ad_connected(ad);
+		return;
+	}
+	if (ad->state == AD_CONNECTING) {
+		ad_connect_failed(ad, reason, err);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		return;		/* the transport has no timeouts set */
+	if ((what & BEV_EVENT_READING) && !ad->rd_end)
+		ad->rd_end = (what & BEV_EVENT_EOF) ?
+		    BEV_EVENT_EOF | BEV_EVENT_READING :
+		    BEV_EVENT_ERROR | BEV_EVENT_READING;
+	if ((what & BEV_EVENT_ERROR) ||
+	    (what & (BEV_EVENT_EOF | BEV_EVENT_WRITING)) ==
+	    (BEV_EVENT_EOF | BEV_EVENT_WRITING)) {
+		ad->gone = 1;
+		if (!ad->error)
+			ad->error = reason ? reason :
+			    EVRDMA_REASON_DISCONNECTED;
+	}
+	ad_deliver(ad);
+	ad_write_end(ad);
+}
+
+static void
+tp_ch_read(struct evrdma_channel *ch, void *arg)
+{
+	ad_deliver(arg);
+}
+
+static void
+tp_ch_write(struct evrdma_channel *ch, void *arg)
+{
+	ad_pull(arg);
+}
+
+static void
+tp_ch_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	ad_tp_event(arg, what, evrdma_channel_get_error(ch), errno);
+}
+
+static void
+tp_sock_read(struct bufferevent *sock, void *arg)
+{
+	ad_deliver(arg);
+}
+
+static void
+tp_sock_write(struct bufferevent *sock, void *arg)
+{
+	struct ad *ad = arg;
+
+	if (ad->shut_due && !evbuffer_get_length(bufferevent_get_output(sock))) {
+		ad->shut_due = 0;
+		shutdown(bufferevent_getfd(sock), SHUT_WR);
+		bufferevent_setwatermark(sock, EV_WRITE, ad->cap / 2, 0);
+	}
+	ad_pull(ad);
+}
+
+static void
+tp_sock_event(struct bufferevent *sock, short what, void *arg)
+{
+	struct ad *ad = arg;
+	int err = EVUTIL_SOCKET_ERROR(), one = 1;
+
+	if (what & BEV_EVENT_CONNECTED)
+		(void)setsockopt(bufferevent_getfd(sock), IPPROTO_TCP,
+		    TCP_NODELAY, &one, sizeof(one));
+	ad_tp_event(ad, what, ad->state == AD_CONNECTING ?
+	    EVRDMA_REASON_CONNECT_ERROR : EVRDMA_REASON_DISCONNECTED, err);
+}
+
+/* The fallback resolved the host again (evrdma's resolver). */
+static void
+ad_resolved(int err, const struct sockaddr *sa, int socklen, void *arg)
+{
+	struct ad *ad = arg;
+
+	ad->resolving = NULL;
+	if (!err && bufferevent_socket_connect(ad->sock, sa, socklen) == 0)
+		return;
+	ad_connect_failed(ad, err ? EVRDMA_REASON_DNS :
+	    EVRDMA_REASON_CONNECT_ERROR, err ? 0 : EVUTIL_SOCKET_ERROR());
+}
+
+static void
+ad_attach_sock(struct ad *ad, struct bufferevent *sock)
+{
+	ad->sock = sock;
+	ad->transport = EVRDMA_TRANSPORT_TCP;
+	ad->cap = SOCK_CAP;
+	bufferevent_setcb(sock, tp_sock_read, tp_sock_write, tp_sock_event,
+	    ad);
+	bufferevent_setwatermark(sock, EV_WRITE, ad->cap / 2, 0);
+	bufferevent_setwatermark(sock, EV_READ, 0, ad->cap);
+	bufferevent_enable(sock, EV_READ);
+}
+
+/*
+ * Go over TCP: a socket bufferevent replaces the channel (freed: it never
+ * connected) and connects to the same address, or resolves the host again.
+ * 0, or -1 with errno.
+ */
+static int
+ad_tcp_start(struct ad *ad)
+{
+	struct bufferevent *sock;
+
+	sock = bufferevent_socket_new(ad->eb, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!sock)
+		return evrdma__fail(ENOMEM, "bufferevent: out of memory");
+	if (ad->ch) {
+		evrdma_channel_free(ad->ch);
+		ad->ch = NULL;
+	}
+	ad_attach_sock(ad, sock);
+	if (ad->host) {
+		if (!ad->base)
+			return evrdma__fail(EPIPE, "bufferevent: base freed");
+		ad->resolving = evrdma__resolve(ad->base, ad->dns, ad->family,
+		    ad->host, ad->port, ad_resolved, ad);
+		return ad->resolving ? 0 : -1;
+	}
+	if (bufferevent_socket_connect(sock, (struct sockaddr *)&ad->sa,
+	    ad->salen) < 0)
+		return evrdma__fail(errno ? errno : ECONNREFUSED, "bufferevent: "
+		    "TCP connect: %s", strerror(errno ? errno : ECONNREFUSED));
+	return 0;
+}
+
+/* ---- closing ---- */
+
+static void
+ad_linger_done(struct ad *ad)
+{
+	if (ad->ch)
+		evrdma_channel_free(ad->ch);
+	else if (ad->sock)
+		bufferevent_free(ad->sock);
+	ad->ch = NULL;
+	ad->sock = NULL;
+	ad_destroy(ad);
+}
+
+static void
+ad_linger_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct ad *ad = arg;
+	size_t left = evbuffer_get_length(tp_out(ad));
+	struct timeval tv;
+
+	if (left && left < ad->linger_left) {
+		/* it moves: wait on, another teardown timeout */
+		ad->linger_left = left;
+		tv.tv_sec = ad->teardown_ms / 1000;
+		tv.tv_usec = (suseconds_t)(ad->teardown_ms % 1000) * 1000;
+		evtimer_add(ad->linger, &tv);
+		return;
+	}
+	if (left)
+		evrdma__log(EVRDMA_LOG_INFO, "bufferevent closed with %zu "
+		    "bytes the peer did not take", left);
+	ad_linger_done(ad);
+}
+
+/* Closing: received bytes mean the peer still sends to a closed end (a
+ * socket answers with a reset), output drained means done, any end is. */
+static void
+linger_ch_read(struct evrdma_channel *ch, void *arg)
+{
+	ad_linger_done(arg);
+}
+
+static void
+linger_ch_write(struct evrdma_channel *ch, void *arg)
+{
+	if (!evbuffer_get_length(evrdma_channel_get_output(ch)))
+		ad_linger_done(arg);
+}
+
+static void
+linger_ch_event(struct evrdma_channel *ch, short what, void *arg)
+{
+	ad_linger_done(arg);
+}
+
+static void
+linger_sock_read(struct bufferevent *sock, void *arg)
+{
+	ad_linger_done(arg);
+}
+
+static void
+linger_sock_write(struct bufferevent *sock, void *arg)
+{
+	struct ad *ad = arg;
+
+	if (!evbuffer_get_length(bufferevent_get_output(sock))) {
+		if (ad->shut_due)
+			shutdown(bufferevent_getfd(sock), SHUT_WR);
+		ad_linger_done(ad);
+	}
+}
+
+static void
+linger_sock_event(struct bufferevent *sock, short what, void *arg)
+{
+	ad_linger_done(arg);
+}
+
+/*
+ * The user freed the bufferevent: end the connection as closing a socket
+ * does. Bytes received and not yet taken reset it (the peer sees an
+ * error); otherwise what the transport holds is sent, then the end (EOF):
+ * at once when its output is empty (a channel then finishes in the
+ * background by itself), else once it drained, waiting as long as it
+ * drains, up to the teardown timeout without progress.
+ */
+static void
+ad_close(struct ad *ad)
+{
+	struct timeval tv;
+	int unread = (ad->ch || ad->sock) &&
+	    evbuffer_get_length(tp_in(ad)) > 0;
+
+	if (!ad->ch && !ad->sock) {
+		ad_destroy(ad);
+		return;
+	}
+	if (ad->sock && unread) {
+		struct linger lg = { 1, 0 };	/* a reset, as unread data */
+
+		(void)setsockopt(bufferevent_getfd(ad->sock), SOL_SOCKET,
+		    SO_LINGER, &lg, sizeof(lg));
+	}
+	ad->linger_left = evbuffer_get_length(tp_out(ad));
+	if (ad->state != AD_UP || ad->gone || unread || !ad->linger_left ||
+	    !ad->base) {
+		ad_linger_done(ad);
+		return;
+	}
+	if (ad->ch) {
+		evrdma_channel_setcb(ad->ch, linger_ch_read, linger_ch_write,
+		    linger_ch_event, ad);
+		evrdma_channel_setwatermark(ad->ch, EV_WRITE, 0, 0);
+		evrdma_channel_enable(ad->ch, EV_READ | EV_WRITE);
+	} else {
+		bufferevent_setcb(ad->sock, linger_sock_read, linger_sock_write,
+		    linger_sock_event, ad);
+		bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
+		bufferevent_enable(ad->sock, EV_READ | EV_WRITE);
+	}
+	tv.tv_sec = ad->teardown_ms / 1000;
+	tv.tv_usec = (suseconds_t)(ad->teardown_ms % 1000) * 1000;
+	evtimer_add(ad->linger, &tv);
+}
+
+/* bufferevent_free() by the user, once libevent is done with it (its
+ * free-context hook): u goes with it, d with us. */
+static void
+ad_user_freed(void *arg)
+{
+	struct ad *ad = arg;
+
+	ad->bev = NULL;
+	ad->u = NULL;
+	if (ad->d)
+		bufferevent_free(ad->d);
+	ad->d = NULL;
+	event_del(ad->resume);
+	event_del(ad->work);
+	if (ad->resolving) {
+		evrdma__resolve_cancel(ad->resolving);
+		ad->resolving = NULL;
+	}
+	ad_close(ad);
+}
+
+static void
+ad_destroy(struct ad *ad)
+{
+	if (ad->on_base) {
+		LIST_REMOVE(&ad->hook, link);
+		ad->base->stats.bevs--;
+	}
+	ad->magic = 0;
+	if (ad->resolving)
+		evrdma__resolve_cancel(ad->resolving);
+	if (ad->work)
+		event_free(ad->work);
+	if (ad->resume)
+		event_free(ad->resume);
+	if (ad->linger)
+		event_free(ad->linger);
+	if (ad->tok)
+		evbuffer_free(ad->tok);
+	free(ad->host);
+	free(ad);
+}
+
+/*
+ * evrdma_base_free(): a closing adapter is finished now, without waiting;
+ * a live one loses its base (its channel becomes a husk, which reports
+ * nothing more; no fallback and no resolution are possible).
+ */
+static void
+ad_base_gone(struct evrdma__hook *c)
+{
+	struct ad *ad = (struct ad *)((char *)c - offsetof(struct ad, hook));
+
+	ad->on_base = 0;
+	ad->base->stats.bevs--;
+	ad->base = NULL;
+	if (ad->resolving) {
+		evrdma__resolve_cancel(ad->resolving);
+		ad->resolving = NULL;
+	}
+	if (!ad->bev)
+		ad_linger_done(ad);
+}
+
+/* ---- making one ---- */
+
+static void
+ad_attach_channel(struct ad *ad, struct evrdma_channel *ch)
+{
+	const struct evrdma_config *cfg = &ad->base->cfg;
+
+	ad->ch = ch;
+	ad->transport = EVRDMA_TRANSPORT_RDMA;
+	ad->cap = (size_t)cfg->ch_slots * cfg->ch_slot_size;
+	evrdma_channel_setcb(ch, tp_ch_read, tp_ch_write, tp_ch_event, ad);
+	evrdma_channel_setwatermark(ch, EV_WRITE, ad->cap / 2, 0);
+	/* the receive buffer: what the bufferevent does not take waits in
+	 * input up to this mark, then in the ring, holding the peer back */
+	evrdma_channel_setwatermark(ch, EV_READ, 0, ad->cap);
+	evrdma_channel_enable(ch, EV_READ);
+}
+
+/* The adapter without its transport; NULL with errno. */
+static struct ad *
+ad_new(struct evrdma_base *base, int options)
+{
+	struct bufferevent *pair[2] = { NULL, NULL };
+	struct ad *ad = calloc(1, sizeof(*ad));
+
+	if (!ad) {
+		evrdma__fail(ENOMEM, "bufferevent: out of memory");
+		return NULL;
+	}
+	ad->magic = AD_MAGIC;
+	ad->base = base;
+	ad->eb = base->eb;
+	ad->teardown_ms = base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN];
+	ad->tok = evbuffer_new();
+	ad->work = event_new(ad->eb, -1, 0, ad_work_cb, ad);
+	ad->resume = evtimer_new(ad->eb, ad_resume_cb, ad);
+	ad->linger = evtimer_new(ad->eb, ad_linger_timeout, ad);
+	if (!ad->tok || !ad->work || !ad->resume || !ad->linger ||
+	    evbuffer_add(ad->tok, "", 1) < 0 ||
+	    bufferevent_pair_new(ad->eb, options & BEV_OPT_THREADSAFE,
+	    pair) < 0)
+		goto fail;
+	ad->u = pair[0];
+	ad->d = pair[1];
+	ad->bev = bufferevent_filter_new(ad->u, ad_in, ad_out,
+	    options | BEV_OPT_CLOSE_ON_FREE, ad_user_freed, ad);
+	if (!ad->bev)
+		goto fail;
+	/* from here on bufferevent_free(ad->bev) frees it all, u too */
+	bufferevent_setcb(ad->u, ad_doorbell, NULL, NULL, ad);
+	bufferevent_setwatermark(ad->u, EV_READ, 2, 0);
+	ad_take_timeouts(ad);
+	if (!evbuffer_add_cb(bufferevent_get_output(ad->bev), ad_output_cb,
+	    ad)) {
+		bufferevent_free(ad->bev);
+		evrdma__fail(ENOMEM, "bufferevent: out of memory");
+		return NULL;
+	}
+	(void)ad_probe(ad);	/* EV_READ is off: arms the doorbell */
+	ad->hook.base_gone = ad_base_gone;
+	LIST_INSERT_HEAD(&base->hooks, &ad->hook, link);
+	ad->on_base = 1;
+	base->stats.bevs++;
+	return ad;
+fail:
+	if (pair[0])
+		bufferevent_free(pair[0]);
+	if (pair[1])
+		bufferevent_free(pair[1]);
+	ad->u = ad->d = NULL;
+	ad_destroy(ad);
+	evrdma__fail(ENOMEM, "bufferevent: out of memory");
+	return NULL;
+}
+
+struct bufferevent *
+evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch)
+{
+	struct ad *ad = ad_new(base, 0);
+
+	if (!ad) {
+		int err = errno;
+
+		evrdma_channel_free(ch);
+		errno = err;
+		return NULL;
+	}
+	ad_attach_channel(ad, ch);
+	ad->state = AD_UP;
+	return ad->bev;
+}
+
+struct bufferevent *
+evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock)
+{
+	struct ad *ad = ad_new(base, 0);
+
+	if (!ad) {
+		int err = errno;
+
+		bufferevent_free(sock);
+		errno = err;
+		return NULL;
+	}
+	ad_attach_sock(ad, sock);
+	ad->state = AD_UP;
+	return ad->bev;
+}
+
+struct bufferevent *
+evrdma_bufferevent_new(struct evrdma_base *base, int options)
+{
+	struct evrdma_channel *ch = NULL;
+	struct bufferevent *bev;
+	struct ad *ad;
+
+	if (!base || (options & ~AD_OPTIONS)) {
+		evrdma__fail(EINVAL, "evrdma_bufferevent_new: %s",
+		    base ? "unknown options" : "no base");
+		return NULL;
+	}
+	if (base->no_rdma && !evrdma__bev_tcp_adapters()) {
+		bev = bufferevent_socket_new(base->eb, -1,
+		    options | BEV_OPT_CLOSE_ON_FREE);
+		if (!bev)
+			evrdma__fail(ENOMEM, "bufferevent_socket_new failed");
+		return bev;
+	}
+	if (!base->no_rdma) {
+		ch = evrdma_channel_new(base, EVRDMA_CHANNEL_STREAM);
+		if (!ch)
+			return NULL;
+	}
+	ad = ad_new(base, options);
+	if (!ad) {
+		int err = errno;
+
+		evrdma_channel_free(ch);
+		errno = err;
+		return NULL;
+	}
+	if (ch) {
+		ad_attach_channel(ad, ch);
+		ad->fallback = base->cfg.tcp_fallback;
+	} else {
+		ad->transport = EVRDMA_TRANSPORT_TCP;
+		ad->fallback = 1;
+	}
+	return ad->bev;
+}
+
+/* The adapter of @p bev, or NULL: its underlying bufferevent's read
+ * callback is our doorbell. */
+static struct ad *
+ad_of(struct bufferevent *bev)
+{
+	bufferevent_data_cb rcb = NULL;
+	struct bufferevent *u;
+	void *arg = NULL;
+	struct ad *ad;
+
+	if (!bev || !(u = bufferevent_get_underlying(bev)))
+		return NULL;
+	bufferevent_getcb(u, &rcb, NULL, NULL, &arg);
+	if (rcb != ad_doorbell || !arg)
+		return NULL;
+	ad = arg;
+	return ad->magic == AD_MAGIC && ad->bev == bev ? ad : NULL;
+}
+
+/* The adapter under @p bev, looking through stacked bufferevents. */
+static struct ad *
+ad_below(struct bufferevent *bev)
+{
+	int depth;
+
+	for (depth = 0; bev && depth < 16; depth++) {
+		struct ad *ad = ad_of(bev);
+
+		if (ad)
+			return ad;
+		bev = bufferevent_get_underlying(bev);
+	}
+	return NULL;
+}
+
+static int
+ad_connect_check(struct ad *ad)
+{
+	if (ad->state != AD_IDLE)
+		return evrdma__fail(EISCONN, "evrdma_bufferevent_connect: "
+		    "already connecting or connected");
+	return 0;
+}
+
+int
+evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
+    int socklen)
+{
+	struct ad *ad = ad_of(bev);
+
+	if (!bev || !sa || socklen <= 0 ||
+	    (size_t)socklen > sizeof(struct sockaddr_storage))
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_connect: bad "
+		    "argument");
+	if (!ad)	/* a TCP bufferevent of a base without RDMA */
+		return bufferevent_socket_connect(bev, sa, socklen);
+	if (ad_connect_check(ad) < 0)
+		return -1;
+	memcpy(&ad->sa, sa, (size_t)socklen);
+	ad->salen = socklen;
+	ad->state = AD_CONNECTING;
+	if (!ad->ch) {
+		if (ad_tcp_start(ad) == 0)
+			return 0;
+		ad->state = AD_FAILED;
+		return -1;
+	}
+	if (evrdma_channel_connect(ad->ch, sa, socklen) == 0)
+		return 0;
+	if (ad->fallback && errno != EINVAL && errno != EAFNOSUPPORT) {
+		evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: cannot connect "
+		    "over RDMA (%s): connecting over TCP", (void *)bev,
+		    evrdma_errmsg());
+		if (ad_tcp_start(ad) == 0)
+			return 0;
+		ad->state = AD_FAILED;
+		return -1;
+	}
+	ad->state = AD_IDLE;
+	return -1;
+}
+
+int
+evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
+    struct evdns_base *dns, int family, const char *host, int port)
+{
+	struct ad *ad = ad_of(bev);
+
+	if (!bev || !host || port < 1 || port > 65535)
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_connect_"
+		    "hostname: bad argument");
+	if (!ad)
+		return bufferevent_socket_connect_hostname(bev, dns, family,
+		    host, port);
+	if (ad_connect_check(ad) < 0)
+		return -1;
+	free(ad->host);
+	if (!(ad->host = strdup(host)))
+		return evrdma__fail(ENOMEM, "out of memory");
+	ad->dns = dns;
+	ad->family = family;
+	ad->port = port;
+	ad->state = AD_CONNECTING;
+	if (!ad->ch) {
+		if (ad_tcp_start(ad) == 0)
+			return 0;
+		ad->state = AD_FAILED;
+		return -1;
+	}
+	if (evrdma_channel_connect_hostname(ad->ch, dns, family, host,
+	    port) == 0)
+		return 0;
+	ad->state = AD_IDLE;
+	return -1;
+}
+
+int
+evrdma_bufferevent_get_error(struct bufferevent *bev)
+{
+	struct ad *ad = ad_below(bev);
+
+	return ad ? ad->error : EVRDMA_REASON_NONE;
+}
+
+int
+evrdma_bufferevent_get_transport(struct bufferevent *bev)
+{
+	struct ad *ad;
+
+	if (!bev)
+		return EVRDMA_TRANSPORT_NONE;
+	ad = ad_below(bev);
+	return ad ? ad->transport : EVRDMA_TRANSPORT_TCP;
+}

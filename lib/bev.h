@@ -1,0 +1,34 @@
+/*
+ * evrdma: the bufferevent adapter, private (evrdma/bufferevent.h is the
+ * public side). bev.c makes and runs the adapter, a libevent bufferevent
+ * over a channel or, after a fallback, over a TCP bufferevent_socket;
+ * bev_listener.c listens on RDMA and TCP and hands accepted connections
+ * to bev.c. These two files hold every libevent call of the adapter.
+ */
+#ifndef EVRDMA_BEV_H_INCLUDED_
+#define EVRDMA_BEV_H_INCLUDED_
+
+#include <event2/bufferevent.h>
+
+#include <evrdma/bufferevent.h>
+#include "chan.h"
+
+/*
+ * A connected bufferevent over @p ch, a channel a listener accepted: the
+ * adapter owns @p ch from now on, also when this fails (NULL, errno set;
+ * the channel is then freed).
+ */
+struct bufferevent *evrdma__bev_accepted(struct evrdma_base *base,
+    struct evrdma_channel *ch);
+
+/* The same for a TCP connection (@p sock, connected), as the test knob
+ * EVRDMA_BEV_ADAPTER=1 asks on a base without RDMA. */
+struct bufferevent *evrdma__bev_accepted_tcp(struct evrdma_base *base,
+    struct bufferevent *sock);
+
+/* The test knob: on a base without RDMA, make adapters over TCP rather
+ * than plain socket bufferevents, so that the host's tests run the
+ * adapter (environment EVRDMA_BEV_ADAPTER=1, read at each call). */
+int evrdma__bev_tcp_adapters(void);
+
+#endif /* EVRDMA_BEV_H_INCLUDED_ */

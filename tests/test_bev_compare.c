@@ -1,0 +1,1185 @@
+/*
+ * evrdma tests, the bufferevent adapter: one scenario body run on every
+ * backend of bevtest.h (bufferevent_socket over TCP, the RDMA bufferevent,
+ * the RDMA bufferevent in TCP fallback, and on the host the adapter over
+ * TCP), recording every callback as a token (event flags, read and write
+ * callbacks, buffer lengths). Each backend's logs must equal the TCP
+ * bufferevent's, and those must be what the scenario expects of libevent;
+ * where the adapter differs from a socket on purpose
+ * (evrdma/bufferevent.h says where) the case gives the adapter's own
+ * expectation, used when the client is an adapter. The scenarios follow
+ * libevent's test/regress_bufferevent.c and issue 13's findings 9-14:
+ * watermarks (read low and high, write low), EV_WRITE off and a reader
+ * that stops (the peer is held back), shutdown and half-close, the read
+ * high watermark as a cap, read and write timeouts (none while held at
+ * the high watermark, one while EV_WRITE is off, none with nothing to
+ * write), flush modes, enabling EV_WRITE, writes before the connection,
+ * free with pending output, writes after a reset; then connect failure
+ * and libevent's sample/hello-world.c, on every backend.
+ */
+#include "bevtest.h"
+
+#include <signal.h>
+#include <stdarg.h>
+
+/* callbacks are over once nothing happened for this long (the guest is
+ * slower than the host) */
+#define SC_QUIET_MS	(tu_have_rdma_cm() ? 300 : 120)
+/* more than a socket's buffers (4 MiB send buffer at most, plus the
+ * adapter's 256 KiB over TCP) and the channel's rings can hide */
+#define SC_BIG		(8 * MiB)
+
+struct sc;
+
+struct sc_end {
+	struct sc *sc;
+	const char *name;
+	struct bufferevent *bev;
+	int adapter;			/* an RDMA bufferevent */
+	int shut_pending;
+	char log[2048];
+	char last[64];
+	int drain_mode;		/* read cb drains; repeated tokens fold */
+	uint64_t rx;
+	size_t last_rlen;
+	int rlen_valid;
+	uint64_t drained;
+	unsigned repeats;
+	int up, eof, timeouts;
+	void (*on_read)(struct sc_end *);
+	void (*on_write)(struct sc_end *);
+	int nwrite, depth, max_depth;
+};
+
+struct sc {
+	struct bt_env env;
+	struct bt_listener l;
+	uint8_t *zeros;
+	struct event_base *eb;
+	struct sc_end c, s;
+	unsigned act;
+	size_t early;		/* bytes the client writes before connecting */
+};
+
+static void
+sc_tok(struct sc_end *e, const char *fmt, ...)
+{
+	char t[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t, sizeof(t), fmt, ap);
+	va_end(ap);
+	if (e->drain_mode && !strcmp(t, e->last))
+		return;
+	e->sc->act++;
+	snprintf(e->last, sizeof(e->last), "%s", t);
+	ck_assert_msg(strlen(e->log) + strlen(t) + 2 < sizeof(e->log),
+	    "callback log overflows:%.300s", e->log);
+	strcat(e->log, " ");
+	strcat(e->log, t);
+}
+
+static void
+sc_mark(struct sc *sc, const char *step)
+{
+	sc_tok(&sc->c, "|%s", step);
+	sc_tok(&sc->s, "|%s", step);
+}
+
+static const char *
+sc_enstr(short en)
+{
+	static const char *const s[] = { "e-", "eR", "eW", "eRW" };
+
+	return s[((en & EV_READ) ? 1 : 0) | ((en & EV_WRITE) ? 2 : 0)];
+}
+
+#define SC_IN(e) bufferevent_get_input((e)->bev)
+#define SC_OUT(e) bufferevent_get_output((e)->bev)
+#define SC_INLEN(e) evbuffer_get_length(SC_IN(e))
+#define SC_OUTLEN(e) evbuffer_get_length(SC_OUT(e))
+
+static void
+sc_enable(struct sc_end *e, short ev)
+{
+	ck_assert_int_eq(bufferevent_enable(e->bev, ev), 0);
+}
+
+static void
+sc_disable(struct sc_end *e, short ev)
+{
+	ck_assert_int_eq(bufferevent_disable(e->bev, ev), 0);
+}
+
+static void
+sc_setwm(struct sc_end *e, short ev, size_t lo, size_t hi)
+{
+	bufferevent_setwatermark(e->bev, ev, lo, hi);
+}
+
+/* Read and write timeouts in microseconds; -1: none. */
+static void
+sc_settimeouts(struct sc_end *e, long rd_us, long wr_us)
+{
+	struct timeval rd = { rd_us / 1000000, rd_us % 1000000 };
+	struct timeval wr = { wr_us / 1000000, wr_us % 1000000 };
+
+	ck_assert_int_eq(bufferevent_set_timeouts(e->bev,
+	    rd_us < 0 ? NULL : &rd, wr_us < 0 ? NULL : &wr), 0);
+}
+
+static void
+sc_write(struct sc_end *e, size_t n)
+{
+	ck_assert_uint_le(n, SC_BIG);
+	ck_assert_int_eq(bufferevent_write(e->bev, e->sc->zeros, n), 0);
+}
+
+static void
+sc_shutdown(struct sc_end *e)
+{
+	e->shut_pending = bt_shutdown(e->bev);
+}
+
+static void
+sc_free(struct sc_end *e)
+{
+	if (e->bev)
+		bufferevent_free(e->bev);
+	e->bev = NULL;
+}
+
+/* The driver drains input (never the read callback, outside drain mode). */
+static void
+sc_drain(struct sc_end *e, size_t n)
+{
+	ck_assert_int_eq(evbuffer_drain(SC_IN(e), n), 0);
+	e->drained += n;
+	e->rlen_valid = 0;
+}
+
+static void
+sc_readcb(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+	size_t len = evbuffer_get_length(bufferevent_get_input(bev));
+
+	if (e->on_read) {
+		e->on_read(e);
+		return;
+	}
+	/*
+	 * libevent >= 2.1.11 calls the read callback again and again while
+	 * input is at the high watermark (libevent/libevent#891), on every
+	 * kind of bufferevent, and once more with empty input after the
+	 * user drained it: such a call reports nothing new and is counted,
+	 * not logged.
+	 */
+	if (!e->drain_mode &&
+	    (len == 0 || (e->rlen_valid && len == e->last_rlen))) {
+		e->repeats++;
+		return;
+	}
+	e->last_rlen = len;
+	e->rlen_valid = 1;
+	if (e->drain_mode) {
+		sc_tok(e, "R*");
+		e->rx += len;
+		evbuffer_drain(bufferevent_get_input(bev), len);
+	} else {
+		sc_tok(e, "R%zu", len);
+	}
+}
+
+static void
+sc_writecb(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+
+	if (e->on_write) {
+		e->on_write(e);
+		return;
+	}
+	sc_tok(e, "W");
+	if (e->shut_pending && !evbuffer_get_length(SC_OUT(e)))
+		e->shut_pending = bt_shutdown(bev);
+}
+
+static void
+sc_eventcb(struct bufferevent *bev, short what, void *arg)
+{
+	static const struct {
+		short f;
+		const char *n;
+	} names[] = {
+		{ BEV_EVENT_CONNECTED, "CONNECTED" }, { BEV_EVENT_EOF, "EOF" },
+		{ BEV_EVENT_ERROR, "ERROR" }, { BEV_EVENT_TIMEOUT, "TIMEOUT" },
+		{ BEV_EVENT_READING, "READING" },
+		{ BEV_EVENT_WRITING, "WRITING" },
+	};
+	struct sc_end *e = arg;
+	char f[64] = "";
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (what & names[i].f) {
+			if (*f)
+				strcat(f, "|");
+			strcat(f, names[i].n);
+		}
+	if (what & BEV_EVENT_CONNECTED)
+		e->up = 1;
+	if (what & BEV_EVENT_TIMEOUT)
+		e->timeouts++;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		e->eof++;
+		sc_tok(e, "ev:%s,%s,in%zu", f,
+		    sc_enstr(bufferevent_get_enabled(bev)),
+		    evbuffer_get_length(bufferevent_get_input(bev)));
+	} else {
+		sc_tok(e, "ev:%s", f);
+	}
+}
+
+static void
+sc_accept(struct bufferevent *bev, void *arg)
+{
+	struct sc *sc = arg;
+
+	ck_assert_ptr_null(sc->s.bev);
+	sc->s.bev = bev;
+	sc->s.adapter = bt_is_adapter(bev);
+	bufferevent_setcb(bev, sc_readcb, sc_writecb, sc_eventcb, &sc->s);
+	sc_tok(&sc->s, "A");
+	sc->s.up = 1;
+}
+
+static void
+sc_quiet(struct sc *sc)
+{
+	uint64_t dl = tu_now_ms() + 30000;
+	unsigned a;
+
+	do {
+		ck_assert_msg(tu_now_ms() < dl, "callbacks never stop");
+		a = sc->act;
+		bt_loop_for(sc->eb, SC_QUIET_MS);
+	} while (a != sc->act);
+}
+
+#define SC_WAIT(sc, cond) BT_WAIT((sc)->eb, cond, 60000)
+
+/* ==== the scenarios ==== */
+
+/* Watermarks, EV_WRITE off, a reader that stops, shutdown, half-close. */
+static void
+sc_basic(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	/* read low watermark 100: no read callback for 60 bytes */
+	sc_mark(sc, "lowmark");
+	sc_setwm(s, EV_READ, 100, 0);
+	sc_write(c, 60);
+	SC_WAIT(sc, SC_INLEN(s) == 60);
+	sc_quiet(sc);
+	sc_mark(sc, "1b");
+	sc_write(c, 60);
+	SC_WAIT(sc, SC_INLEN(s) == 120);
+	sc_quiet(sc);
+	sc_mark(sc, "1c");
+	sc_drain(s, 120);
+	sc_quiet(sc);
+
+	/* read high watermark 1000: input stops there, resumes on drain */
+	sc_mark(sc, "highmark");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2b");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "2c");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "2d");
+	sc_drain(s, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2e");
+	sc_drain(s, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "2f");
+	sc_drain(s, 1000);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_setwm(s, EV_READ, 0, 0);
+
+	/* EV_WRITE off holds output; the write callback after it is sent */
+	sc_mark(sc, "writeoff");
+	sc_setwm(c, EV_WRITE, 2000, 0);
+	sc_disable(c, EV_WRITE);
+	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
+	sc_write(c, 1500);
+	sc_quiet(sc);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "3b");
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, SC_INLEN(s) == 1500);
+	sc_quiet(sc);
+	sc_mark(sc, "3c");
+	sc_drain(s, 1500);
+	sc_setwm(c, EV_WRITE, 0, 0);
+	sc_quiet(sc);
+
+	/* the reader stops: output stays (the peer is held back); one
+	 * write callback once it read everything */
+	sc_mark(sc, "stall");
+	sc_disable(s, EV_READ);
+	sc_tok(s, "%s", sc_enstr(bufferevent_get_enabled(s->bev)));
+	sc_write(c, SC_BIG);
+	sc_quiet(sc);
+	bt_loop_for(sc->eb, 500);
+	sc_tok(c, SC_OUTLEN(c) > 0 ? "out>0" : "out0");
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "4b");
+	s->drain_mode = 1;
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->rx == SC_BIG);
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+
+	/* shutdown after data: all data, then EOF|READING */
+	sc_mark(sc, "shutdown");
+	sc_write(c, 3000);
+	sc_shutdown(c);
+	SC_WAIT(sc, s->eof);
+	sc_quiet(sc);
+
+	/* the half-closed side still receives; then the other EOF */
+	sc_mark(sc, "halfclose");
+	sc_drain(s, SC_INLEN(s));
+	sc_write(s, 500);
+	SC_WAIT(sc, SC_INLEN(c) == 500);
+	sc_quiet(sc);
+	sc_mark(sc, "6b");
+	sc_shutdown(s);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+}
+
+/* Finding 9: the read high watermark is a cap (the libevent book's rot13
+ * server, MAX_LINE 16384, and a line of 20,006 bytes). */
+#define ROT13_MAX_LINE	16384
+#define ROT13_LINE	20006
+
+static char
+rot13_char(char ch)
+{
+	if ((ch >= 'a' && ch <= 'm') || (ch >= 'A' && ch <= 'M'))
+		return (char)(ch + 13);
+	if ((ch >= 'n' && ch <= 'z') || (ch >= 'N' && ch <= 'Z'))
+		return (char)(ch - 13);
+	return ch;
+}
+
+static void
+rot13_server_read(struct sc_end *e)
+{
+	struct evbuffer *input = SC_IN(e), *output = SC_OUT(e);
+	char *line;
+	size_t n, i;
+
+	while ((line = evbuffer_readln(input, &n, EVBUFFER_EOL_LF))) {
+		for (i = 0; i < n; ++i)
+			line[i] = rot13_char(line[i]);
+		evbuffer_add(output, line, n);
+		evbuffer_add(output, "\n", 1);
+		free(line);
+		sc_tok(e, "line%zu", n);
+	}
+	if (evbuffer_get_length(input) >= ROT13_MAX_LINE) {
+		char buf[1024];
+		size_t cut = evbuffer_get_length(input);
+
+		while (evbuffer_get_length(input)) {
+			int k = evbuffer_remove(input, buf, sizeof(buf));
+
+			for (i = 0; i < (size_t)k; ++i)
+				buf[i] = rot13_char(buf[i]);
+			evbuffer_add(output, buf, (size_t)k);
+		}
+		evbuffer_add(output, "\n", 1);
+		sc_tok(e, "cut%zu", cut);
+	}
+}
+
+static void
+sc_quiet_write(struct sc_end *e)
+{
+	(void)e;
+}
+
+static void
+rot13_client_read(struct sc_end *e)
+{
+	char *line;
+	size_t n, i;
+
+	while ((line = evbuffer_readln(SC_IN(e), &n, EVBUFFER_EOL_LF))) {
+		for (i = 0; i < n; i++)
+			ck_assert_int_eq(line[i], 'n');
+		free(line);
+		sc_tok(e, "L%zu", n);
+	}
+}
+
+static void
+sc_hiwm_cut(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	char *line = malloc(ROT13_LINE);
+
+	ck_assert_ptr_nonnull(line);
+	memset(line, 'a', ROT13_LINE - 1);
+	line[ROT13_LINE - 1] = '\n';
+	s->on_read = rot13_server_read;
+	c->on_read = rot13_client_read;
+	s->on_write = c->on_write = sc_quiet_write;
+	sc_setwm(s, EV_READ, 0, ROT13_MAX_LINE);
+	sc_mark(sc, "rot13");
+	ck_assert_int_eq(evbuffer_add(SC_OUT(c), line, ROT13_LINE), 0);
+	free(line);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0 &&
+	    SC_INLEN(s) == 0 && SC_INLEN(c) == 0);
+	sc_quiet(sc);
+	s->on_read = c->on_read = NULL;
+	s->on_write = c->on_write = NULL;
+}
+
+/* Finding 9, continued: lowering the mark holds what comes next back. */
+static void
+sc_hiwm_lower(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "nomark");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "mark1500");
+	sc_setwm(s, EV_READ, 0, 1500);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1500);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "mark1000");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "drain");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->drained + SC_INLEN(s) == 3000);
+	sc_quiet(sc);
+	sc_mark(sc, "drain2");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 500 || s->drained + SC_INLEN(s) == 3000);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_drain(s, SC_INLEN(s));
+	sc_setwm(s, EV_READ, 0, 0);
+	sc_quiet(sc);
+}
+
+/* Finding 10: no read timeout while input is held at the high mark. */
+#define SC_TMO_US	1000000
+#define SC_HOLD_MS	2500
+
+static void
+sc_rdtimeout_held(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "fill");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_settimeouts(s, SC_TMO_US, -1);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) >= 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "held");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	bt_loop_for(sc->eb, SC_HOLD_MS);
+	sc_tok(s, "in%zu,%s", SC_INLEN(s),
+	    sc_enstr(bufferevent_get_enabled(s->bev)));
+	sc_mark(sc, "drain");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->timeouts);
+	sc_quiet(sc);
+	sc_mark(sc, "drain2");
+	sc_drain(s, SC_INLEN(s));
+	SC_WAIT(sc, s->timeouts);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu,%s", SC_INLEN(s),
+	    sc_enstr(bufferevent_get_enabled(s->bev)));
+	sc_settimeouts(s, -1, -1);
+	sc_setwm(s, EV_READ, 0, 0);
+}
+
+/* Finding 11: one write timeout, and none while EV_WRITE is off. */
+static void
+sc_wrtimeout_once(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "stall");
+	sc_disable(s, EV_READ);
+	sc_settimeouts(c, -1, SC_TMO_US);
+	sc_write(c, SC_BIG);
+	SC_WAIT(sc, c->timeouts);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
+	sc_mark(sc, "credits");
+	s->drain_mode = 1;
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->rx > 0);
+	sc_quiet(sc);
+	bt_loop_for(sc->eb, SC_HOLD_MS);
+	sc_tok(c, "%s,%s", sc_enstr(bufferevent_get_enabled(c->bev)),
+	    SC_OUTLEN(c) > 0 ? "out>0" : "out0");
+	sc_mark(sc, "resume");
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, s->rx == SC_BIG);
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	sc_settimeouts(c, -1, -1);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+}
+
+/* Timeouts that must not fire: a write timeout with nothing left to
+ * write (libevent#67 makes a filter bufferevent report one), a read
+ * timeout while data keeps arriving; then an idle read timeout, which
+ * disables EV_READ; enabled again, reading goes on. */
+static void
+sc_timeouts_idle(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	int i;
+
+	sc_mark(sc, "written");
+	sc_settimeouts(c, -1, 300000);
+	sc_write(c, 100);
+	SC_WAIT(sc, SC_INLEN(s) == 100);
+	bt_loop_for(sc->eb, 1000);
+	sc_quiet(sc);
+	sc_drain(s, 100);
+	sc_mark(sc, "trickle");
+	sc_settimeouts(s, 600000, -1);
+	for (i = 0; i < 6; i++) {
+		sc_write(c, 10);
+		bt_loop_for(sc->eb, 200);
+	}
+	SC_WAIT(sc, SC_INLEN(s) == 60);
+	sc_quiet(sc);
+	sc_drain(s, 60);
+	sc_mark(sc, "idle");
+	SC_WAIT(sc, s->timeouts);
+	sc_quiet(sc);
+	sc_tok(s, "%s", sc_enstr(bufferevent_get_enabled(s->bev)));
+	sc_mark(sc, "again");
+	sc_settimeouts(s, -1, -1);
+	sc_settimeouts(c, -1, -1);
+	sc_write(c, 100);
+	bt_loop_for(sc->eb, 500);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, SC_INLEN(s) == 100);
+	sc_quiet(sc);
+}
+
+/* Finding 12: a write callback that writes and flushes does not recurse;
+ * BEV_FLUSH sends at once where a transport can (a socket's does nothing). */
+#define SC_FLUSH_WRITES	8
+
+static void
+flush_write(struct sc_end *e)
+{
+	e->depth++;
+	if (e->depth > e->max_depth)
+		e->max_depth = e->depth;
+	sc_tok(e, e->depth > 1 ? "W%d(in flush)" : "W%d", e->nwrite);
+	if (e->nwrite < SC_FLUSH_WRITES) {
+		e->nwrite++;
+		sc_write(e, 1000);
+		ck_assert_int_ge(bufferevent_flush(e->bev, EV_WRITE,
+		    e->nwrite % 2 ? BEV_FLUSH : BEV_NORMAL), 0);
+	}
+	e->depth--;
+}
+
+static void
+sc_flush_in_writecb(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "flush");
+	s->drain_mode = 1;
+	c->on_write = flush_write;
+	sc_write(c, 1000);
+	SC_WAIT(sc, s->rx >= 9000);
+	sc_quiet(sc);
+	sc_tok(c, "depth%d,out%zu", c->max_depth, SC_OUTLEN(c));
+	sc_tok(s, "rx%llu", (unsigned long long)s->rx);
+	c->on_write = NULL;
+	s->drain_mode = 0;
+}
+
+/* Finding 13: enabling EV_WRITE with nothing to send gives a socket's
+ * write callback (not an adapter's: evrdma/bufferevent.h); with output
+ * waiting, it goes and the write callback follows, on both. */
+static void
+sc_enable_write(struct sc *sc)
+{
+	struct sc_end *c = &sc->c;
+
+	sc_mark(sc, "off");
+	sc_disable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
+	sc_mark(sc, "on");
+	sc_enable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_mark(sc, "again");
+	sc_enable(c, EV_WRITE);
+	sc_quiet(sc);
+	sc_mark(sc, "pending");
+	sc_disable(c, EV_WRITE);
+	sc_write(c, 3000);
+	sc_quiet(sc);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+	sc_enable(c, EV_WRITE);
+	SC_WAIT(sc, SC_INLEN(&sc->s) == 3000);
+	sc_quiet(sc);
+	sc_drain(&sc->s, 3000);
+	sc_mark(sc, "trigger");
+	bufferevent_trigger(c->bev, EV_WRITE, 0);
+	sc_quiet(sc);
+}
+
+/* Finding 14: writing after the peer reset gives ERROR|WRITING. */
+static void
+sc_write_after_reset(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "unread");
+	sc_disable(c, EV_READ);
+	sc_disable(s, EV_READ);
+	sc_write(c, 100);
+	sc_write(s, 100);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reset");
+	sc_free(s);
+	sc_quiet(sc);
+	sc_mark(sc, "write");
+	sc_write(c, 100);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+}
+
+static void
+sc_write_after_error(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "unread");
+	sc_disable(s, EV_READ);
+	sc_write(c, 100);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reset");
+	sc_free(s);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+	sc_mark(sc, "write");
+	sc_write(c, 100);
+	sc_quiet(sc);
+	bt_loop_for(sc->eb, 500);
+	sc_tok(c, "out%zu", SC_OUTLEN(c));
+}
+
+/* Writes before the connection is up are sent once it is (sc_run()
+ * wrote sc->early bytes before connecting). */
+static void
+sc_early_write(struct sc *sc)
+{
+	sc_mark(sc, "read");
+	SC_WAIT(sc, SC_INLEN(&sc->s) == sc->early);
+	sc_quiet(sc);
+}
+
+/* Free after the write callback said output is empty: everything
+ * arrives, then EOF (hello-world's pattern). */
+static void
+sc_free_after_write(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "write");
+	sc_write(c, 4000);
+	SC_WAIT(sc, strstr(c->log, "|write W") != NULL);
+	sc_free(c);
+	SC_WAIT(sc, s->eof);
+	sc_quiet(sc);
+}
+
+/* Free at once after a write: a socket bufferevent drops what it had not
+ * written yet (all of it), an adapter has moved it to the connection,
+ * which sends it, then EOF. */
+static void
+sc_free_at_once(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "write");
+	sc_write(c, 4000);
+	sc_free(c);
+	SC_WAIT(sc, s->eof);
+	sc_quiet(sc);
+}
+
+/* BEV_FINISHED: on an adapter the peer gets EOF after the data (as on a
+ * pair); a socket's flush does nothing. */
+static void
+sc_flush_finished(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "finished");
+	sc_write(c, 2000);
+	ck_assert_int_ge(bufferevent_flush(c->bev, EV_WRITE, BEV_FINISHED),
+	    0);
+	SC_WAIT(sc, SC_INLEN(s) == 2000);
+	sc_quiet(sc);
+	sc_mark(sc, "reply");
+	sc_write(s, 700);
+	SC_WAIT(sc, SC_INLEN(c) == 700);
+	sc_quiet(sc);
+}
+
+/* ==== the cases ==== */
+
+struct sc_case {
+	const char *name;
+	void (*run)(struct sc *);
+	unsigned slots, slot_size;	/* the ring; 0: default */
+	size_t max_input;
+	size_t early;			/* bytes written before connecting */
+	/* what bufferevent_socket (libevent 2.1) does */
+	const char *tcp_client, *tcp_server;
+	/* what an adapter does when it differs (the client an adapter) */
+	const char *ad_client, *ad_server;
+};
+
+static const struct sc_case sc_cases[] = {
+	{ "basic", sc_basic, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |lowmark W |1b W |1c"
+	    " |highmark W |2b W |2c W |2d |2e |2f |writeoff eR out1500 |3b W"
+	    " |3c |stall out>0 |4b W out0 |shutdown W |halfclose R500"
+	    " |6b ev:EOF|READING,eW,in500 |end",
+	    " A eW |lowmark |1b R120 |1c"
+	    " |highmark R1000 |2b in1000 |2c in1000 |2d R1000 |2e R1000 |2f"
+	    " in0 |writeoff in0 |3b R1500 |3c |stall eW in0 |4b R*"
+	    " |shutdown R3000 ev:EOF|READING,eW,in3000 |halfclose W |6b |end",
+	    NULL, NULL },
+	{ "9: high watermark cuts (rot13)", sc_hiwm_cut, 0, 0, 0, 0,
+	    " ev:CONNECTED eW |rot13 L16384 L3621 |end",
+	    " A eW |rot13 cut16384 line3621 |end", NULL, NULL },
+	{ "9: lowered high watermark holds back", sc_hiwm_lower, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |nomark W |mark1500 W |mark1000 W |drain |drain2"
+	    " |end",
+	    " A eW |nomark R1000 |mark1500 R1500 in1500 |mark1000 in1500"
+	    " |drain R1000 |drain2 R500 in500 |end", NULL, NULL },
+	{ "10: no read timeout while held", sc_rdtimeout_held, 4, 4096, 8192,
+	    0,
+	    " ev:CONNECTED eW |fill W |held W |drain |drain2 |end",
+	    " A eW |fill R1000 |held in1000,eRW |drain R1000 |drain2"
+	    " ev:TIMEOUT|READING in0,eW |end", NULL, NULL },
+	{ "11: one write timeout", sc_wrtimeout_once, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |stall ev:TIMEOUT|WRITING eR |credits eR,out>0"
+	    " |resume W out0 |end",
+	    " A eW |stall |credits R* |resume R* |end", NULL, NULL },
+	{ "timeouts that must not fire, and an idle one", sc_timeouts_idle,
+	    4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |written W |trickle W W W W W W |idle |again W"
+	    " |end",
+	    " A eW |written R100 |trickle R10 R20 R30 R40 R50 R60 |idle"
+	    " ev:TIMEOUT|READING eW |again in0 R100 |end", NULL, NULL },
+	{ "12: flush in the write callback", sc_flush_in_writecb, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |flush W0 W1 W2 W3 W4 W5 W6 W7 W8 depth1,out0"
+	    " |end",
+	    " A eW |flush R* rx9000 |end", NULL, NULL },
+	{ "13: enabling EV_WRITE", sc_enable_write, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |off eR |on W |again W |pending out3000 W"
+	    " |trigger W |end",
+	    " A eW |off |on |again |pending R3000 |trigger |end",
+	    " ev:CONNECTED eW |off eR |on |again |pending out3000 W"
+	    " |trigger W |end",
+	    " A eW |off |on |again |pending R3000 |trigger |end" },
+	{ "14: write after reset", sc_write_after_reset, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |unread W |reset |write"
+	    " ev:ERROR|WRITING,e-,in0 |end",
+	    " A eW |unread W |reset |write |end", NULL, NULL },
+	{ "14: write after the reset was reported", sc_write_after_error, 4,
+	    4096, 8192, 0,
+	    " ev:CONNECTED eW |unread W |reset ev:ERROR|READING,eW,in0 |write"
+	    " ev:ERROR|WRITING,e-,in0 out100 |end",
+	    " A eW |unread |reset |write |end", NULL, NULL },
+	{ "writes before connecting", sc_early_write, 4, 4096, 8192, 700,
+	    " ev:CONNECTED W eW |read |end",
+	    " A eW |read R700 |end", NULL, NULL },
+	{ "free after the write callback", sc_free_after_write, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |write W |end",
+	    " A eW |write R4000 ev:EOF|READING,eW,in4000 |end", NULL, NULL },
+	{ "free at once after a write", sc_free_at_once, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |write |end",
+	    " A eW |write ev:EOF|READING,eW,in0 |end",
+	    " ev:CONNECTED eW |write |end",
+	    " A eW |write R4000 ev:EOF|READING,eW,in4000 |end" },
+	{ "flush BEV_FINISHED", sc_flush_finished, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |finished W |reply R700 |end",
+	    " A eW |finished R2000 |reply W |end",
+	    " ev:CONNECTED eW |finished W |reply R700 |end",
+	    " A eW |finished R2000 ev:EOF|READING,eW,in2000 |reply W |end" },
+};
+
+#define SC_NCASES ((int)(sizeof(sc_cases) / sizeof(sc_cases[0])))
+
+/* Scenario @p k on @p backend. */
+static void
+sc_run(struct sc *sc, int backend, const struct sc_case *k)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	ck_assert_ptr_nonnull(cfg);
+	if (k->slots)
+		ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, k->slots,
+		    k->slot_size, k->max_input), 0);
+	bt_env_init(&sc->env, backend, cfg);
+	evrdma_config_free(cfg);
+	sc->eb = sc->env.eb;
+	c->sc = s->sc = sc;
+	c->name = "client";
+	s->name = "server";
+	sc->early = k->early;
+	sc->zeros = calloc(1, SC_BIG);
+	ck_assert_ptr_nonnull(sc->zeros);
+	bt_listen(&sc->l, &sc->env, sc_accept, sc, 1);
+	c->bev = bt_new(&sc->env, 0);
+	c->adapter = bt_is_adapter(c->bev);
+	bufferevent_setcb(c->bev, sc_readcb, sc_writecb, sc_eventcb, c);
+	if (k->early)
+		sc_write(c, k->early);
+	bt_connect(&sc->l, c->bev, 0);
+	SC_WAIT(sc, c->up && s->up);
+	sc_quiet(sc);
+	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
+	sc_tok(s, "%s", sc_enstr(bufferevent_get_enabled(s->bev)));
+	sc_enable(c, EV_READ);
+	sc_enable(s, EV_READ);
+	k->run(sc);
+	sc_mark(sc, "end");
+	sc_free(c);
+	sc_free(s);
+	bt_listener_free(&sc->l);
+	bt_env_fini(&sc->env);
+	free(sc->zeros);
+	sc->zeros = NULL;
+}
+
+/* Case _i / BT_N on backend _i % BT_N, against the TCP reference. */
+START_TEST(bev_callbacks_like_socket)
+{
+	const struct sc_case *k = &sc_cases[_i / BT_N];
+	int backend = _i % BT_N;
+	struct sc *tcp = calloc(1, sizeof(*tcp)), *b = calloc(1, sizeof(*b));
+	const char *want_c, *want_s;
+
+	ck_assert_ptr_nonnull(tcp);
+	ck_assert_ptr_nonnull(b);
+	signal(SIGPIPE, SIG_IGN);
+	if (backend == BT_TCP || !bt_available(backend))
+		goto out;
+	fprintf(stderr, "scenario \"%s\" on %s\n", k->name, bt_name(backend));
+	sc_run(tcp, BT_TCP, k);
+	fprintf(stderr, "tcp client:%s\ntcp server:%s\n", tcp->c.log,
+	    tcp->s.log);
+	ck_assert_str_eq(tcp->c.log, k->tcp_client);
+	ck_assert_str_eq(tcp->s.log, k->tcp_server);
+
+	sc_run(b, backend, k);
+	fprintf(stderr, "%s client:%s\n%s server:%s\n", bt_name(backend),
+	    b->c.log, bt_name(backend), b->s.log);
+	want_c = b->c.adapter && k->ad_client ? k->ad_client : k->tcp_client;
+	want_s = b->c.adapter && k->ad_server ? k->ad_server : k->tcp_server;
+	ck_assert_msg(!strcmp(b->c.log, want_c) && !strcmp(b->s.log, want_s),
+	    "%s on %s: the callbacks differ from what a socket bufferevent "
+	    "(or, documented, an adapter) makes:\nclient:%s\nwanted:%s\n"
+	    "server:%s\nwanted:%s", k->name, bt_name(backend), b->c.log,
+	    want_c, b->s.log, want_s);
+out:
+	free(tcp);
+	free(b);
+}
+END_TEST
+
+/* ==== a connect that fails ==== */
+
+struct cf {
+	int events;
+	short what;
+	int reason;
+};
+
+static void
+cf_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct cf *f = arg;
+
+	f->events++;
+	f->what = what;
+	f->reason = evrdma_bufferevent_get_error(bev);
+}
+
+/* Nothing listens on the port: BEV_EVENT_ERROR alone, once, and the
+ * bufferevent can be freed then (on every backend; the fallback tries
+ * TCP after RDMA and reports only TCP's outcome). */
+START_TEST(bev_connect_refused)
+{
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *bev;
+	struct cf f;
+	int port;
+
+	if (!bt_available(_i))
+		return;
+	memset(&f, 0, sizeof(f));
+	bt_env_init(&env, _i, NULL);
+	/* a port that was just free: listen, note it, stop */
+	bt_listen(&l, &env, NULL, NULL, 0);
+	port = ntohs(((struct sockaddr_in *)&l.ss)->sin_port);
+	bt_listener_free(&l);
+	bt_loop_for(env.eb, 100);
+	bev = bt_new(&env, 0);
+	bufferevent_setcb(bev, NULL, NULL, cf_event, &f);
+	bt_connect(&l, bev, port);
+	BT_WAIT(env.eb, f.events, 30000);
+	bt_loop_for(env.eb, 300);
+	ck_assert_int_eq(f.events, 1);
+	ck_assert_int_eq(f.what, BEV_EVENT_ERROR);
+	if (_i == BT_RDMA)
+		ck_assert_int_eq(f.reason, EVRDMA_REASON_REJECTED);
+	fprintf(stderr, "connect refused on %s: 0x%x, %s, transport %d\n",
+	    bt_name(_i), f.what, evrdma_reason_str(f.reason),
+	    evrdma_bufferevent_get_transport(bev));
+	bufferevent_free(bev);
+	bt_env_fini(&env);
+}
+END_TEST
+
+/* ==== libevent's sample/hello-world.c, ported ==== */
+
+/*
+ * The server of sample/hello-world.c: no read callback, EV_READ off, it
+ * writes MESSAGE and frees once output is empty (write callback) or on
+ * any event. Variant 0: the client reads the message. 1: the client is
+ * gone before the server writes. 2: the same after it sent a byte the
+ * server never reads. A socket server with EV_READ off learns nothing:
+ * its write succeeds and the write callback frees it; an adapter does
+ * the same (unlike a channel, evrdma/channel.h).
+ */
+static const char MESSAGE[] = "Hello, World!\n";
+
+struct hw {
+	struct bt_env env;
+	struct bt_listener l;
+	int variant;
+	struct bufferevent *sbev;
+	int accepted, wrote, freed;
+	char how[64];
+	struct bufferevent *cbev;
+	int c_up, c_end;
+	short c_what;
+	char got[64];
+};
+
+static void
+hw_freed(struct hw *h, const char *how, short what)
+{
+	ck_assert_int_eq(h->freed, 0);
+	h->freed = 1;
+	if (what)
+		snprintf(h->how, sizeof(h->how), "%s 0x%x", how,
+		    (unsigned)what);
+	else
+		snprintf(h->how, sizeof(h->how), "%s", how);
+	bufferevent_free(h->sbev);
+	h->sbev = NULL;
+}
+
+static void
+hw_writecb(struct bufferevent *bev, void *arg)
+{
+	struct hw *h = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		hw_freed(h, "write callback (flushed answer)", 0);
+}
+
+static void
+hw_eventcb(struct bufferevent *bev, short events, void *arg)
+{
+	hw_freed(arg, events & BEV_EVENT_EOF ? "event (connection closed)" :
+	    events & BEV_EVENT_ERROR ? "event (got an error)" : "event",
+	    events);
+}
+
+static void
+hw_write(struct hw *h)
+{
+	h->wrote = 1;
+	bufferevent_write(h->sbev, MESSAGE, strlen(MESSAGE));
+}
+
+static void
+hw_accept(struct bufferevent *bev, void *arg)
+{
+	struct hw *h = arg;
+
+	h->sbev = bev;
+	h->accepted = 1;
+	bufferevent_setcb(bev, NULL, hw_writecb, hw_eventcb, h);
+	if (h->variant == 0)
+		bufferevent_enable(bev, EV_WRITE);
+	bufferevent_disable(bev, EV_READ);
+	if (h->variant == 0)
+		hw_write(h);
+}
+
+static void
+hw_client_read(struct bufferevent *bev, void *arg)
+{
+	struct hw *h = arg;
+	size_t n = strlen(h->got);
+
+	n += (size_t)evbuffer_remove(bufferevent_get_input(bev), h->got + n,
+	    sizeof(h->got) - 1 - n);
+	h->got[n] = '\0';
+}
+
+static void
+hw_client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct hw *h = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		h->c_up = 1;
+		return;
+	}
+	h->c_end++;
+	h->c_what = what;
+}
+
+static void
+hw_run(struct hw *h, int backend)
+{
+	bt_env_init(&h->env, backend, NULL);
+	bt_listen(&h->l, &h->env, hw_accept, h, 0);
+	h->cbev = bt_new(&h->env, 0);
+	bufferevent_setcb(h->cbev, hw_client_read, NULL, hw_client_event, h);
+	bufferevent_enable(h->cbev, EV_READ);
+	bt_connect(&h->l, h->cbev, 0);
+	BT_WAIT(h->env.eb, h->c_up && h->accepted, 20000);
+	if (h->variant == 0) {
+		BT_WAIT(h->env.eb, h->freed && h->c_end, 20000);
+		ck_assert_str_eq(h->got, MESSAGE);
+		ck_assert_int_eq(h->c_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	} else {
+		if (h->variant == 2) {
+			ck_assert_int_eq(bufferevent_write(h->cbev, "?", 1), 0);
+			bt_loop_for(h->env.eb, 300);
+		}
+		bufferevent_free(h->cbev);
+		h->cbev = NULL;
+		bt_loop_for(h->env.eb, 1000);
+		if (!h->freed)
+			hw_write(h);
+		BT_WAIT(h->env.eb, h->freed, 20000);
+	}
+	fprintf(stderr, "hello-world %d on %s: freed in the %s%s\n",
+	    h->variant, bt_name(backend), h->how,
+	    h->wrote ? "" : ", before writing");
+	if (h->cbev)
+		bufferevent_free(h->cbev);
+	bt_listener_free(&h->l);
+	bt_env_fini(&h->env);
+}
+
+START_TEST(bev_hello_world)
+{
+	struct hw tcp, b;
+	int backend = _i % BT_N;
+
+	if (backend == BT_TCP || !bt_available(backend))
+		return;
+	signal(SIGPIPE, SIG_IGN);
+	memset(&tcp, 0, sizeof(tcp));
+	memset(&b, 0, sizeof(b));
+	tcp.variant = b.variant = _i / BT_N;
+	hw_run(&tcp, BT_TCP);
+	hw_run(&b, backend);
+	ck_assert_int_eq(tcp.freed, 1);
+	ck_assert_int_eq(b.freed, 1);
+	ck_assert_str_eq(b.how, tcp.how);
+	ck_assert_int_eq(b.wrote, tcp.wrote);
+}
+END_TEST
+
+Suite *
+bt_suite_compare(void)
+{
+	Suite *s = suite_create(tu_have_rdma_cm() ? "device-bev-compare" :
+	    "bev-compare");
+	TCase *tc;
+
+	tc = tcase_create("compare");
+	tcase_set_timeout(tc, 180);
+	tcase_add_loop_test(tc, bev_callbacks_like_socket, 0,
+	    SC_NCASES * BT_N);
+	tcase_add_loop_test(tc, bev_connect_refused, 0, BT_N);
+	suite_add_tcase(s, tc);
+	/* its own case, so that CK_RUN_CASE=hello-world runs it alone */
+	tc = tcase_create("hello-world");
+	tcase_set_timeout(tc, 180);
+	tcase_add_loop_test(tc, bev_hello_world, 0, 3 * BT_N);
+	suite_add_tcase(s, tc);
+	return s;
+}
