@@ -1,5 +1,6 @@
 /*
- * evrdma: the per-event_base context and its rdma_cm event channel.
+ * evrdma: the per-event_base context; it drains its rdma_cm event channel
+ * (opened on first use by lib/cm.c) into the listeners and connections.
  */
 #include "config.h"
 
@@ -7,7 +8,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "evrdma-internal.h"
 
@@ -64,77 +64,6 @@ cm_drain(struct evrdma_base *base)
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
 		evrdma__log(EVRDMA_LOG_ERROR, "rdma_get_cm_event: %s",
 		    strerror(errno));
-}
-
-static void
-cm_channel_cb(int fd, void *arg)
-{
-	cm_drain(arg);
-}
-
-/* Can this process do RDMA at all? Asked without opening anything: the
- * rdma_cm channel and the devices open with the first listener or
- * connection, so that a program may create its base and fork (a daemon)
- * before it serves. */
-static int
-base_check_rdma(void)
-{
-	struct ibv_device **list;
-	int n = 0;
-
-	if (evrdma__forked)
-		return evrdma__fail(EPERM, "this process was forked from one "
-		    "that had opened RDMA objects: rdma-core's state here is "
-		    "the parent's; exec, or create evrdma bases before any "
-		    "RDMA is opened");
-	if (access("/dev/infiniband/rdma_cm", R_OK | W_OK) < 0)
-		return evrdma__fail(ENODEV, "/dev/infiniband/rdma_cm: %s (no "
-		    "RDMA in the kernel, or the rdma_ucm module is not "
-		    "loaded)", strerror(errno));
-	list = EVRDMA_SYM(ibv_get_device_list)(&n);
-	if (list)
-		EVRDMA_SYM(ibv_free_device_list)(list);
-	if (n <= 0)
-		return evrdma__fail(ENODEV, "no RDMA device (rdma link add "
-		    "creates a Soft-RoCE one)");
-	return 0;
-}
-
-struct rdma_event_channel *
-evrdma__base_cm(struct evrdma_base *base)
-{
-	struct rdma_event_channel *ch;
-	int err;
-
-	if (base->cm_ch) {
-		if (evrdma__forked) {
-			evrdma__fail(EPERM, "this base belongs to the parent "
-			    "process (forked)");
-			return NULL;
-		}
-		return base->cm_ch;
-	}
-	if (base_check_rdma() < 0)
-		return NULL;
-	ch = EVRDMA_SYM(rdma_create_event_channel)();
-	if (!ch) {
-		err = errno ? errno : ENODEV;
-		evrdma__fail(err, "rdma_create_event_channel: %s (no RDMA "
-		    "device or the rdma_ucm module is not loaded)",
-		    strerror(err));
-		return NULL;
-	}
-	evrdma__rdma_opened();
-	if (evrdma__set_nonblock(ch->fd) < 0 ||
-	    !(base->cm_ev = evrdma__ev_fd_new(base, ch->fd, cm_channel_cb,
-		base))) {
-		err = errno;
-		EVRDMA_SYM(rdma_destroy_event_channel)(ch);
-		evrdma__fail(err, "cannot watch the rdma_cm channel");
-		return NULL;
-	}
-	base->cm_ch = ch;
-	return ch;
 }
 
 /*
@@ -197,7 +126,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	 * there would hide the mistake */
 	if (evrdma__rdma_load() < 0)
 		return base_without_rdma(base, ENOSYS);
-	if (base_check_rdma() < 0) {
+	if (evrdma__rdma_check() < 0) {
 		if (base->cfg.tcp_fallback && errno == ENODEV)
 			return base_without_rdma(base, ENODEV);
 		goto fail;

@@ -671,9 +671,13 @@ evrdma__base_rdma(const struct evrdma_base *base, const char *fn)
 }
 
 
+/* ---- the rdma_cm channel (cm.c) ---- */
 /* The base's rdma_cm channel, opened on first use; NULL with errno (ENODEV,
  * or EPERM in a forked child). */
 struct rdma_event_channel *evrdma__base_cm(struct evrdma_base *base);
+/* Can this process do RDMA at all (opening nothing)? 0, or -1 with errno
+ * EPERM (a forked child), ENODEV (no rdma_cm, no device). */
+int evrdma__rdma_check(void);
 
 /* Is a user callback allowed now? Never inside evrdma_base_free(). */
 static inline int
