@@ -30,8 +30,11 @@
  * 4 KiB) fit the guest's 1 GiB with room to spare */
 #define ST_SLOTS	4
 #define ST_SLOT		4096
-#define ST_FLOWING	(8 * KiB)	/* "data flows": bytes each end has had */
-#define ST_PUMP_HI	(32 * KiB)	/* output each writer keeps queued */
+#define ST_FLOWING	ST_SLOT	/* "data flows": bytes each end has had */
+/* what a writer adds to its output each time it drained: a window, so the
+ * pattern is not made faster than it goes (ep_pump's first write alone,
+ * 256 KiB for each of 400 ends, took seconds under ASan) */
+#define ST_BURST	(ST_SLOTS * ST_SLOT)
 #define ST_SEED		0x5707a000u
 
 static int
@@ -75,8 +78,20 @@ struct storm {
 	int nsrv;
 	int armed;		/* the next callback of a freeing end fires */
 	int fired;
-	uint64_t t_fire;
+	/* ms clock: the round began, all up, data on all, the storm, the
+	 * last end seen, the base freed, the kernel checked */
+	uint64_t t0, t_up, t_flow, t_fire, t_ends, t_fini, t_checked;
 };
+
+/* The write callback: output drained, one more burst (until the storm). */
+static void
+st_writecb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+
+	e->tx_total = e->tx_queued + ST_BURST;
+	ep_writecb(ch, arg);
+}
 
 /* Start writing an end's stream: its seed first, so that the reader knows
  * which stream it gets whichever order the accepts come in. */
@@ -86,9 +101,9 @@ st_start_tx(struct ep *e, uint64_t seed)
 	uint64_t h = htole64(seed);
 
 	e->tx_seed = seed;
-	e->tx_total = 1ull << 40;	/* until the storm */
-	e->pump_hi = ST_PUMP_HI;
+	e->tx_total = ST_BURST;
 	e->pump_in_wcb = 1;
+	evrdma_channel_setcb(e->ch, ep_readcb, st_writecb, ep_eventcb, e);
 	ck_assert_int_eq(evrdma_channel_write(e->ch, &h, 8), 0);
 	ep_pump(e);
 }
@@ -301,7 +316,23 @@ st_finish(struct storm *st, struct dt_env *env)
 	st->lst = NULL;
 	ch_drain(env, 60000);
 	dt_env_fini(env);
+	st->t_fini = tu_now_ms();
 	dt_assert_no_rdma_resources();
+	st->t_checked = tu_now_ms();
+}
+
+/* Where a round's time went, one line. */
+static void
+st_report_round(const struct storm *st, int r, const char *what)
+{
+	fprintf(stderr, "storm round %d (%s): up in %llu ms, data on all "
+	    "%llu ms later, storm, ends %llu ms, teardown %llu ms, rdma "
+	    "resource check %llu ms\n", r, what,
+	    (unsigned long long)(st->t_up - st->t0),
+	    (unsigned long long)(st->t_flow - st->t_up),
+	    (unsigned long long)(st->t_ends - st->t_fire),
+	    (unsigned long long)(st->t_fini - st->t_ends),
+	    (unsigned long long)(st->t_checked - st->t_fini));
 }
 
 /* ==== 1 (and 3): freed from inside one callback ==== */
@@ -312,7 +343,7 @@ st_finish(struct storm *st, struct dt_env *env)
  * then the storm from the next read callback of a freeing end.
  */
 static void
-st_round(int mode, struct st_tally *t)
+st_round(int round, int mode, struct st_tally *t)
 {
 	struct dt_env env;
 	struct evrdma_config *cfg = st_config();
@@ -335,7 +366,9 @@ st_round(int mode, struct st_tally *t)
 		ep_connect(&env, c, "client", &st->ss, st->sslen,
 		    EVRDMA_CHANNEL_STREAM, srv_tx);
 	}
+	st->t0 = tu_now_ms();
 	st_wait_up(st, 1, 120000);
+	st->t_up = tu_now_ms();
 	for (i = 0; i < NST; i++) {
 		st_start_tx(&st->cli[i], ST_SEED + (unsigned)i);
 		if (srv_tx)
@@ -343,6 +376,7 @@ st_round(int mode, struct st_tally *t)
 			    (unsigned)i);
 	}
 	st_wait_flowing(st, srv_tx, 60000);
+	st->t_flow = tu_now_ms();
 	st->armed = 1;
 	CH_WAIT(env.eb, st->fired, 20000);
 	if (!st_frees_clients(st))
@@ -357,7 +391,9 @@ st_round(int mode, struct st_tally *t)
 		st_tally_side(t, st->srv);
 	if (ms > t->worst_ms)
 		t->worst_ms = ms;
+	st->t_ends = tu_now_ms();
 	st_finish(st, &env);
+	st_report_round(st, round, st_mode_name[mode]);
 	free(st);
 }
 
@@ -373,10 +409,8 @@ START_TEST(storm_free_in_callback)
 	uint64_t t0 = tu_now_ms();
 
 	memset(&t, 0, sizeof(t));
-	for (r = 0; r < rounds; r++) {
-		fprintf(stderr, "storm round %d: %s\n", r, st_mode_name[r % 3]);
-		st_round(r % 3, &t);
-	}
+	for (r = 0; r < rounds; r++)
+		st_round(r, r % 3, &t);
 	fprintf(stderr, "storm free in callback: %d rounds of %d channels in "
 	    "%llu ms; survivors ended by EOF %d, ERROR %d (then ERROR|WRITING "
 	    "%d), the last at most %llu ms after the storm\n", rounds, NST,
@@ -396,7 +430,7 @@ START_TEST(storm_server_frees_while_clients_write)
 	struct st_tally t;
 
 	memset(&t, 0, sizeof(t));
-	st_round(ST_FREE_SERVERS_LISTENER, &t);
+	st_round(0, ST_FREE_SERVERS_LISTENER, &t);
 	fprintf(stderr, "storm %s: clients ended by EOF %d, ERROR %d (then "
 	    "ERROR|WRITING %d), the last %llu ms after the storm\n",
 	    st_mode_name[ST_FREE_SERVERS_LISTENER], t.eof, t.err, t.wr_after,
@@ -488,7 +522,7 @@ struct st_kill {
 };
 
 static uint64_t
-st_kill_round(struct st_kill *k, struct st_tally *t)
+st_kill_round(struct st_kill *k, int round, struct st_tally *t)
 {
 	struct dt_env env;
 	struct evrdma_config *cfg = st_config();
@@ -508,10 +542,13 @@ st_kill_round(struct st_kill *k, struct st_tally *t)
 	ck_assert_int_eq(write(k->req, &port, sizeof(port)), sizeof(port));
 	ck_assert_int_eq(read(k->resp, &pid, sizeof(pid)), sizeof(pid));
 	ck_assert_int_gt(pid, 0);
+	st->t0 = tu_now_ms();
 	st_wait_up(st, 0, 120000);
 	CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 60000);
 	ck_assert_int_eq(read(k->sig, &c, 1), 1);
+	st->t_up = tu_now_ms();
 	st_wait_flowing(st, 0, 60000);
+	st->t_flow = tu_now_ms();
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	st->t_fire = tu_now_ms();
 	ck_assert_int_eq(read(k->resp, &status, sizeof(status)),
@@ -524,7 +561,9 @@ st_kill_round(struct st_kill *k, struct st_tally *t)
 		ck_assert_msg(st->srv[i].error, "server %d: 0x%x, not an "
 		    "ERROR, after its peer process was killed", i,
 		    st->srv[i].what);
+	st->t_ends = tu_now_ms();
 	st_finish(st, &env);
+	st_report_round(st, round, "peer process killed");
 	free(st);
 	return ms;
 }
@@ -562,7 +601,7 @@ START_TEST(storm_peer_process_killed)
 	k.resp = resp[0];
 	k.sig = sig[0];
 	for (r = 0; r < rounds; r++) {
-		ms = st_kill_round(&k, &t);
+		ms = st_kill_round(&k, r, &t);
 		sum += ms;
 		if (ms > t.worst_ms)
 			t.worst_ms = ms;
