@@ -433,21 +433,31 @@ dev_poll(struct evrdma_dev *dev)
 	struct evrdma_base *base = dev->base;
 	unsigned budget = base->cfg.poll_budget, found;
 	struct ibv_wc wc[16];
-	struct evrdma_cq *cq;
+	struct evrdma_cq *cq, *start, *nx;
 	int again;
 
 	/* Completions may free connections (CQs stay with the device, which
 	 * we hold, so the list walk stays valid; a CQ made meanwhile goes to
 	 * the head). Round-robin, 16 completions per CQ per round, so the
-	 * connections of one busy CQ cannot starve those of the others. */
+	 * connections of one busy CQ cannot starve those of the others; and
+	 * the round goes on across calls from the CQ after the last one the
+	 * budget reached: started at the head each time, a budget that ran
+	 * out on the first busy CQs (budget / 16 of them) never reached the
+	 * CQs behind them, whose connections got no completion at all. */
 	dev->refcnt++;
 	base->work.in_poll++;
 	do {
 		again = 0;
-		LIST_FOREACH(cq, &dev->cqs, link) {
+		cq = dev->poll_next ? dev->poll_next : LIST_FIRST(&dev->cqs);
+		for (start = cq; cq && budget; cq = nx) {
 			int n, i, want;
 
-			if (!cq->armed_pending || !budget)
+			nx = LIST_NEXT(cq, link) ? LIST_NEXT(cq, link) :
+			    LIST_FIRST(&dev->cqs);
+			dev->poll_next = nx;
+			if (nx == start)
+				nx = NULL;	/* the round is complete */
+			if (!cq->armed_pending)
 				continue;
 			want = budget < 16 ? (int)budget : 16;
 			n = ibv_poll_cq(cq->cq, want, wc);

@@ -316,6 +316,8 @@ struct evrdma_dev {
 	int spinning;			/* inside dev_spin() */
 	struct ibv_device_attr attr;
 	LIST_HEAD(, evrdma_cq) cqs;
+	struct evrdma_cq *poll_next;	/* where dev_poll() starts its next
+					 * round (NULL: the head) */
 	LIST_HEAD(, evrdma__ep) eps;	/* QPs, for async events */
 	unsigned refcnt;		/* conns, pds */
 	unsigned dev_cq_cap;		/* entries per CQ, clamped to max_cqe */
