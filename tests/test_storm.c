@@ -438,6 +438,329 @@ START_TEST(storm_server_frees_while_clients_write)
 }
 END_TEST
 
+/* ==== 1, raw: connections freed from inside one completion callback ==== */
+
+/*
+ * The same storm on evrdma_conn_*: NST connections playing ping-pong
+ * (each end keeps RW_RECVS receives posted and answers every message it
+ * receives), then all of one side, or both, freed with their regions from
+ * inside one completion callback. The rule checked is conn.h's: every
+ * request a post accepted completes exactly once (also those of the
+ * freed connections, with ECANCELED), a survivor gets one EOF or ERROR,
+ * and no event callback runs after a free.
+ */
+#define RW_RECVS	4
+#define RW_MSG		64
+
+struct rw_end;
+
+/* One request slot: busy from an accepted post until its completion. */
+struct rw_tok {
+	struct rw_end *e;
+	int busy;
+};
+
+struct rw_round;
+
+struct rw_end {
+	struct rw_round *rw;
+	struct evrdma_conn *c;
+	struct evrdma_mr *mr;
+	int is_cli;
+	uint8_t buf[(RW_RECVS + 1) * RW_MSG];
+	struct rw_tok tok[RW_RECVS + 1];	/* receives, then the send */
+	int want_send;		/* a message came while the send was busy */
+	int connected, ends, freed;
+	uint64_t posted, completed, received;
+};
+
+struct rw_round {
+	struct dt_env *env;
+	struct evrdma_listener *lst;
+	int mode;		/* ST_FREE_CLIENTS, _SERVERS or _BOTH */
+	struct rw_end cli[NST], srv[NST];
+	int nsrv, naccepted;
+	int armed, fired;
+	uint64_t t_fire;
+};
+
+static void rw_done(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+
+/* Post receive @p i (i < RW_RECVS) or the send (i == RW_RECVS). */
+static void
+rw_post(struct rw_end *e, int i)
+{
+	struct rw_tok *t = &e->tok[i];
+	int rc;
+
+	ck_assert_int_eq(t->busy, 0);
+	t->e = e;
+	if (i < RW_RECVS)
+		rc = evrdma_conn_post_recv(e->c, e->mr, (size_t)i * RW_MSG,
+		    RW_MSG, rw_done, t);
+	else
+		rc = evrdma_conn_post_send(e->c, e->mr, (size_t)i * RW_MSG,
+		    RW_MSG, rw_done, t);
+	if (rc < 0) {
+		/* only once the connection is going */
+		ck_assert_msg(e->rw->fired && (errno == EPIPE ||
+		    errno == ENOTCONN), "post failed before the storm: %s",
+		    strerror(errno));
+		return;
+	}
+	t->busy = 1;
+	e->posted++;
+}
+
+static void
+rw_free_end(struct rw_end *e)
+{
+	if (e->freed || !e->c)
+		return;
+	e->freed = 1;
+	evrdma_conn_free(e->c);
+	evrdma_mr_free(e->mr);	/* (deregistered after its requests) */
+}
+
+static void
+rw_fire(struct rw_round *rw)
+{
+	int i;
+
+	rw->armed = 0;
+	rw->fired = 1;
+	rw->t_fire = tu_now_ms();
+	for (i = 0; i < NST; i++) {
+		if (rw->mode != ST_FREE_SERVERS)
+			rw_free_end(&rw->cli[i]);
+		if (rw->mode != ST_FREE_CLIENTS)
+			rw_free_end(&rw->srv[i]);
+	}
+}
+
+static void
+rw_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct rw_tok *t = arg;
+	struct rw_end *e = t->e;
+	struct rw_round *rw = e->rw;
+	int i = (int)(t - e->tok);
+
+	ck_assert_ptr_eq(c, e->c);
+	ck_assert_msg(t->busy, "a request completed twice");
+	t->busy = 0;
+	e->completed++;
+	if (wc->status != 0) {
+		ck_assert_msg(rw->fired, "request failed before the storm: %d",
+		    wc->status);
+		return;
+	}
+	if (e->freed || e->ends)
+		return;
+	if (i == RW_RECVS) {		/* the send */
+		if (e->want_send) {
+			e->want_send = 0;
+			rw_post(e, RW_RECVS);
+		}
+		return;
+	}
+	e->received++;
+	rw_post(e, i);
+	if (e->tok[RW_RECVS].busy)
+		e->want_send = 1;
+	else
+		rw_post(e, RW_RECVS);
+	if (rw->armed && (e->is_cli ? rw->mode != ST_FREE_SERVERS :
+	    rw->mode != ST_FREE_CLIENTS))
+		rw_fire(rw);
+}
+
+static void
+rw_event(struct evrdma_conn *c, short what, int reason, void *arg)
+{
+	struct rw_end *e = arg;
+	int i;
+
+	(void)reason;
+	ck_assert_ptr_eq(c, e->c);
+	ck_assert_msg(!e->freed, "event 0x%x after free", what);
+	ck_assert_msg(!e->ends, "event 0x%x after the end", what);
+	if (what & EVRDMA_EV_CONNECTED) {
+		e->connected = 1;
+		if (!e->is_cli)
+			return;
+		e->mr = evrdma_mr_reg(c, e->buf, sizeof(e->buf),
+		    EVRDMA_ACCESS_LOCAL_WRITE);
+		ck_assert_ptr_nonnull(e->mr);
+		for (i = 0; i < RW_RECVS; i++)
+			rw_post(e, i);
+		return;
+	}
+	e->ends++;
+}
+
+/* The server's receives are posted before it accepts. */
+static int
+rw_prepare(struct evrdma_listener *l, struct evrdma_conn *c, const void *pd,
+    size_t len, void *arg)
+{
+	struct rw_round *rw = arg;
+	struct rw_end *e;
+	int i;
+
+	(void)l;
+	(void)pd;
+	(void)len;
+	ck_assert_int_lt(rw->nsrv, NST);
+	e = &rw->srv[rw->nsrv++];
+	e->rw = rw;
+	e->c = c;
+	evrdma_conn_setcb(c, rw_event, e);
+	e->mr = evrdma_mr_reg(c, e->buf, sizeof(e->buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(e->mr);
+	for (i = 0; i < RW_RECVS; i++)
+		rw_post(e, i);
+	return 0;
+}
+
+static void
+rw_accept(struct evrdma_listener *l, struct evrdma_conn *c,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct rw_round *rw = arg;
+
+	(void)l;
+	(void)c;
+	(void)peer;
+	(void)socklen;
+	rw->naccepted++;
+}
+
+/* Wait until all of @p side reported their end, then a while longer. */
+static uint64_t
+rw_wait_ends(struct dt_env *env, struct rw_end *side, uint64_t t0)
+{
+	uint64_t dl = tu_now_ms() + 20000, last;
+	int i, ended;
+
+	for (;;) {
+		for (ended = 0, i = 0; i < NST; i++)
+			ended += side[i].ends;
+		if (ended == NST)
+			break;
+		ck_assert_msg(tu_now_ms() < dl, "%d of %d connections "
+		    "reported no end", NST - ended, NST);
+		ch_step(env->eb, 20);
+	}
+	last = tu_now_ms() - t0;
+	ch_loop_for(env->eb, 300);
+	return last;
+}
+
+static uint64_t
+rw_round(int mode)
+{
+	struct dt_env env;
+	struct rw_round *rw = calloc(1, sizeof(*rw));
+	struct sockaddr_storage ss;
+	uint64_t dl, ms = 0;
+	int len, i, up, slow;
+
+	ck_assert_ptr_nonnull(rw);
+	dt_env_init(&env, NULL);
+	rw->env = &env;
+	rw->mode = mode;
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	rw->lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len,
+	    256, 0, rw_accept, rw);
+	ck_assert_ptr_nonnull(rw->lst);
+	evrdma_listener_set_prepare_cb(rw->lst, rw_prepare, rw);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(rw->lst));
+	for (i = 0; i < NST; i++) {
+		struct rw_end *e = &rw->cli[i];
+
+		e->rw = rw;
+		e->is_cli = 1;
+		e->c = evrdma_conn_new(env.base, 0);
+		ck_assert_ptr_nonnull(e->c);
+		evrdma_conn_setcb(e->c, rw_event, e);
+		ck_assert_int_eq(evrdma_conn_connect(e->c,
+		    (struct sockaddr *)&ss, len), 0);
+	}
+	dl = tu_now_ms() + 120000;
+	for (;;) {
+		for (up = 0, i = 0; i < NST; i++) {
+			ck_assert_int_eq(rw->cli[i].ends, 0);
+			up += rw->cli[i].connected;
+		}
+		if (up == NST && rw->naccepted == NST)
+			break;
+		ck_assert_msg(tu_now_ms() < dl, "%d connected, %d accepted",
+		    up, rw->naccepted);
+		ch_step(env.eb, 50);
+	}
+	for (i = 0; i < NST; i++)
+		rw_post(&rw->cli[i], RW_RECVS);		/* the first ping */
+	dl = tu_now_ms() + 60000;
+	for (;;) {
+		for (slow = 0, i = 0; i < NST; i++) {
+			ck_assert_int_eq(rw->cli[i].ends + rw->srv[i].ends, 0);
+			slow += rw->cli[i].received < 2 ||
+			    rw->srv[i].received < 2;
+		}
+		if (!slow)
+			break;
+		ck_assert_msg(tu_now_ms() < dl, "%d connections without "
+		    "traffic", slow);
+		ch_step(env.eb, 50);
+	}
+	rw->armed = 1;
+	CH_WAIT(env.eb, rw->fired, 20000);
+	if (mode == ST_FREE_CLIENTS)
+		ms = rw_wait_ends(&env, rw->srv, rw->t_fire);
+	else if (mode == ST_FREE_SERVERS)
+		ms = rw_wait_ends(&env, rw->cli, rw->t_fire);
+	else
+		ch_loop_for(env.eb, 300);
+	for (i = 0; i < NST; i++) {
+		ck_assert_int_le(rw->cli[i].ends, 1);
+		ck_assert_int_le(rw->srv[i].ends, 1);
+		rw_free_end(&rw->cli[i]);
+		rw_free_end(&rw->srv[i]);
+	}
+	evrdma_listener_free(rw->lst);
+	ch_drain(&env, 60000);
+	/* every accepted post completed, once */
+	for (i = 0; i < NST; i++) {
+		ck_assert_uint_eq(rw->cli[i].posted, rw->cli[i].completed);
+		ck_assert_uint_eq(rw->srv[i].posted, rw->srv[i].completed);
+	}
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+	free(rw);
+	return ms;
+}
+
+START_TEST(storm_raw_free_in_callback)
+{
+	int rounds = st_env_int("EVRDMA_STORM_RAW_ROUNDS", 3), r;
+	uint64_t t0 = tu_now_ms(), ms, worst = 0;
+
+	for (r = 0; r < rounds; r++) {
+		ms = rw_round(r % 3);
+		if (ms > worst)
+			worst = ms;
+	}
+	fprintf(stderr, "storm raw free in callback: %d rounds of %d "
+	    "connections in %llu ms; the last survivor's end at most %llu ms "
+	    "after the storm\n", rounds, NST,
+	    (unsigned long long)(tu_now_ms() - t0),
+	    (unsigned long long)worst);
+}
+END_TEST
+
 /* ==== 2: the peer process is SIGKILLed ==== */
 
 /*
@@ -638,6 +961,12 @@ dt_suite_storm(void)
 	tc = tcase_create("peer-killed");
 	tcase_set_timeout(tc, 120 + 40 * kills);
 	tcase_add_test(tc, storm_peer_process_killed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("raw-free-in-callback");
+	tcase_set_timeout(tc, 120 + 30 * st_env_int("EVRDMA_STORM_RAW_ROUNDS",
+	    3));
+	tcase_add_test(tc, storm_raw_free_in_callback);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("server-frees");
