@@ -382,5 +382,6 @@ Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
 Suite *dt_suite_liveness(void);		/* test_liveness.c */
 Suite *dt_suite_fork(void);		/* test_fork.c */
 Suite *dt_suite_devices(void);		/* test_devices.c */
+Suite *dt_suite_storm(void);		/* test_storm.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

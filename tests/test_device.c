@@ -109,6 +109,7 @@ main(void)
 	srunner_add_suite(sr, dt_suite_chan_recv());
 	srunner_add_suite(sr, dt_suite_chan_scale());
 	srunner_add_suite(sr, dt_suite_chan_failure());
+	srunner_add_suite(sr, dt_suite_storm());
 	srunner_add_suite(sr, dt_suite_chan_attack());
 	srunner_add_suite(sr, dt_suite_liveness());
 	srunner_add_suite(sr, dt_suite_fork());
