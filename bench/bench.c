@@ -49,6 +49,9 @@
  *   --tcp             TCP sockets with libevent bufferevents instead of
  *                     evrdma channels (stream mode; no --message,
  *                     --recv-cb, --zero-copy, --busy-poll)
+ *   --bev-adapter     the same bufferevent code on evrdma's bufferevent
+ *                     adapter (evrdma/bufferevent.h) over RDMA (and, of
+ *                     the options --tcp refuses, --busy-poll works)
  *   --message         message-mode channels (default: stream)
  *   --flush           (client) evrdma_channel_flush() after each ping,
  *                     instead of the send at the end of the loop iteration
@@ -178,8 +181,10 @@ tcp_connected(struct ep *e)
 {
 	int one = 1;
 
-	setsockopt(bufferevent_getfd(e->bev), IPPROTO_TCP, TCP_NODELAY, &one,
-	    sizeof(one));
+	/* (the adapter has no socket: -1) */
+	if (bufferevent_getfd(e->bev) >= 0)
+		setsockopt(bufferevent_getfd(e->bev), IPPROTO_TCP, TCP_NODELAY,
+		    &one, sizeof(one));
 }
 
 /* ---------------------------------------------------------------- server */
@@ -452,6 +457,14 @@ server_accept_tcp(struct evconnlistener *lst, evutil_socket_t fd,
 		return;
 	}
 	server_session(b, NULL, bev);
+}
+
+/* --bev-adapter: the listener hands over a bufferevent */
+static void
+server_accept_adapter(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	server_session(arg, NULL, bev);
 }
 
 /* ---------------------------------------------------------------- client */
@@ -799,7 +812,9 @@ client_event(struct evrdma_channel *ch, short what, void *arg)
 	}
 	if (b->e.bev) {
 		tcp_connected(&b->e);
-		printf("connected: TCP, libevent bufferevent\n");
+		printf("connected: %s\n", b->o.adapter ? "evrdma bufferevent "
+		    "adapter (a libevent bufferevent over a channel)" :
+		    "TCP, libevent bufferevent");
 	} else
 		printf("connected: %s channel, largest message %zu bytes\n",
 		    b->o.message ? "message" : "stream",
@@ -841,15 +856,19 @@ ep_connect(struct bench *b, struct ep *e, bufferevent_data_cb tcp_read,
 	const struct addrinfo *ai = b->ai;
 
 	if (b->o.tcp) {
-		e->bev = bufferevent_socket_new(b->eb, -1,
-		    BEV_OPT_CLOSE_ON_FREE);
+		e->bev = b->o.adapter ?
+		    evrdma_bufferevent_new(b->base, BEV_OPT_CLOSE_ON_FREE) :
+		    bufferevent_socket_new(b->eb, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (!e->bev) {
-			fprintf(stderr, "evrdma-bench: out of memory\n");
+			fprintf(stderr, "evrdma-bench: cannot make a "
+			    "bufferevent: %s\n", strerror(errno));
 			return -1;
 		}
 		bufferevent_setcb(e->bev, tcp_read, NULL, tcp_event, arg);
-		if (bufferevent_socket_connect(e->bev, ai->ai_addr,
-		    (int)ai->ai_addrlen) < 0) {
+		if ((b->o.adapter ? evrdma_bufferevent_connect(e->bev,
+		    ai->ai_addr, (int)ai->ai_addrlen) :
+		    bufferevent_socket_connect(e->bev, ai->ai_addr,
+		    (int)ai->ai_addrlen)) < 0) {
 			fprintf(stderr, "evrdma-bench: connect: %s\n",
 			    strerror(errno));
 			return -1;
@@ -924,7 +943,8 @@ usage(void)
 	    "(64)\n"
 	    "         --warmup N  --no-stats  --window N (16)  --fan-time MS "
 	    "(3000)\n"
-	    "         --fan-connects N (32)  --tcp  --message  --flush  "
+	    "         --fan-connects N (32)  --tcp  --bev-adapter  --message  "
+	    "--flush  "
 	    "--slots N\n"
 	    "         --slot-size S  --queue-depth N  --inline BYTES  "
 	    "--raw FILE\n"
@@ -999,7 +1019,7 @@ main(int argc, char **argv)
 {
 	enum { O_LAT = 256, O_BW, O_SIZE, O_LATSIZE, O_WARMUP, O_MESSAGE,
 	    O_FLUSH, O_SLOTS, O_SLOTSIZE, O_ONCE, O_INLINE, O_RAW, O_BUSY,
-	    O_ZC, O_PULL, O_RECVCB, O_TCP, O_RATE, O_WINDOW, O_CONNRATE,
+	    O_ZC, O_PULL, O_RECVCB, O_TCP, O_ADAPTER, O_RATE, O_WINDOW, O_CONNRATE,
 	    O_FAN, O_FANTIME, O_FANCONC, O_CLIENTS, O_NOSTATS, O_DEPTH };
 	static const struct option longopts[] = {
 		{ "lat", required_argument, NULL, O_LAT },
@@ -1021,6 +1041,7 @@ main(int argc, char **argv)
 		{ "pull", required_argument, NULL, O_PULL },
 		{ "recv-cb", no_argument, NULL, O_RECVCB },
 		{ "tcp", no_argument, NULL, O_TCP },
+		{ "bev-adapter", no_argument, NULL, O_ADAPTER },
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "window", required_argument, NULL, O_WINDOW },
 		{ "conn-rate", required_argument, NULL, O_CONNRATE },
@@ -1052,6 +1073,7 @@ main(int argc, char **argv)
 		case O_ZC: b.o.zero_copy = 1; break;
 		case O_RECVCB: b.o.recv_cb = 1; break;
 		case O_TCP: b.o.tcp = 1; break;
+		case O_ADAPTER: b.o.tcp = b.o.adapter = 1; break;
 		case O_NOSTATS: b.o.no_stats = 1; break;
 		case O_ONCE: b.o.clients = 1; break;
 		case O_RAW: b.o.raw = optarg; break;
@@ -1153,7 +1175,7 @@ main(int argc, char **argv)
 	if (optind != argc || !b.o.addr || b.o.server == b.o.client)
 		goto bad;
 	if (b.o.tcp && (b.o.message || b.o.recv_cb || b.o.zero_copy ||
-	    b.o.busy_us || b.o.flush)) {
+	    (b.o.busy_us && !b.o.adapter) || b.o.flush)) {
 		fprintf(stderr, "evrdma-bench: --tcp is a stream of "
 		    "bufferevents: no --message, --recv-cb, --zero-copy, "
 		    "--busy-poll or --flush\n");
@@ -1177,7 +1199,7 @@ main(int argc, char **argv)
 	b.eb = event_base_new();
 	if (!b.eb)
 		return 1;
-	if (!b.o.tcp) {
+	if (!b.o.tcp || b.o.adapter) {
 		cfg = make_config(&b.o, &err);
 		if (err)
 			return 1;
@@ -1197,7 +1219,13 @@ main(int argc, char **argv)
 	if (b.o.server) {
 		int port = -1;
 
-		if (b.o.tcp) {
+		if (b.o.adapter) {
+			b.lst = evrdma_bufferevent_listener_new(b.base,
+			    server_accept_adapter, &b, 1024, b.ai->ai_addr,
+			    (int)b.ai->ai_addrlen);
+			if (b.lst)
+				port = evrdma_listener_get_port(b.lst);
+		} else if (b.o.tcp) {
 			b.tcp_lst = evconnlistener_new_bind(b.eb,
 			    server_accept_tcp, &b, LEV_OPT_CLOSE_ON_FREE |
 			    LEV_OPT_REUSEABLE, 1024, b.ai->ai_addr,
@@ -1214,13 +1242,14 @@ main(int argc, char **argv)
 		}
 		if (port < 0) {
 			fprintf(stderr, "evrdma-bench: listen: %s (%s)\n",
-			    strerror(errno), b.o.tcp ? "TCP" :
+			    strerror(errno), b.o.tcp && !b.o.adapter ? "TCP" :
 			    evrdma_errmsg());
 			b.status = 1;
 			goto out;
 		}
 		printf("listening on %s port %d%s\n", b.o.addr, port,
-		    b.o.tcp ? " (TCP)" : "");
+		    b.o.adapter ? " (bufferevent adapter)" : b.o.tcp ? " (TCP)" :
+		    "");
 		fflush(stdout);
 	} else if (b.o.conn_rate || b.o.fan) {
 		if (b.o.lat || bw_set || b.o.rate) {

@@ -36,12 +36,12 @@
  * bufferevent over a TCP socket. The helpers below pick one with a test,
  * inlined: the channel path keeps its direct calls into the library.
  *
- * The bufferevent adapter of evrdma (a struct bufferevent over a channel)
- * does not exist yet. Once it does, it slots in here: a --bev-adapter
- * option that makes e->bev with the adapter instead of
- * bufferevent_socket_new(), after which every bufferevent path of the
- * bench (client, server, connection tests) runs unchanged on it; see
- * bench/README.md and adapter_rows() in bench/run-bench.
+ * With --bev-adapter, e->bev is evrdma's bufferevent adapter (a struct
+ * bufferevent over a channel, evrdma/bufferevent.h) instead of a
+ * bufferevent_socket: only the lines that make bufferevents and the
+ * listener differ, and every bufferevent path of the bench (client,
+ * server, connection tests) runs unchanged on it, as a user's program
+ * would; see adapter_rows() in bench/run-bench.
  */
 struct ep {
 	struct evrdma_channel *ch;
@@ -91,6 +91,7 @@ ep_free(struct ep *e)
 
 struct opts {
 	int server, client, message, flush, zero_copy, recv_cb, tcp;
+	int adapter;			/* --bev-adapter (tcp is set too) */
 	int no_stats;			/* no per-round-trip statistics */
 	const char *addr, *port;
 	long lat, warmup;		/* round trips; -1: default */

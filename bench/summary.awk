@@ -194,7 +194,7 @@ END {
 				line = line sprintf(" %9s", cell)
 			}
 			if (!any && id ~ /adapter/)
-				line = "   not measured: no bufferevent adapter in evrdma yet"
+				line = "   not measured (evrdma-bench without --bev-adapter)"
 			else if (!any)
 				line = line "   (not measured)"
 			printf "  %-62s%s\n", substr(slbl[id], 1, 62), line
