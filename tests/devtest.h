@@ -45,9 +45,10 @@ dt_ibdev(void)
 	return a && *a ? a : "rxe0";
 }
 
-/* Fill a sockaddr_storage from a numeric host and port; returns socklen. */
+/* Fill a sockaddr_storage from a numeric host and port, without Check
+ * (for code that runs outside a test). @return socklen, or -1 */
 static inline int
-dt_sockaddr(struct sockaddr_storage *ss, const char *host, int port)
+dt_sockaddr_of(struct sockaddr_storage *ss, const char *host, int port)
 {
 	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
@@ -58,10 +59,21 @@ dt_sockaddr(struct sockaddr_storage *ss, const char *host, int port)
 		sin->sin_port = htons((uint16_t)port);
 		return (int)sizeof(*sin);
 	}
-	ck_assert_int_eq(inet_pton(AF_INET6, host, &sin6->sin6_addr), 1);
+	if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
+		return -1;
 	sin6->sin6_family = AF_INET6;
 	sin6->sin6_port = htons((uint16_t)port);
 	return (int)sizeof(*sin6);
+}
+
+/* The same in a test: a bad address fails it. @return socklen */
+static inline int
+dt_sockaddr(struct sockaddr_storage *ss, const char *host, int port)
+{
+	int len = dt_sockaddr_of(ss, host, port);
+
+	ck_assert_msg(len > 0, "not a numeric address: %s", host);
+	return len;
 }
 
 /* Log library messages to stderr while a test runs (EVRDMA_TEST_LOG=1). */

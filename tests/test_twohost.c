@@ -162,28 +162,6 @@ pat_drain(struct evbuffer *in, uint64_t *off, uint64_t seed)
 	return -1;
 }
 
-/* dt_sockaddr() without Check: the peer runs outside any test, where even
- * a passing ck_assert aborts. @return the length, or -1 */
-static int
-sockaddr_of(struct sockaddr_storage *ss, const char *host, int port)
-{
-	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)port);
-		return (int)sizeof(*sin);
-	}
-	if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)port);
-		return (int)sizeof(*sin6);
-	}
-	return -1;
-}
-
 static const char *
 env_or(const char *name, const char *def)
 {
@@ -650,7 +628,7 @@ p_connect(const char *kind, const char *host, int port, int n)
 
 	if (port <= 0 || n <= 0 || n > 64)
 		return -1;
-	len = sockaddr_of(&ss, host, port);
+	len = dt_sockaddr_of(&ss, host, port);
 	if (len < 0)
 		return -1;
 	for (i = 0; i < n; i++) {
@@ -866,7 +844,7 @@ p_listen_bl(struct evrdma_base *base, const char *host, int port, int msg,
     int raw, int backlog)
 {
 	struct sockaddr_storage ss;
-	int len = sockaddr_of(&ss, host, port);
+	int len = dt_sockaddr_of(&ss, host, port);
 	struct evrdma_listener *l;
 
 	if (len < 0) {
