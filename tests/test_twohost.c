@@ -1928,158 +1928,197 @@ report_times(const char *name, const uint64_t *t, int n, uint64_t t_kill)
 }
 
 /*
- * Raw connections that are sending when B dies (sends always in flight,
- * B echoing back: data in both directions): each gets exactly one
- * EV_ERROR, every request completes exactly once, nothing is left.
+ * One kill of B with everything A can have open to it at once, on one
+ * loop (one kill and reboot of B instead of one per kind: each costs
+ * about 25 s of the suite):
+ * - idle raw connections (RAW_KA: 3 s + 4 x 0.5 s) and idle channels (the
+ *   default keepalive, 5 s + 3 x 1 s): nothing is in flight, only the
+ *   keepalive can tell; each gets one error end with
+ *   EVRDMA_REASON_PEER_DEAD within 15 s;
+ * - busy raw connections (sends always in flight, B echoing back: data
+ *   both ways): exactly one EV_ERROR each when the transport's retries
+ *   run out, every request completed exactly once;
+ * - busy channels (ECHO: A writes without pause, B sends everything
+ *   back): BEV_EVENT_ERROR with PEER_DEAD (its other direction's at most
+ *   once after it, as a socket's read and write both fail after a
+ *   reset), never EOF.
+ * Nothing is left afterwards.
  */
-START_TEST(kill_busy_raw)
-{
-	struct dt_env env;
-	static struct rconn r[NKILL];
-	uint64_t t_kill, t[NKILL], deadline;
-	int i, all, never = 0;
+#define NIDLE 2
 
-	need_b();
-	env_new(&env);
-	for (i = 0; i < NKILL; i++) {
-		r_open(&env, &r[i], peer_addr());
-		r[i].busy = 1;
-		r_pump(&r[i]);
-	}
-	/* traffic on every connection first */
-	deadline = tu_now_ms() + (uint64_t)secs(120) * 1000;
-	do {
-		tu_loop_until(env.eb, &never, 50);
-		for (all = 1, i = 0; i < NKILL; i++) {
-			ck_assert_msg(r[i].bad < 0 && !r[i].events,
-			    "connection %d failed before the kill", i);
-			all &= r[i].seq_back >= 20;
-		}
-		ck_assert_msg(tu_now_ms() < deadline, "no traffic");
-	} while (!all);
-	t_kill = kill_b(env.eb);
-	deadline = t_kill + (uint64_t)dead_wait_s() * 1000;
-	for (;;) {
-		for (all = 1, i = 0; i < NKILL; i++)
-			all &= r[i].events > 0;
-		if (all)
-			break;
-		if (tu_now_ms() >= deadline)
-			restart_b_async();
-		ck_assert_msg(tu_now_ms() < deadline, "not every busy "
-		    "connection learnt of the dead peer (transport retries) "
-		    "within %d s", dead_wait_s());
-		tu_loop_until(env.eb, &never, 50);
-	}
-	tu_loop_for(env.eb, 500);	/* no second event may follow */
-	for (i = 0; i < NKILL; i++) {
-		ck_assert_int_eq(r[i].events, 1);
-		ck_assert_msg(r[i].what == EVRDMA_EV_ERROR &&
-		    r[i].reason == EVRDMA_REASON_PEER_DEAD, "connection %d: "
-		    "what 0x%x reason %s", i, r[i].what,
-		    evrdma_reason_str(r[i].reason));
-		ck_assert_msg(r[i].bad < 0, "echo %" PRId64 " differs",
-		    r[i].bad);
-		t[i] = r[i].t_event;
-		say("kill-busy-raw: connection %d: %s after %" PRIu64
-		    " ms; %" PRIu64 " messages echoed, %u of %u requests "
-		    "completed (%u failed)", i,
-		    evrdma_reason_str(r[i].reason), r[i].t_event - t_kill,
-		    r[i].seq_back, r[i].completed, r[i].posted, r[i].failed);
-	}
-	report_times("kill-busy-raw", t, NKILL, t_kill);
-	restart_b_async();
+struct kill_set {
+	struct rconn idle_r[NIDLE], busy_r[NKILL];
+	struct cch idle_c[NIDLE], busy_c[NKILL];
+};
+
+/* How many of the set have had their terminal event. */
+static int
+kill_set_ended(const struct kill_set *k)
+{
+	int i, n = 0;
+
+	for (i = 0; i < NIDLE; i++)
+		n += (k->idle_r[i].events > 0) + (k->idle_c[i].events > 0);
 	for (i = 0; i < NKILL; i++)
-		r_close(&env, &r[i], "kill-busy-raw");
-	env_done(&env);
+		n += (k->busy_r[i].events > 0) + (k->busy_c[i].events > 0);
+	return n;
 }
-END_TEST
 
-/*
- * Channels with data in flight both ways when B dies (ECHO: A writes
- * without pause, B sends everything back). Each channel gets exactly one
- * BEV_EVENT_ERROR, never EOF; nothing is left.
- */
 static void
-kill_busy_channels(void)
+kill_idle_report(const struct kill_set *k, uint64_t t_kill)
 {
-	struct dt_env env;
-	static struct cch c[NKILL];
-	uint64_t t_kill, t[NKILL], deadline;
-	int i, all, n, never = 0;
+	int i;
 
-	need_b();
-	env_new(&env);
-	for (i = 0; i < NKILL; i++) {
-		cch_open(&env, &c[i], peer_addr(), TH_PORT_CH, 0);
-		c[i].seed = 100 + (uint64_t)i;
-		c[i].to_send = UINT64_MAX / 2;
-		cch_cmd(&c[i], "ECHO\n");
-		cch_fill(&c[i]);
-	}
-	deadline = tu_now_ms() + (uint64_t)secs(120) * 1000;
-	do {
-		tu_loop_until(env.eb, &never, 50);
-		for (all = 1, i = 0; i < NKILL; i++) {
-			ck_assert_msg(c[i].bad < 0 && !c[i].events,
-			    "channel %d failed before the kill", i);
-			all &= c[i].recvd >= 1 * MiB;
-		}
-		ck_assert_msg(tu_now_ms() < deadline, "no traffic");
-	} while (!all);
-	t_kill = kill_b(env.eb);
-	deadline = t_kill + (uint64_t)dead_wait_s() * 1000;
-	for (;;) {
-		for (n = 0, i = 0; i < NKILL; i++)
-			n += c[i].events > 0;
-		if (n == NKILL || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
-	}
-	tu_loop_for(env.eb, 500);
-	for (i = 0; i < NKILL; i++) {
-		struct evbuffer *out = evrdma_channel_get_output(c[i].ch);
+	for (i = 0; i < NIDLE; i++) {
+		const struct rconn *r = &k->idle_r[i];
+		const struct cch *c = &k->idle_c[i];
 
-		if (c[i].events)
+		say("keepalive-kill-idle: raw %d: %s after %" PRIu64 " ms; "
+		    "channel %d: %s after %" PRIu64 " ms", i,
+		    r->events ? evrdma_reason_str(r->reason) : "no event",
+		    r->events ? r->t_event - t_kill : 0, i,
+		    c->events ? evrdma_reason_str(c->reason) : "no event",
+		    c->events ? c->t_event - t_kill : 0);
+	}
+}
+
+static void
+kill_busy_report(const struct kill_set *k, uint64_t t_kill)
+{
+	int i;
+
+	for (i = 0; i < NKILL; i++) {
+		const struct rconn *r = &k->busy_r[i];
+		const struct cch *c = &k->busy_c[i];
+
+		if (r->events)
+			say("kill-busy-raw: connection %d: %s after %" PRIu64
+			    " ms; %" PRIu64 " messages echoed, %u of %u "
+			    "requests completed (%u failed)", i,
+			    evrdma_reason_str(r->reason), r->t_event - t_kill,
+			    r->seq_back, r->completed, r->posted, r->failed);
+		else
+			say("kill-busy-raw: connection %d: NO EVENT", i);
+		if (c->events)
 			say("kill-busy-channel: channel %d: event 0x%x (%s) "
 			    "after %" PRIu64 " ms; %" PRIu64 " bytes echoed",
-			    i, c[i].what, evrdma_reason_str(c[i].reason),
-			    c[i].t_event - t_kill, c[i].recvd);
+			    i, c->what, evrdma_reason_str(c->reason),
+			    c->t_event - t_kill, c->recvd);
 		else
 			say("kill-busy-channel: channel %d: NO EVENT %" PRIu64
 			    " ms after the kill; %" PRIu64 " bytes echoed, "
 			    "%zu bytes waiting in output", i,
-			    tu_now_ms() - t_kill, c[i].recvd,
-			    evbuffer_get_length(out));
+			    tu_now_ms() - t_kill, c->recvd,
+			    evbuffer_get_length(evrdma_channel_get_output(
+			    c->ch)));
 	}
-	if (n < NKILL)
-		restart_b_async();
-	ck_assert_msg(n == NKILL, "%d of %d busy channels never learnt of the "
-	    "dead peer (within %d s)", NKILL - n, NKILL, dead_wait_s());
-	for (i = 0; i < NKILL; i++) {
-		/* the end once: ERROR with READING or WRITING, and the other
-		 * direction's ERROR at most once after it, as a socket's
-		 * read and write both fail after a reset */
-		ck_assert_int_ge(c[i].events, 1);
-		ck_assert_int_le(c[i].events, 2);
-		ck_assert_msg((c[i].what & BEV_EVENT_ERROR) &&
-		    c[i].reason == EVRDMA_REASON_PEER_DEAD, "channel %d: "
-		    "what 0x%x %s", i, c[i].what,
-		    evrdma_reason_str(c[i].reason));
-		ck_assert_msg(c[i].bad < 0, "byte %" PRId64 " differs",
-		    c[i].bad);
-		t[i] = c[i].t_event;
-	}
-	report_times("kill-busy-channel", t, NKILL, t_kill);
-	restart_b_async();
-	for (i = 0; i < NKILL; i++)
-		cch_free(&c[i]);
-	env_done(&env);
 }
 
-START_TEST(kill_busy_channel)
+START_TEST(kill_idle_and_busy)
 {
-	kill_busy_channels();
+	static struct kill_set k;
+	struct dt_env env;
+	uint64_t t_kill, t[NKILL], deadline;
+	int i, all, n, never = 0;
+	int wait_s = dead_wait_s();
+
+	need_b();
+	env_new(&env);
+	for (i = 0; i < NIDLE; i++) {
+		r_open(&env, &k.idle_r[i], peer_addr());
+		RAW_KA(k.idle_r[i].c);
+		cch_open(&env, &k.idle_c[i], peer_addr(), TH_PORT_CH, 0);
+		k.idle_c[i].seed = 60 + (uint64_t)i;
+		cch_echo(&env, &k.idle_c[i], 64 * KiB, 60 + (uint64_t)i,
+		    secs(60) * 1000);
+	}
+	for (i = 0; i < NKILL; i++) {
+		r_open(&env, &k.busy_r[i], peer_addr());
+		k.busy_r[i].busy = 1;
+		r_pump(&k.busy_r[i]);
+		cch_open(&env, &k.busy_c[i], peer_addr(), TH_PORT_CH, 0);
+		k.busy_c[i].seed = 100 + (uint64_t)i;
+		k.busy_c[i].to_send = UINT64_MAX / 2;
+		cch_cmd(&k.busy_c[i], "ECHO\n");
+		cch_fill(&k.busy_c[i]);
+	}
+	/* traffic on every busy one first */
+	deadline = tu_now_ms() + (uint64_t)secs(120) * 1000;
+	do {
+		tu_loop_until(env.eb, &never, 50);
+		ck_assert_msg(kill_set_ended(&k) == 0, "a connection or "
+		    "channel ended before the kill");
+		for (all = 1, i = 0; i < NKILL; i++) {
+			ck_assert_msg(k.busy_r[i].bad < 0 &&
+			    k.busy_c[i].bad < 0, "echo %d differs before "
+			    "the kill", i);
+			all &= k.busy_r[i].seq_back >= 20 &&
+			    k.busy_c[i].recvd >= 1 * MiB;
+		}
+		ck_assert_msg(tu_now_ms() < deadline, "no traffic");
+	} while (!all);
+
+	t_kill = kill_b(env.eb);
+	deadline = t_kill + (uint64_t)wait_s * 1000;
+	while ((n = kill_set_ended(&k)) < 2 * (NIDLE + NKILL) &&
+	    tu_now_ms() < deadline)
+		tu_loop_until(env.eb, &never, 50);
+	tu_loop_for(env.eb, 500);	/* no second event may follow */
+	kill_idle_report(&k, t_kill);
+	kill_busy_report(&k, t_kill);
+	restart_b_async();
+	ck_assert_msg(n == 2 * (NIDLE + NKILL), "%d of %d connections and "
+	    "channels to a dead host got no event within %d s",
+	    2 * (NIDLE + NKILL) - n, 2 * (NIDLE + NKILL), wait_s);
+
+	for (i = 0; i < NIDLE; i++) {
+		struct rconn *r = &k.idle_r[i];
+		struct cch *c = &k.idle_c[i];
+
+		ck_assert_int_eq(r->events, 1);
+		ck_assert_int_eq(r->what, EVRDMA_EV_ERROR);
+		ck_assert_int_eq(r->reason, EVRDMA_REASON_PEER_DEAD);
+		ck_assert_uint_lt(r->t_event - t_kill, 15000);
+		ck_assert_int_ge(c->events, 1);
+		ck_assert_int_le(c->events, 2);
+		ck_assert(c->what & BEV_EVENT_ERROR);
+		ck_assert_int_eq(c->reason, EVRDMA_REASON_PEER_DEAD);
+		ck_assert_uint_lt(c->t_event - t_kill, 15000);
+	}
+	for (i = 0; i < NKILL; i++) {
+		struct rconn *r = &k.busy_r[i];
+
+		ck_assert_int_eq(r->events, 1);
+		ck_assert_msg(r->what == EVRDMA_EV_ERROR &&
+		    r->reason == EVRDMA_REASON_PEER_DEAD, "connection %d: "
+		    "what 0x%x reason %s", i, r->what,
+		    evrdma_reason_str(r->reason));
+		ck_assert_msg(r->bad < 0, "echo %" PRId64 " differs", r->bad);
+		t[i] = r->t_event;
+	}
+	report_times("kill-busy-raw", t, NKILL, t_kill);
+	for (i = 0; i < NKILL; i++) {
+		struct cch *c = &k.busy_c[i];
+
+		ck_assert_int_ge(c->events, 1);
+		ck_assert_int_le(c->events, 2);
+		ck_assert_msg((c->what & BEV_EVENT_ERROR) &&
+		    c->reason == EVRDMA_REASON_PEER_DEAD, "channel %d: "
+		    "what 0x%x %s", i, c->what, evrdma_reason_str(c->reason));
+		ck_assert_msg(c->bad < 0, "byte %" PRId64 " differs", c->bad);
+		t[i] = c->t_event;
+	}
+	report_times("kill-busy-channel", t, NKILL, t_kill);
+
+	for (i = 0; i < NIDLE; i++) {
+		cch_free(&k.idle_c[i]);
+		r_close(&env, &k.idle_r[i], "keepalive-kill-idle");
+	}
+	for (i = 0; i < NKILL; i++) {
+		r_close(&env, &k.busy_r[i], "kill-busy-raw");
+		cch_free(&k.busy_c[i]);
+	}
+	env_done(&env);
 }
 END_TEST
 
@@ -2622,68 +2661,6 @@ END_TEST
  * Tests: keepalive
  * ====================================================================== */
 
-/*
- * Idle raw connections and channels when B dies: nothing is in flight on
- * them, so only the keepalive can tell; each gets one error end with
- * EVRDMA_REASON_PEER_DEAD within its keepalive time (channels: the
- * default, 5 s + 3 x 1 s; raw: RAW_KA, 3 s + 4 x 0.5 s).
- */
-START_TEST(keepalive_kill_idle)
-{
-	struct dt_env env;
-	static struct rconn r[2];
-	static struct cch c[2];
-	uint64_t t_kill, deadline;
-	int i, n, never = 0;
-	int wait_s = dead_wait_s();
-
-	need_b();
-	env_new(&env);
-	for (i = 0; i < 2; i++) {
-		r_open(&env, &r[i], peer_addr());
-		RAW_KA(r[i].c);
-		cch_open(&env, &c[i], peer_addr(), TH_PORT_CH, 0);
-		c[i].seed = 60 + (uint64_t)i;
-		cch_echo(&env, &c[i], 64 * KiB, 60 + (uint64_t)i,
-		    secs(60) * 1000);
-	}
-	t_kill = kill_b(env.eb);
-	deadline = t_kill + (uint64_t)wait_s * 1000;
-	for (;;) {
-		n = 0;
-		for (i = 0; i < 2; i++)
-			n += (r[i].events > 0) + (c[i].events > 0);
-		if (n == 4 || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 100);
-	}
-	for (i = 0; i < 2; i++)
-		say("keepalive-kill-idle: raw %d: %s after %" PRIu64 " ms; "
-		    "channel %d: %s after %" PRIu64 " ms", i,
-		    r[i].events ? evrdma_reason_str(r[i].reason) : "no event",
-		    r[i].events ? r[i].t_event - t_kill : 0, i,
-		    c[i].events ? evrdma_reason_str(c[i].reason) : "no event",
-		    c[i].events ? c[i].t_event - t_kill : 0);
-	restart_b_async();
-	ck_assert_msg(n == 4, "%d of 4 idle connections/channels to a dead "
-	    "host got no event within %d s", 4 - n, wait_s);
-	for (i = 0; i < 2; i++) {
-		ck_assert_int_eq(r[i].events, 1);
-		ck_assert_int_eq(r[i].what, EVRDMA_EV_ERROR);
-		ck_assert_int_eq(r[i].reason, EVRDMA_REASON_PEER_DEAD);
-		ck_assert_uint_lt(r[i].t_event - t_kill, 15000);
-		ck_assert_int_ge(c[i].events, 1);
-		ck_assert_int_le(c[i].events, 2);
-		ck_assert(c[i].what & BEV_EVENT_ERROR);
-		ck_assert_int_eq(c[i].reason, EVRDMA_REASON_PEER_DEAD);
-		ck_assert_uint_lt(c[i].t_event - t_kill, 15000);
-		cch_free(&c[i]);
-		r_close(&env, &r[i], "keepalive-kill-idle");
-	}
-	env_done(&env);
-}
-END_TEST
-
 /* ======================================================================
  * Tests: scale
  * ====================================================================== */
@@ -2940,9 +2917,7 @@ suite_twohost(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, kill_accepting_raw);
 	tcase_add_test(tc, kill_accepting_channel);
-	tcase_add_test(tc, keepalive_kill_idle);
-	tcase_add_test(tc, kill_busy_raw);
-	tcase_add_test(tc, kill_busy_channel);
+	tcase_add_test(tc, kill_idle_and_busy);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stop");
