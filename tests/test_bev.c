@@ -806,6 +806,7 @@ END_TEST
 enum fc_variant {
 	FC_READ,		/* (a) client, read callback */
 	FC_WRITE,		/* (b) client, write callback */
+	FC_WRITE_LOW,		/* (b) the same, output at its low mark */
 	FC_CONNECTED,		/* (c) client, event callback: CONNECTED */
 	FC_EOF,			/* (d) server, event callback: EOF */
 	FC_RESET,		/* (e) client, ERROR: the peer reset it */
@@ -814,7 +815,8 @@ enum fc_variant {
 };
 
 static const char *const fc_names[FC_N] = {
-	"read callback", "write callback", "CONNECTED", "EOF",
+	"read callback", "write callback", "write callback at the low mark",
+	"CONNECTED", "EOF",
 	"ERROR (reset)", "ERROR (refused)"
 };
 
@@ -822,7 +824,8 @@ static const char *const fc_names[FC_N] = {
 #define FC_S_SEED	0xfc05e7e7ull
 #define FC_IN		(32 * KiB)	/* (a) what the client gets */
 #define FC_PENDING	(4 * KiB)	/* (a) what it writes, then frees */
-#define FC_DATA		(16 * KiB)	/* (b), (d) */
+#define FC_DATA		(2 * MiB)	/* (b), (d): more than the ring takes */
+#define FC_LOW		(1 * MiB)	/* (b) the write low watermark */
 #define FC_EARLY	1000		/* (c) written before connecting */
 #define FC_HIGH		1000		/* (e) the server's high watermark */
 #define FC_UNREAD	4000		/* (e) what the client sends it */
@@ -859,13 +862,14 @@ fc_read_free(struct tb_end *e)
 	fc_free_client(t);
 }
 
-/* (b) Output is empty: free. */
+/* (b) Output is empty (or at its low watermark): free. */
 static void
 fc_write_free(struct tb_end *e)
 {
 	struct fc *t = e->t;
+	size_t left = evbuffer_get_length(bufferevent_get_output(e->bev));
 
-	if (!t->wrote || evbuffer_get_length(bufferevent_get_output(e->bev)))
+	if (!t->wrote || left > (t->variant == FC_WRITE_LOW ? FC_LOW : 0))
 		return;
 	fc_free_client(t);
 }
@@ -888,6 +892,7 @@ fc_client_event(struct tb_end *e, short what)
 
 	switch (t->variant) {
 	case FC_WRITE:
+	case FC_WRITE_LOW:
 		if (what & BEV_EVENT_CONNECTED) {
 			sb_write(e->bev, FC_C_SEED, 0, FC_DATA);
 			t->wrote = 1;
@@ -1000,6 +1005,9 @@ START_TEST(bev_free_in_callback)
 		bufferevent_setwatermark(t->c.bev, EV_READ, FC_IN, 0);
 		t->c.on_read = fc_read_free;
 		break;
+	case FC_WRITE_LOW:
+		bufferevent_setwatermark(t->c.bev, EV_WRITE, FC_LOW, 0);
+		/* FALLTHROUGH */
 	case FC_WRITE:
 		t->c.on_write = fc_write_free;
 		break;
@@ -1030,6 +1038,18 @@ START_TEST(bev_free_in_callback)
 		BT_WAIT(t->env.eb, t->c_freed, TB_WAIT_MS);
 		tb_one_end(&t->env, &t->s, BEV_EVENT_EOF | BEV_EVENT_READING);
 		ck_assert_uint_eq(t->s.rx.off, FC_DATA);
+		break;
+	case FC_WRITE_LOW:
+		/* What output still held is dropped, as a socket
+		 * bufferevent drops what it had not written; what went to
+		 * the kernel or the channel arrives (byte-exact, checked),
+		 * at least all but the low watermark's worth */
+		BT_WAIT(t->env.eb, t->c_freed, TB_WAIT_MS);
+		tb_one_end(&t->env, &t->s, BEV_EVENT_EOF | BEV_EVENT_READING);
+		ck_assert_uint_ge(t->s.rx.off, FC_DATA - FC_LOW);
+		ck_assert_uint_le(t->s.rx.off, FC_DATA);
+		fprintf(stderr, "%llu of %u bytes arrived\n",
+		    (unsigned long long)t->s.rx.off, FC_DATA);
 		break;
 	case FC_CONNECTED:
 		BT_WAIT(t->env.eb, t->c_freed, TB_WAIT_MS);
