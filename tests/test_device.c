@@ -116,6 +116,7 @@ main(void)
 	srunner_add_suite(sr, dt_suite_devices());
 	srunner_add_suite(sr, dt_suite_lifetime());
 	srunner_add_suite(sr, bt_suite_compare());
+	srunner_add_suite(sr, bt_suite_bev());
 	srunner_add_suite(sr, dt_suite_fail());
 	srunner_add_suite(sr, dt_suite_rping());
 	srunner_add_suite(sr, dt_suite_bev_examples());

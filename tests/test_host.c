@@ -769,6 +769,7 @@ main(void)
 	int failed;
 
 	srunner_add_suite(sr, bt_suite_compare());
+	srunner_add_suite(sr, bt_suite_bev());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
