@@ -1103,6 +1103,10 @@ evrdma_conn_post_fadd(struct evrdma_conn *conn, struct evrdma_mr *mr,
 
 /* ---- teardown ---- */
 
+/* After the teardown timeout: how long a poll of the CQs may take to
+ * bring in what was already there, before the rest is cancelled. */
+#define TEARDOWN_GRACE_MS	200
+
 static void
 conn_timer_cb(void *arg)
 {
@@ -1110,6 +1114,19 @@ conn_timer_cb(void *arg)
 	enum evrdma_conn_state old = conn->state;
 
 	if (old == EVRDMA_CONN_CLOSING) {
+		/* The completions it waits for may already sit in a CQ that
+		 * a busy loop has not polled yet (1,000 channels closing at
+		 * once on Soft-RoCE: a peer's EOF, then flushes). Poll the
+		 * device's CQs first, and give up only if that leaves
+		 * requests outstanding after TEARDOWN_GRACE_MS more. */
+		if (!conn->td_polled && conn->dev &&
+		    (conn->ep.sq_out || conn->ep.rq_out)) {
+			conn->td_polled = 1;
+			evrdma__dev_poll_soon(conn->dev);
+			evrdma__ev_timer_start(conn->timer,
+			    TEARDOWN_GRACE_MS);
+			return;
+		}
 		/* DISCONNECTED or the flush never came: give up waiting. */
 		evrdma__log(EVRDMA_LOG_INFO, "connection %p: teardown "
 		    "timeout, %u requests cancelled", (void *)conn,

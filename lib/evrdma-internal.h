@@ -470,6 +470,7 @@ struct evrdma_conn {
 	int rts;			/* the QP may send: passive after
 					 * rdma_accept(), active established */
 	int fin_due;			/* finaliser scheduled */
+	int td_polled;			/* teardown timeout: CQs polled */
 	uint8_t peer_rd, peer_init;	/* passive: requester's depths */
 	evrdma_conn_event_cb cb;
 	void *cb_arg;

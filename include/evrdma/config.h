@@ -29,7 +29,10 @@ enum evrdma_timeout {
 	 * no longer); default 30000 ms: a burst of a thousand connects
 	 * takes seconds to serve (10.6 s on Soft-RoCE under emulation) */
 	EVRDMA_TIMEOUT_CONNECT,
-	/** wait for flush and DISCONNECTED at free; default 2000 ms */
+	/** wait for flush and DISCONNECTED at free; default 2000 ms.
+	 * When it expires with requests outstanding, the completions
+	 * already queued are polled first (up to 200 ms more); only what
+	 * is still outstanding then completes as cancelled */
 	EVRDMA_TIMEOUT_TEARDOWN,
 	/** listener side: from accepting a request (the reply sent) to
 	 * ESTABLISHED; default 5000 ms. A live requester's kernel answers
