@@ -1040,38 +1040,42 @@ fail:
 	return NULL;
 }
 
-struct bufferevent *
-evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch)
+/* An accepted transport (one of @p ch, @p sock) under a new adapter; the
+ * transport is freed when that fails. */
+static struct bufferevent *
+ad_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
+    struct bufferevent *sock)
 {
 	struct ad *ad = ad_new(base, 0);
 
 	if (!ad) {
 		int err = errno;
 
-		evrdma_channel_free(ch);
+		if (ch)
+			evrdma_channel_free(ch);
+		else
+			bufferevent_free(sock);
 		errno = err;
 		return NULL;
 	}
-	ad_attach_channel(ad, ch);
+	if (ch)
+		ad_attach_channel(ad, ch);
+	else
+		ad_attach_sock(ad, sock);
 	ad->state = AD_UP;
 	return ad->bev;
 }
 
 struct bufferevent *
+evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch)
+{
+	return ad_accepted(base, ch, NULL);
+}
+
+struct bufferevent *
 evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock)
 {
-	struct ad *ad = ad_new(base, 0);
-
-	if (!ad) {
-		int err = errno;
-
-		bufferevent_free(sock);
-		errno = err;
-		return NULL;
-	}
-	ad_attach_sock(ad, sock);
-	ad->state = AD_UP;
-	return ad->bev;
+	return ad_accepted(base, NULL, sock);
 }
 
 struct bufferevent *
