@@ -759,11 +759,16 @@ evrdma__conn_cm_event(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 		if (conn->state == EVRDMA_CONN_RESOLVING_ROUTE)
 			conn_on_route_resolved(conn);
 		break;
+	/* rdma_cm runs the step's timeout too (we pass it the configured
+	 * one): its ETIMEDOUT is the same expiry as our timer's, and which
+	 * of the two is read first must not change the reason. */
 	case RDMA_CM_EVENT_ADDR_ERROR:
-		conn_fail(conn, EVRDMA_REASON_ADDR_ERROR, err);
+		conn_fail(conn, err == ETIMEDOUT ? EVRDMA_REASON_TIMEOUT :
+		    EVRDMA_REASON_ADDR_ERROR, err);
 		break;
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		conn_fail(conn, EVRDMA_REASON_ROUTE_ERROR, err);
+		conn_fail(conn, err == ETIMEDOUT ? EVRDMA_REASON_TIMEOUT :
+		    EVRDMA_REASON_ROUTE_ERROR, err);
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		conn_fail(conn, EVRDMA_REASON_CONNECT_ERROR, err);

@@ -117,6 +117,31 @@ START_TEST(fail_addr_timeout)
 }
 END_TEST
 
+/*
+ * The same expiry read late: the loop is busy past the timeout, so rdma_cm's
+ * own ETIMEDOUT and our timer are both due when it runs. Whichever is read
+ * first, the reason is the timeout (this used to say ADDR_ERROR).
+ */
+START_TEST(fail_addr_timeout_busy_loop)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	memset(&p, 0, sizeof(p));
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg, EVRDMA_TIMEOUT_ADDR,
+	    200), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	ck_assert_ptr_nonnull(start_connect(&env, &p, "192.0.2.99", 7000, 0));
+	usleep(1200 * 1000);
+	expect_outcome(&env, &p, EVRDMA_EV_ERROR, EVRDMA_REASON_TIMEOUT);
+	evrdma_conn_free(p.cli);
+	dt_drain(&env, 10000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* No route at all: rdma_cm refuses at once or reports ADDR_ERROR. */
 START_TEST(fail_unroutable)
 {
@@ -754,6 +779,7 @@ dt_suite_fail(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, arp_on, arp_off);
 	tcase_add_test(tc, fail_addr_timeout);
+	tcase_add_test(tc, fail_addr_timeout_busy_loop);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("teardown");

@@ -27,8 +27,8 @@ extern "C" {
  */
 enum evrdma_reason {
 	EVRDMA_REASON_NONE = 0,		/**< no error (EVRDMA_EV_CONNECTED) */
-	EVRDMA_REASON_ADDR_ERROR,	/**< rdma_cm could not resolve the address */
-	EVRDMA_REASON_ROUTE_ERROR,	/**< rdma_cm could not resolve a route */
+	EVRDMA_REASON_ADDR_ERROR,	/**< rdma_cm could not resolve the address (running out of time is EVRDMA_REASON_TIMEOUT) */
+	EVRDMA_REASON_ROUTE_ERROR,	/**< rdma_cm could not resolve a route (running out of time is EVRDMA_REASON_TIMEOUT) */
 	EVRDMA_REASON_CONNECT_ERROR,	/**< the connection handshake failed */
 	EVRDMA_REASON_UNREACHABLE,	/**< peer unreachable (also after ESTABLISHED) */
 	EVRDMA_REASON_REJECTED,		/**< the peer rejected us; see evrdma_conn_get_reject() */
