@@ -356,6 +356,13 @@ rp_connect_now(struct rawpeer *rp, const void *pdata, size_t len, int ms)
 		 * another QP number: the CM refuses a second request from the
 		 * same one as a stale connection. */
 		p.qp_num = 0x1000 + (uint32_t)(((uintptr_t)rp >> 4) & 0xfffff);
+	if (rp->ack_timeout) {
+		uint8_t t = (uint8_t)rp->ack_timeout;
+
+		if (rdma_set_option(rp->id, RDMA_OPTION_ID,
+		    RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+			return -1;
+	}
 	if (rdma_connect(rp->id, &p))
 		return -1;
 	while (!rp->established && !rp->rejected && !rp->failed) {

@@ -44,6 +44,9 @@ struct rawpeer {
 	struct ibv_mr *mr;		/* mem, local + remote read/write */
 	uint8_t *mem;
 	int no_qp;			/* connect without a QP (half-open) */
+	/* the QP's local ACK timeout, 4.096 us << ack_timeout (rdma_cm's
+	 * option); 0 keeps rdma_cm's default (about a second on rxe) */
+	int ack_timeout;
 	int cm_skip;			/* rp_connect() reads its own events */
 	/* connection outcome */
 	int established, rejected, disconnected, failed;

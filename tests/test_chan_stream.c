@@ -81,7 +81,7 @@ END_TEST
 
 /* ==== random writes, both directions at once ==== */
 
-#define RW_WRITES	2000	/* per direction */
+#define RW_WRITES	TU_REPEAT(2000, 600)	/* per direction */
 #define RW_MAX		70000	/* bytes per write: crosses a 64 KiB slot */
 
 struct rw_side {

@@ -33,6 +33,22 @@ tu_nofork(void)
 	return v != NULL && strcmp(v, "no") == 0;
 }
 
+/*
+ * The sanitizer build repeats less where a test's length is repetition (a
+ * storm's rounds, a stream's volume): the sanitizers look for a memory
+ * error on each path, which a shorter run takes too, and under them and
+ * the guest's emulation a round costs several times what it does in the
+ * normal build, which runs the full counts.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#else
+#define TU_SANITIZED 0
+#endif
+
+/** @return @p normal, or @p sanitized in the sanitizer build */
+#define TU_REPEAT(normal, sanitized) (TU_SANITIZED ? (sanitized) : (normal))
+
 /** @return a monotonic time in milliseconds */
 static inline uint64_t
 tu_now_ms(void)
