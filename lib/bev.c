@@ -46,6 +46,8 @@
 /* TCP: what the adapter hands the socket bufferevent beyond the kernel */
 #define SOCK_CAP	(256 * 1024)
 #define RESUME_MS_MAX	64
+/* output gathered from a burst of small writes before it moves (ad_out()) */
+#define AD_GATHER_MAX	(16 * 1024)
 
 enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
 
@@ -496,9 +498,13 @@ ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	 * output, as a socket's waits for its fd, and moves in one go later
 	 * in this iteration: moved one write at a time, streaming 64-byte
 	 * writes ran at 0.14x a TCP bufferevent's rate. The first write of
-	 * a burst still moves at once (a ping-pong's only write).
+	 * a burst still moves at once (a ping-pong's only write), and so
+	 * does output of AD_GATHER_MAX or more: large writes lose nothing
+	 * to a move each (gathered, 64 KiB writes streamed at 0.68x the
+	 * channel's rate, against 0.94x moved at once).
 	 */
-	if (mode == BEV_NORMAL && !ad->pulling && !ad->moving && have) {
+	if (mode == BEV_NORMAL && !ad->pulling && !ad->moving && have &&
+	    n < AD_GATHER_MAX) {
 		if (!ad->move_due) {
 			ad->move_due = 1;
 			event_active(ad->move, EV_TIMEOUT, 1);

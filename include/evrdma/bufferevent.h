@@ -27,11 +27,12 @@
  * both by moving evbuffer chains (no copy), from inside libevent's own
  * filter machinery, so libevent applies its watermarks, timeouts and
  * callbacks itself. A write moves at once when the channel has sent what
- * it had; the writes after it in the same callback (a burst the channel
- * would send together anyway, at the end of the loop iteration) gather in
- * the bufferevent's output and move in one go later in that iteration,
- * as a socket's output waits for its fd: moved write by write, a stream
- * of 64-byte writes ran at 0.14x the rate of a TCP bufferevent. A filter is the one kind whose creator
+ * it had, or when 16 KiB or more wait; small writes after it in the same
+ * callback (a burst the channel would send together anyway, at the end
+ * of the loop iteration) gather in the bufferevent's output and move in
+ * one go later in that iteration, as a socket's output waits for its fd:
+ * moved write by write, a stream of 64-byte writes ran at 0.14x the rate
+ * of a TCP bufferevent. A filter is the one kind whose creator
  * learns that its user freed it (the free-context hook), which is when
  * the adapter releases the connection. The filter's underlying bufferevent
  * is one end of a bufferevent_pair that carries no data: libevent tells an
