@@ -459,6 +459,13 @@ ad_wrote(struct ad *ad, size_t moved)
 	    ad->pulling ? 0 : BEV_TRIG_DEFER_CALLBACKS);
 }
 
+/* What the transport takes beyond the @p have bytes it holds. */
+static size_t
+ad_room(const struct ad *ad, size_t have)
+{
+	return have < ad->cap ? ad->cap - have : 0;
+}
+
 /*
  * The output filter: written bytes, into the transport up to its cap
  * (everything for BEV_FLUSH and BEV_FINISHED). It always answers
@@ -511,8 +518,8 @@ ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 		}
 		return BEV_NEED_MORE;
 	}
-	if (mode == BEV_NORMAL && n > (have < ad->cap ? ad->cap - have : 0))
-		n = have < ad->cap ? ad->cap - have : 0;
+	if (mode == BEV_NORMAL && n > ad_room(ad, have))
+		n = ad_room(ad, have);
 	n = ad_rate(ad, n, 1);
 	if (n > INT_MAX)
 		n = INT_MAX;
@@ -959,11 +966,11 @@ ad_user_freed(void *arg)
 	 * write: up to the transport's cap */
 	if (ad->move_due && ad->state == AD_UP && !ad->gone && !ad->shut) {
 		struct evbuffer *src = bufferevent_get_output(ad->bev);
-		size_t have = evbuffer_get_length(tp_out(ad));
+		size_t room = ad_room(ad, evbuffer_get_length(tp_out(ad)));
 		size_t n = evbuffer_get_length(src);
 
-		if (n > (have < ad->cap ? ad->cap - have : 0))
-			n = have < ad->cap ? ad->cap - have : 0;
+		if (n > room)
+			n = room;
 		if (n)
 			evbuffer_remove_buffer(src, tp_out(ad), n);
 	}
