@@ -178,9 +178,8 @@ ch_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 }
 
 int
-evrdma__chan_watch_input(struct evrdma_channel *ch, int held)
+evrdma__chan_watch_input(struct evrdma_channel *ch, int held, size_t have)
 {
-	size_t have = evbuffer_get_length(ch->input);
 	int wm = ch->rd_hi && have >= ch->rd_hi;
 
 	if (wm != ch->rd_held) {
@@ -616,7 +615,8 @@ evrdma_channel_setwatermark(struct evrdma_channel *ch, short events,
 		ch->rd_lo = lowmark;
 		ch->rd_hi = highmark;
 		/* a lower mark holds what comes next back at once */
-		evrdma__chan_watch_input(ch, ch->in_cbent != NULL);
+		evrdma__chan_watch_input(ch, ch->in_cbent != NULL,
+		    evbuffer_get_length(ch->input));
 		if (ch->base)
 			ch->ops->kick(ch);
 	}

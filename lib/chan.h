@@ -156,8 +156,10 @@ void evrdma__chan_connect_failed(struct evrdma_channel *ch, int reason);
 /* The transport put bytes into input (@p have: input's length now). */
 void evrdma__chan_input_added(struct evrdma_channel *ch, size_t have);
 /* The transport could not move all it has into input (@p held) or can
- * again: watch input's drains only while it cannot. */
-int evrdma__chan_watch_input(struct evrdma_channel *ch, int held);
+ * again: watch input's drains only while it cannot (@p have: input's
+ * length now). */
+int evrdma__chan_watch_input(struct evrdma_channel *ch, int held,
+    size_t have);
 /* Hand @p len bytes to the receive callback (input is empty). */
 void evrdma__chan_recv(struct evrdma_channel *ch, const void *p, size_t len);
 /* After the transport's sends of a pass: the write timeout and the write

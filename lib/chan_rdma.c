@@ -512,7 +512,7 @@ rc_deliver(struct ch_rdma *rc)
 			rb_release(rc, idx);
 	}
 	/* before the read callback: what it reads may let more in */
-	if (evrdma__chan_watch_input(ch, held) < 0 && rc->conn)
+	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
 	if (moved)
 		evrdma__chan_input_added(ch, have);

@@ -51,9 +51,11 @@ req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
 		tab->cache = (struct evrdma_req *)req->ep;
 	else if (!(req = malloc(sizeof(*req))))
 		return NULL;
-	/* up to the work request, which only a corked post fills (and
-	 * fills whole): clearing it too would double the cost of a post */
-	memset(req, 0, offsetof(struct evrdma_req, link));
+	/* every field up to the work request is set here (no memset: this
+	 * runs twice per message); the work request only a corked post
+	 * fills, and it fills it whole */
+	req->mr = NULL;
+	req->unsignaled = 0;
 	req->slot = tab->free_slots[--tab->nfree];
 	req->gen = tab->next_gen++;
 	if (!tab->next_gen)
@@ -249,9 +251,11 @@ evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
 			if (!req)
 				break;
 			reqs[i] = req;
-			memset(&wrs[i], 0, sizeof(wrs[i]));
+			/* (all four fields of a receive's work request) */
 			wrs[i].wr_id = req_wr_id(req);
 			wrs[i].next = &wrs[i + 1];
+			wrs[i].sg_list = NULL;
+			wrs[i].num_sge = 0;
 			if (mr && len) {
 				sges[i].addr = evrdma__mr_sge_addr(mr,
 				    offs[done + i]);
@@ -377,7 +381,7 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 	struct evrdma_wc w;
 
 	memset(&w, 0, sizeof(w));
-	w.status = wc_errno(wc->status);
+	w.status = wc->status == IBV_WC_SUCCESS ? 0 : wc_errno(wc->status);
 	w.wc_status = wc->status;
 	w.opcode = req->opcode;
 	/* With an error status only wr_id, status, qp_num and vendor_err
