@@ -1126,6 +1126,10 @@ conn_timer_cb(void *arg)
 		 * requests outstanding after TEARDOWN_GRACE_MS more. */
 		if (!conn->td_polled && conn->dev &&
 		    (conn->ep.sq_out || conn->ep.rq_out)) {
+			evrdma__log(EVRDMA_LOG_DEBUG, "connection %p: "
+			    "teardown timeout with %u requests outstanding: "
+			    "polling once more", (void *)conn,
+			    conn->ep.sq_out + conn->ep.rq_out);
 			conn->td_polled = 1;
 			evrdma__dev_poll_soon(conn->dev);
 			evrdma__ev_timer_start(conn->timer,

@@ -344,6 +344,110 @@ START_TEST(fail_free_in_flight)
 }
 END_TEST
 
+/*
+ * The teardown timeout expires while the flushes of a connection's
+ * receives still sit in the CQ (a busy loop, a small poll budget: 1,000
+ * channels closing at once did this on Soft-RoCE). The library polls once
+ * more and waits TEARDOWN_GRACE_MS before it cancels anything: every
+ * receive completes once, from its flush, none cancelled without one.
+ * The loop is kept busy (2 ms per iteration, one completion per poll)
+ * until the library says it polls again, so that the timeout always finds
+ * the flushes outstanding.
+ */
+#define TD_RECVS 256
+
+struct td_poll {
+	int n, flushed, polled_again, cancelled_log;
+	struct event *busy;
+	uint8_t buf[TD_RECVS][64];
+};
+
+static void
+td_log(int level, const char *msg, void *arg)
+{
+	struct td_poll *t = arg;
+
+	(void)level;
+	if (strstr(msg, "polling once more"))
+		t->polled_again++;
+	if (strstr(msg, "requests cancelled"))
+		t->cancelled_log++;
+}
+
+static void
+td_busy(evutil_socket_t fd, short what, void *arg)
+{
+	struct td_poll *t = arg;
+	struct timeval zero = { 0, 0 };
+
+	(void)fd;
+	(void)what;
+	if (t->polled_again)
+		return;
+	usleep(2000);
+	event_add(t->busy, &zero);
+}
+
+static void
+td_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct td_poll *t = arg;
+
+	(void)c;
+	t->n++;
+	if (wc->status == ECANCELED && wc->wc_status == IBV_WC_WR_FLUSH_ERR)
+		t->flushed++;
+}
+
+START_TEST(fail_teardown_poll)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct td_poll *t = calloc(1, sizeof(*t));
+	struct timeval zero = { 0, 0 };
+	struct dt_env env;
+	struct dt_pair p;
+	struct evrdma_mr *mr;
+	int i;
+
+	ck_assert_ptr_nonnull(t);
+	memset(&p, 0, sizeof(p));
+	ck_assert_int_eq(evrdma_config_set_poll_budget(cfg, 1), 0);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 1), 0);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 16, TD_RECVS), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	dt_pair_connect(&p, &env, dt_addr(), 0);
+	mr = evrdma_mr_reg(p.cli, t->buf, sizeof(t->buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(mr);
+	for (i = 0; i < TD_RECVS; i++)
+		ck_assert_int_eq(evrdma_conn_post_recv(p.cli, mr,
+		    (size_t)i * 64, 64, td_cb, t), 0);
+	evrdma_set_log_callback(td_log, EVRDMA_LOG_DEBUG, t);
+	t->busy = event_new(env.eb, -1, 0, td_busy, t);
+	ck_assert_ptr_nonnull(t->busy);
+	event_add(t->busy, &zero);
+	evrdma_conn_free(p.cli);
+	p.cli = NULL;
+	dt_wait_ge(&env, &t->n, TD_RECVS, 10000);
+	evrdma_set_log_callback(NULL, 0, NULL);
+	dt_log_init();
+	ck_assert_msg(t->polled_again == 1, "the teardown timeout found "
+	    "nothing outstanding (%d): the test did not provoke its poll",
+	    t->polled_again);
+	ck_assert_int_eq(t->n, TD_RECVS);
+	ck_assert_msg(t->flushed == TD_RECVS && !t->cancelled_log,
+	    "%d of %d receives completed by their flush, the rest "
+	    "cancelled without one", t->flushed, TD_RECVS);
+	event_free(t->busy);
+	dt_pair_close(&p);
+	evrdma_mr_free(mr);
+	dt_env_fini(&env);
+	free(t);
+}
+END_TEST
+
 /* The peer disconnects: EOF, and our outstanding receives are flushed. */
 START_TEST(fail_peer_disconnect)
 {
@@ -785,6 +889,7 @@ dt_suite_fail(void)
 	tc = tcase_create("teardown");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, fail_free_in_flight);
+	tcase_add_test(tc, fail_teardown_poll);
 	tcase_add_test(tc, fail_peer_disconnect);
 	tcase_add_test(tc, fail_free_in_connected_cb);
 	tcase_add_test(tc, fail_free_in_error_cb);
