@@ -57,6 +57,8 @@
 #define AD_DIRECT_MAX	1024
 
 enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
+/* why ad_move_out() runs (struct ad's moving) */
+enum ad_move { AD_MOVE_NONE, AD_MOVE_PULL, AD_MOVE_BURST };
 
 struct ad {
 	uint32_t magic;
@@ -90,7 +92,8 @@ struct ad {
 	uint8_t finish_due;		/* BEV_FINISHED before connected */
 	uint8_t shut;			/* our end shut down (BEV_FINISHED) */
 	uint8_t shut_due;		/* TCP: shutdown once output drained */
-	uint8_t delivering, pulling, moving;
+	uint8_t delivering;
+	uint8_t moving;			/* enum ad_move: in ad_move_out() */
 	int error;			/* evrdma_bufferevent_get_error() */
 	struct event *work;		/* ad_work_cb(), from the loop */
 	struct event *move;		/* ad_move_cb(): a burst's output */
@@ -474,7 +477,7 @@ ad_wrote(struct ad *ad, size_t moved)
 	    (bufferevent_get_enabled(bev) & EV_WRITE))
 		event_add(&bev->ev_write, &bev->timeout_write);
 	bufferevent_trigger(bev, EV_WRITE,
-	    ad->pulling ? 0 : BEV_TRIG_DEFER_CALLBACKS);
+	    ad->moving == AD_MOVE_PULL ? 0 : BEV_TRIG_DEFER_CALLBACKS);
 }
 
 /* What the transport takes beyond the @p have bytes it holds. */
@@ -552,7 +555,7 @@ ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	 * to a move each (gathered, 64 KiB writes streamed at 0.68x the
 	 * channel's rate, against 0.94x moved at once).
 	 */
-	if (mode == BEV_NORMAL && !ad->pulling && !ad->moving && have &&
+	if (mode == BEV_NORMAL && !ad->moving && have &&
 	    n < AD_GATHER_MAX) {
 		if (!ad->move_due) {
 			ad->move_due = 1;
@@ -585,14 +588,14 @@ ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 }
 
 /*
- * Move what output holds into the transport, from the loop: @p pull, the
- * transport has room again or the connection is up (the write callback
- * may run at once); otherwise a burst gathered by ad_out() (the write
- * callback is deferred, as for the writes themselves: a write callback
- * that writes must not recurse).
+ * Move what output holds into the transport, from the loop: AD_MOVE_PULL,
+ * the transport has room again or the connection is up (the write
+ * callback may run at once); AD_MOVE_BURST, a burst gathered by ad_out()
+ * (the write callback is deferred, as for the writes themselves: a write
+ * callback that writes must not recurse).
  */
 static void
-ad_move_out(struct ad *ad, int pull)
+ad_move_out(struct ad *ad, enum ad_move why)
 {
 	struct bufferevent *bev = ad_live(ad);
 
@@ -604,19 +607,16 @@ ad_move_out(struct ad *ad, int pull)
 		return;
 	}
 	bufferevent_incref(bev);
-	if (pull)
-		ad->pulling = 1;
-	else
-		ad->moving = 1;
+	ad->moving = (uint8_t)why;
 	bufferevent_flush(bev, EV_WRITE, BEV_NORMAL);
-	ad->pulling = ad->moving = 0;
+	ad->moving = AD_MOVE_NONE;
 	bufferevent_decref(bev);
 }
 
 static void
 ad_pull(struct ad *ad)
 {
-	ad_move_out(ad, 1);
+	ad_move_out(ad, AD_MOVE_PULL);
 }
 
 static void
@@ -654,7 +654,7 @@ ad_move_cb(evutil_socket_t fd, short what, void *arg)
 	struct ad *ad = arg;
 
 	ad->move_due = 0;
-	ad_move_out(ad, 0);
+	ad_move_out(ad, AD_MOVE_BURST);
 }
 
 /* Written to after the connection ended, or a check the loop should make
@@ -674,13 +674,14 @@ ad_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     void *arg)
 {
 	struct ad *ad = arg;
+	struct bufferevent *bev;
 
-	if (!info->n_added || !ad_live(ad))
+	if (!info->n_added || !(bev = ad_live(ad)))
 		return;
 	if (ad->gone)
 		event_active(ad->work, EV_TIMEOUT, 1);
 	else if (ad->state == AD_UP &&
-	    !(bufferevent_get_enabled(ad_live(ad)) & EV_WRITE))
+	    !(bufferevent_get_enabled(bev) & EV_WRITE))
 		ad_resume_start(ad);
 }
 

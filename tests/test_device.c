@@ -279,8 +279,10 @@ main(void)
 	size_t k = 0;
 	pid_t pid;
 
-	if (jobs < 1 || jobs > 2)
-		jobs = jobs < 1 ? 1 : 2;
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > 2)
+		jobs = 2;	/* run[] */
 	if (fk && !strcmp(fk, "no")) {
 		/* one process for all (a debugger's view) */
 		for (k = 0; k < NSUITES; k++) {
@@ -305,7 +307,7 @@ main(void)
 			k++;
 		}
 		if (!nrun)
-			continue;
+			break;	/* nothing left to start or to wait for */
 		while ((pid = waitpid(-1, &st, 0)) < 0 && errno == EINTR)
 			;
 		for (i = 0; i < nrun && run[i].pid != pid; i++)
