@@ -30,6 +30,12 @@
  *     scale cases: 1,000 channels at once)
  *  TH_PORT_RAW raw connections: B first SENDs the descriptor of a 1 MiB
  *     region A may WRITE and READ, then echoes every SEND it receives
+ *  TH_PORT_RAW_SMALL raw connections on the third base, backlog 1024: no
+ *     descriptor, SR_SLOTS receives of SR_LEN bytes each, every SEND
+ *     echoed (the scale cases: 1,000 raw connections at once)
+ *
+ * STATS also gives B's resident and pinned memory (VmRSS, VmPin in KiB):
+ *  "STATS <objects> <conns> <cm_ids> <qps> <rss> <pinned>"
  *
  */
 #include "devtest.h"
@@ -54,7 +60,8 @@
 #define TH_PORT_MSG	7474
 #define TH_PORT_CH_LONGKA 7475
 #define TH_PORT_CH_SMALL 7476
-#define TH_NLST		6		/* B's listeners */
+#define TH_PORT_RAW_SMALL 7477
+#define TH_NLST		7		/* B's listeners */
 #define SMALL_SLOTS	4		/* ring of the scale cases */
 #define SMALL_SLOT	(4 * KiB)
 /* teardown timeout of the scale cases: a thousand channels closing at once
@@ -68,6 +75,20 @@
 #define RAW_SLOT	(64 * KiB)	/* bytes per receive */
 #define RAW_REGION	(1 * MiB)	/* B's region for WRITE/READ */
 #define RAW_SENDS	8		/* A's sends in flight when busy */
+
+#define SR_SLOTS	4		/* raw scale: receives posted each side */
+#define SR_LEN		512		/* raw scale: bytes per message */
+#define SR_WINDOW	2		/* raw scale: A's messages in flight */
+
+/* B's raw services: receives per connection, bytes each, and whether B
+ * first sends the descriptor of a region A may WRITE and READ */
+struct rawsvc {
+	int nslots;
+	size_t slot;
+	int region;
+};
+static const struct rawsvc RAW_SVC = { RAW_SLOTS, RAW_SLOT, 1 };
+static const struct rawsvc RAW_SVC_SMALL = { SR_SLOTS, SR_LEN, 0 };
 
 static const char *role = "A";
 
@@ -338,6 +359,25 @@ kill_b(struct event_base *eb)
 	return t1;
 }
 
+/* A line of /proc/self/status in KiB (@p key "VmRSS:", "VmPin:"), or
+ * -1. */
+static long
+proc_kib(const char *key)
+{
+	char l[256];
+	long kib = -1;
+	size_t k = strlen(key);
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(l, sizeof(l), f))
+		if (!strncmp(l, key, k) && sscanf(l + k, "%ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
 /* ======================================================================
  * The peer (guest B)
  * ====================================================================== */
@@ -354,6 +394,7 @@ struct pobj {
 	uint64_t seed;
 	int64_t bad;
 	/* raw connections */
+	const struct rawsvc *svc;
 	struct evrdma_conn *c;
 	struct evrdma_mr *mr, *rmr, *dmr;
 	uint8_t *buf, *region;
@@ -435,8 +476,8 @@ p_raw_post_recv(struct pobj *o, int idx)
 {
 	if (o->freed)
 		return -1;
-	if (evrdma_conn_post_recv(o->c, o->mr, (size_t)idx * RAW_SLOT,
-	    RAW_SLOT, p_raw_recv_done, &o->slot[idx]) < 0)
+	if (evrdma_conn_post_recv(o->c, o->mr, (size_t)idx * o->svc->slot,
+	    o->svc->slot, p_raw_recv_done, &o->slot[idx]) < 0)
 		return -1;
 	o->pending++;
 	return 0;
@@ -463,8 +504,8 @@ p_raw_recv_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 
 	o->pending--;
 	if (wc->status == 0 && !o->freed) {
-		if (evrdma_conn_post_send(c, o->mr, (size_t)s->idx * RAW_SLOT,
-		    wc->byte_len, p_raw_send_done, s) == 0)
+		if (evrdma_conn_post_send(c, o->mr, (size_t)s->idx *
+		    o->svc->slot, wc->byte_len, p_raw_send_done, s) == 0)
 			o->pending++;
 	}
 	p_raw_try_free(o);
@@ -502,34 +543,41 @@ static int
 p_raw_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
     const void *pd, size_t len, void *arg)
 {
+	const struct rawsvc *svc = arg;
 	struct pobj *o = pobj_new('r');
 	struct evrdma_remote rem;
+	size_t blen = (size_t)svc->nslots * svc->slot;
 	int i;
 
-	(void)l; (void)pd; (void)len; (void)arg;
+	(void)l; (void)pd; (void)len;
 	o->c = c;
-	o->buf = aligned_alloc(4096, (size_t)RAW_SLOTS * RAW_SLOT);
-	o->region = aligned_alloc(4096, RAW_REGION);
-	if (!o->buf || !o->region)
+	o->svc = svc;
+	o->buf = aligned_alloc(4096, (blen + 4095) & ~(size_t)4095);
+	o->mr = o->buf ? evrdma_mr_reg(c, o->buf, blen,
+	    EVRDMA_ACCESS_LOCAL_WRITE) : NULL;
+	if (!o->mr)
 		goto fail;
-	memset(o->region, 0, RAW_REGION);
-	o->mr = evrdma_mr_reg(c, o->buf, (size_t)RAW_SLOTS * RAW_SLOT,
-	    EVRDMA_ACCESS_LOCAL_WRITE);
-	o->rmr = evrdma_mr_reg(c, o->region, RAW_REGION,
-	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_READ |
-	    EVRDMA_ACCESS_REMOTE_WRITE);
-	o->dmr = evrdma_mr_reg(c, o->desc, sizeof(o->desc), 0);
-	if (!o->mr || !o->rmr || !o->dmr)
-		goto fail;
-	if (evrdma_mr_export(o->rmr, 0, RAW_REGION, &rem) < 0 ||
-	    evrdma_remote_encode(&rem, o->desc, sizeof(o->desc)) < 0)
-		goto fail;
+	if (svc->region) {
+		o->region = aligned_alloc(4096, RAW_REGION);
+		if (!o->region)
+			goto fail;
+		memset(o->region, 0, RAW_REGION);
+		o->rmr = evrdma_mr_reg(c, o->region, RAW_REGION,
+		    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_READ |
+		    EVRDMA_ACCESS_REMOTE_WRITE);
+		o->dmr = evrdma_mr_reg(c, o->desc, sizeof(o->desc), 0);
+		if (!o->rmr || !o->dmr)
+			goto fail;
+		if (evrdma_mr_export(o->rmr, 0, RAW_REGION, &rem) < 0 ||
+		    evrdma_remote_encode(&rem, o->desc, sizeof(o->desc)) < 0)
+			goto fail;
+	}
 	evrdma_conn_setcb(c, p_raw_event, o);
 	/* an A that vanishes (killed, or its goodbye lost) is found by the
 	 * keepalive; raw connections have it off unless asked */
 	if (evrdma_conn_set_keepalive(c, 3000, 500, 4) < 0)
 		goto fail;
-	for (i = 0; i < RAW_SLOTS; i++) {
+	for (i = 0; i < svc->nslots; i++) {
 		o->slot[i].o = o;
 		o->slot[i].idx = i;
 		if (p_raw_post_recv(o, i) < 0)
@@ -566,8 +614,8 @@ p_raw_accept(struct evrdma_listener *l, struct evrdma_conn *c,
 		evrdma_conn_free(c);
 		return;
 	}
-	if (evrdma_conn_post_send(c, o->dmr, 0, sizeof(o->desc),
-	    p_raw_desc_done, o) == 0)
+	if (o->svc->region && evrdma_conn_post_send(c, o->dmr, 0,
+	    sizeof(o->desc), p_raw_desc_done, o) == 0)
 		o->pending++;
 }
 
@@ -709,8 +757,9 @@ p_command(struct pobj *o, char *line)
 	} else if (!strcmp(line, "STATS")) {
 		o->mode = P_HOLD;
 		evrdma_base_get_stats(P.env.base, &st);
-		snprintf(reply, sizeof(reply), "STATS %d %u %u %u\n",
-		    P.nobjs - 1, st.conns, st.cm_ids, st.qps);
+		snprintf(reply, sizeof(reply), "STATS %d %u %u %u %ld %ld\n",
+		    P.nobjs - 1, st.conns, st.cm_ids, st.qps,
+		    proc_kib("VmRSS:"), proc_kib("VmPin:"));
 		say("STATS: objects %d conns %u cm_ids %u qps %u reqs %u "
 		    "written %llu pulled %llu", P.nobjs - 1, st.conns,
 		    st.cm_ids, st.qps, st.reqs, st.ch_written, st.ch_pulled);
@@ -841,7 +890,7 @@ p_ch_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
 
 static struct evrdma_listener *
 p_listen_bl(struct evrdma_base *base, const char *host, int port, int msg,
-    int raw, int backlog)
+    const struct rawsvc *raw, int backlog)
 {
 	struct sockaddr_storage ss;
 	int len = dt_sockaddr_of(&ss, host, port);
@@ -855,7 +904,8 @@ p_listen_bl(struct evrdma_base *base, const char *host, int port, int msg,
 		l = evrdma_listener_new(base, (struct sockaddr *)&ss,
 		    len, backlog, 0, p_raw_accept, NULL);
 		if (l)
-			evrdma_listener_set_prepare_cb(l, p_raw_prepare, NULL);
+			evrdma_listener_set_prepare_cb(l, p_raw_prepare,
+			    (void *)raw);
 	} else {
 		l = evrdma_channel_listener_new(base, (struct sockaddr *)&ss,
 		    len, backlog,
@@ -872,7 +922,7 @@ p_listen_bl(struct evrdma_base *base, const char *host, int port, int msg,
 
 static struct evrdma_listener *
 p_listen(struct evrdma_base *base, const char *host, int port, int msg,
-    int raw)
+    const struct rawsvc *raw)
 {
 	return p_listen_bl(base, host, port, msg, raw, 64);
 }
@@ -948,14 +998,16 @@ peer_main(void)
 		return 1;
 	}
 	LIST_INIT(&P.objs);
-	P.lst[0] = p_listen(P.env.base, dt_addr(), TH_PORT_CH, 0, 0);
-	P.lst[1] = p_listen(P.env.base, dt_addr(), TH_PORT_RAW, 0, 1);
-	P.lst[2] = p_listen(P.env.base, dt_addr6(), TH_PORT_CH6, 0, 0);
-	P.lst[3] = p_listen(P.env.base, dt_addr(), TH_PORT_MSG, 1, 0);
+	P.lst[0] = p_listen(P.env.base, dt_addr(), TH_PORT_CH, 0, NULL);
+	P.lst[1] = p_listen(P.env.base, dt_addr(), TH_PORT_RAW, 0, &RAW_SVC);
+	P.lst[2] = p_listen(P.env.base, dt_addr6(), TH_PORT_CH6, 0, NULL);
+	P.lst[3] = p_listen(P.env.base, dt_addr(), TH_PORT_MSG, 1, NULL);
 	P.lst[4] = p_listen(P.base_longka, dt_addr(), TH_PORT_CH_LONGKA, 0,
-	    0);
+	    NULL);
 	P.lst[5] = p_listen_bl(P.base_small, dt_addr(), TH_PORT_CH_SMALL, 0,
-	    0, 1024);
+	    NULL, 1024);
+	P.lst[6] = p_listen_bl(P.base_small, dt_addr(), TH_PORT_RAW_SMALL, 0,
+	    &RAW_SVC_SMALL, 1024);
 	tick = event_new(P.env.eb, -1, EV_PERSIST, p_tick, NULL);
 	event_add(tick, &tv);
 	snprintf(p, sizeof(p), "%s/B.ready", ctl_dir());
@@ -965,7 +1017,7 @@ peer_main(void)
 		return 1;
 	}
 	say("listening on %s and [%s], ports %d-%d", dt_addr(), dt_addr6(),
-	    TH_PORT_CH, TH_PORT_CH_SMALL);
+	    TH_PORT_CH, TH_PORT_RAW_SMALL);
 	while (!P.ending)
 		event_base_loop(P.env.eb, EVLOOP_ONCE);
 
@@ -1224,6 +1276,24 @@ b_stats(struct dt_env *env, int *objs, unsigned *conns, unsigned *cm_ids,
 	cch_wait_line(env, &c, secs(30) * 1000);
 	ck_assert_int_eq(sscanf(c.line, "STATS %d %u %u %u", objs, conns,
 	    cm_ids, qps), 4);
+	cch_free(&c);
+}
+
+/* B's resident and pinned memory, KiB (see STATS) */
+static void
+b_mem(struct dt_env *env, long *rss, long *pin)
+{
+	struct cch c;
+	int objs;
+	unsigned conns, cm_ids, qps;
+
+	cch_open(env, &c, peer_addr(), TH_PORT_CH, 0);
+	c.reading_line = 1;
+	c.bad = 0;
+	cch_cmd(&c, "STATS\n");
+	cch_wait_line(env, &c, secs(30) * 1000);
+	ck_assert_int_eq(sscanf(c.line, "STATS %d %u %u %u %ld %ld", &objs,
+	    &conns, &cm_ids, &qps, rss, pin), 6);
 	cch_free(&c);
 }
 
@@ -2679,22 +2749,6 @@ env_new_small(struct dt_env *env)
 	env_start(env, cfg);
 }
 
-/* This process's resident memory, KiB (/proc/self/status VmRSS). */
-static long
-rss_kib(void)
-{
-	char l[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(l, sizeof(l), f))
-		if (sscanf(l, "VmRSS: %ld", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
 
 static int
 scale_n(void)
@@ -2728,7 +2782,7 @@ START_TEST(scale_channels)
 	need_b();
 	env_new_small(&env);
 	len = dt_sockaddr(&ss, peer_addr(), TH_PORT_CH_SMALL);
-	rss0 = rss_kib();
+	rss0 = proc_kib("VmRSS:");
 	t0 = tu_now_ms();
 	for (i = 0; i < n; i++) {
 		memset(&c[i], 0, sizeof(c[i]));
@@ -2755,7 +2809,7 @@ START_TEST(scale_channels)
 		tu_loop_until(env.eb, &never, 50);
 	}
 	t_up = tu_now_ms() - t0;
-	rss1 = rss_kib();
+	rss1 = proc_kib("VmRSS:");
 	say("scale-channels: %d of %d channels up in %" PRIu64 " ms (%.0f "
 	    "connects/s), %d failed; A's memory %ld KiB per channel (rings "
 	    "%u KiB registered)", up, n, t_up, t_up ? up * 1000.0 /
@@ -2856,6 +2910,245 @@ START_TEST(scale_channels)
 }
 END_TEST
 
+/* ---- 1,000 raw connections ---- */
+
+/* A raw connection of the scale case: SR_SLOTS receives and SR_WINDOW
+ * sends of SR_LEN bytes in one region; messages carry their sequence
+ * number and pattern bytes, and B echoes each one. */
+struct sraw {
+	struct evrdma_conn *c;
+	struct evrdma_mr *mr;
+	uint8_t *buf;		/* SR_SLOTS receive slots, then send slots */
+	int connected, events;
+	short what;
+	int reason;
+	unsigned posted, completed;
+	uint64_t seq_sent, seq_back, limit;
+	int64_t bad;		/* seq of a wrong echo, or -1 */
+	int sfree[SR_WINDOW];
+	struct srslot {
+		struct sraw *s;
+		int idx;
+	} slot[SR_SLOTS + SR_WINDOW];
+};
+
+static void sr_pump(struct sraw *s);
+
+static void
+sr_recv_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct srslot *sl = arg;
+	struct sraw *s = sl->s;
+	const uint8_t *m = s->buf + (size_t)sl->idx * SR_LEN;
+	uint64_t seq;
+
+	s->completed++;
+	if (wc->status != 0)
+		return;
+	memcpy(&seq, m, 8);
+	if (s->bad < 0 && (seq != s->seq_back || wc->byte_len != SR_LEN ||
+	    pat_check(m + 8, 0, SR_LEN - 8, seq) >= 0))
+		s->bad = (int64_t)s->seq_back;
+	s->seq_back++;
+	if (evrdma_conn_post_recv(c, s->mr, (size_t)sl->idx * SR_LEN, SR_LEN,
+	    sr_recv_done, sl) == 0)
+		s->posted++;
+	sr_pump(s);
+}
+
+static void
+sr_send_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct srslot *sl = arg;
+
+	(void)c;
+	sl->s->completed++;
+	sl->s->sfree[sl->idx - SR_SLOTS] = 1;
+	if (wc->status == 0)
+		sr_pump(sl->s);
+}
+
+static void
+sr_pump(struct sraw *s)
+{
+	int k;
+
+	for (k = 0; k < SR_WINDOW && !s->events && s->seq_sent < s->limit &&
+	    s->seq_sent - s->seq_back < SR_WINDOW; k++) {
+		struct srslot *sl = &s->slot[SR_SLOTS + k];
+		uint8_t *m = s->buf + (size_t)sl->idx * SR_LEN;
+
+		if (!s->sfree[k])
+			continue;
+		memcpy(m, &s->seq_sent, 8);
+		pat_fill(m + 8, 0, SR_LEN - 8, s->seq_sent);
+		if (evrdma_conn_post_send(s->c, s->mr, (size_t)sl->idx *
+		    SR_LEN, SR_LEN, sr_send_done, sl) < 0)
+			return;
+		s->posted++;
+		s->sfree[k] = 0;
+		s->seq_sent++;
+	}
+}
+
+static void
+sr_event(struct evrdma_conn *c, short what, int reason, void *arg)
+{
+	struct sraw *s = arg;
+	int i;
+
+	if (what & EVRDMA_EV_CONNECTED) {
+		/* the protection domain exists now: register, post */
+		s->mr = evrdma_mr_reg(c, s->buf, (SR_SLOTS + SR_WINDOW) *
+		    SR_LEN, EVRDMA_ACCESS_LOCAL_WRITE);
+		for (i = 0; s->mr && i < SR_SLOTS; i++)
+			if (evrdma_conn_post_recv(c, s->mr, (size_t)i * SR_LEN,
+			    SR_LEN, sr_recv_done, &s->slot[i]) == 0)
+				s->posted++;
+		s->connected = s->mr && s->posted == SR_SLOTS ? 1 : -1;
+		return;
+	}
+	s->events++;
+	s->what = what;
+	s->reason = reason;
+}
+
+/*
+ * 1,000 raw connections (EVRDMA_TH_SCALE_N) to B on one loop, as a burst
+ * with the default timeouts: all must come up. Each then keeps SR_WINDOW
+ * messages of SR_LEN bytes in flight for 10 s, echoed by B: byte-exact,
+ * and no connection below half the mean rate. Then A frees them all at
+ * once: every request completes exactly once, B sees each one end and
+ * keeps nothing. Reports the connect rate, the message rate, and the
+ * memory per connection on both sides (B's: resident and pinned, with
+ * SR_SLOTS receives of SR_LEN bytes posted on each connection).
+ */
+START_TEST(scale_raw)
+{
+	static struct sraw r[1000];
+	struct dt_env env;
+	struct sockaddr_storage ss;
+	int n = scale_n(), len, i, k, up, failed, never = 0;
+	uint64_t t0, t_up, deadline, sum = 0, min = UINT64_MAX, max = 0;
+	long rss0, rss1, brss0, brss1, bpin0, bpin1;
+	double mean;
+
+	need_b();
+	env_new_small(&env);
+	len = dt_sockaddr(&ss, peer_addr(), TH_PORT_RAW_SMALL);
+	b_mem(&env, &brss0, &bpin0);
+	rss0 = proc_kib("VmRSS:");
+	t0 = tu_now_ms();
+	for (i = 0; i < n; i++) {
+		memset(&r[i], 0, sizeof(r[i]));
+		r[i].bad = -1;
+		r[i].buf = aligned_alloc(4096, 4096);
+		ck_assert_ptr_nonnull(r[i].buf);
+		for (k = 0; k < SR_SLOTS + SR_WINDOW; k++) {
+			r[i].slot[k].s = &r[i];
+			r[i].slot[k].idx = k;
+		}
+		for (k = 0; k < SR_WINDOW; k++)
+			r[i].sfree[k] = 1;
+		r[i].c = evrdma_conn_new(env.base, 0);
+		ck_assert_ptr_nonnull(r[i].c);
+		evrdma_conn_setcb(r[i].c, sr_event, &r[i]);
+		if (evrdma_conn_connect(r[i].c, (struct sockaddr *)&ss,
+		    len) < 0)
+			ck_abort_msg("raw %d: connect: %s (%s)", i,
+			    strerror(errno), evrdma_errmsg());
+	}
+	deadline = t0 + (uint64_t)secs(180) * 1000;
+	for (;;) {
+		for (i = up = failed = 0; i < n; i++) {
+			up += r[i].connected > 0;
+			failed += r[i].events > 0 || r[i].connected < 0;
+		}
+		if (up + failed == n || tu_now_ms() >= deadline)
+			break;
+		tu_loop_until(env.eb, &never, 50);
+	}
+	t_up = tu_now_ms() - t0;
+	rss1 = proc_kib("VmRSS:");
+	b_mem(&env, &brss1, &bpin1);
+	say("scale-raw: %d of %d raw connections up in %" PRIu64 " ms (%.0f "
+	    "connects/s), %d failed", up, n, t_up, t_up ? up * 1000.0 /
+	    (double)t_up : 0.0, failed);
+	say("scale-raw: memory per connection: A %ld KiB resident; B %ld KiB "
+	    "resident, %ld KiB pinned (%d receives of %d B posted on each)",
+	    rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n : -1L,
+	    brss0 >= 0 && brss1 >= 0 ? (brss1 - brss0) / n : -1L,
+	    bpin0 >= 0 && bpin1 >= 0 ? (bpin1 - bpin0) / n : -1L, SR_SLOTS,
+	    SR_LEN);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(r[i].connected > 0 && !r[i].events, "raw %d: %s "
+		    "(event 0x%x, %s) after %" PRIu64 " ms", i,
+		    r[i].connected > 0 ? "up, then ended" : "never up",
+		    r[i].what, evrdma_reason_str(r[i].reason), t_up);
+
+	/* traffic on all for 10 s */
+	for (i = 0; i < n; i++) {
+		r[i].limit = UINT64_MAX;
+		sr_pump(&r[i]);
+	}
+	tu_loop_for(env.eb, 10000);
+	for (i = 0; i < n; i++) {
+		r[i].limit = r[i].seq_sent;	/* no more */
+		sum += r[i].seq_back;
+		if (r[i].seq_back < min)
+			min = r[i].seq_back;
+		if (r[i].seq_back > max)
+			max = r[i].seq_back;
+	}
+	mean = (double)sum / n;
+	say("scale-raw: echoed in 10 s: %" PRIu64 " messages of %d B (%.0f "
+	    "per second), per connection mean %.0f, min %" PRIu64 " (%.2f of "
+	    "the mean), max %" PRIu64, sum, SR_LEN, sum / 10.0, mean, min,
+	    min / mean, max);
+	for (i = 0; i < n; i++) {
+		ck_assert_msg(r[i].bad < 0, "raw %d: echo %" PRId64 " wrong",
+		    i, r[i].bad);
+		ck_assert_msg(!r[i].events, "raw %d: event 0x%x (%s)", i,
+		    r[i].what, evrdma_reason_str(r[i].reason));
+	}
+	ck_assert_msg(min >= mean / 2, "slowest connection %" PRIu64
+	    " messages, mean %.0f: below half", min, mean);
+
+	/* the echoes in flight come back; then A frees all at once */
+	deadline = tu_now_ms() + (uint64_t)secs(60) * 1000;
+	for (;;) {
+		for (i = up = 0; i < n; i++)
+			up += r[i].seq_back == r[i].seq_sent;
+		if (up == n || tu_now_ms() >= deadline)
+			break;
+		tu_loop_until(env.eb, &never, 50);
+	}
+	ck_assert_int_eq(up, n);
+	t0 = tu_now_ms();
+	for (i = 0; i < n; i++)
+		evrdma_conn_free(r[i].c);
+	deadline = t0 + (uint64_t)secs(120) * 1000;
+	for (;;) {
+		for (i = up = 0; i < n; i++)
+			up += r[i].completed >= r[i].posted;
+		if (up == n || tu_now_ms() >= deadline)
+			break;
+		tu_loop_until(env.eb, &never, 50);
+	}
+	tu_loop_for(env.eb, 200);	/* a second completion would come now */
+	say("scale-raw: %d of %d freed with every request completed in %"
+	    PRIu64 " ms", up, n, tu_now_ms() - t0);
+	for (i = 0; i < n; i++) {
+		ck_assert_msg(r[i].completed == r[i].posted, "raw %d: %u of %u "
+		    "requests completed", i, r[i].completed, r[i].posted);
+		evrdma_mr_free(r[i].mr);
+		free(r[i].buf);
+	}
+	b_wait_clean(&env, secs(60));
+	env_done(&env);
+}
+END_TEST
+
 /*
  * Connection setup rate: 100 times in a row, connect a channel, echo one
  * byte, close in order; reports cycles per second.
@@ -2910,6 +3203,7 @@ suite_twohost(void)
 	tc = tcase_create("scale");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, scale_channels);
+	tcase_add_test(tc, scale_raw);
 	tcase_add_test(tc, scale_setup_rate);
 	suite_add_tcase(s, tc);
 
