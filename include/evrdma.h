@@ -14,6 +14,7 @@
 #include <evrdma/mr.h>
 #include <evrdma/conn.h>
 #include <evrdma/listener.h>
+#include <evrdma/srq.h>
 #include <evrdma/channel.h>
 #include <evrdma/bufferevent.h>
 

@@ -112,6 +112,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	TAILQ_INIT(&base->conns);
 	LIST_INIT(&base->listeners);
 	LIST_INIT(&base->mrs);
+	LIST_INIT(&base->srqs);
 	LIST_INIT(&base->hooks);
 	base->reqs.next_gen = 1;
 	base->cm_drain = cm_drain;
@@ -167,6 +168,7 @@ evrdma_base_free(struct evrdma_base *base)
 		evrdma__listener_release_now(lst);
 	while ((conn = TAILQ_FIRST(&base->conns)))
 		evrdma__conn_release_now(conn);
+	evrdma__srq_release_all(base);
 	evrdma__mr_release_all(base);
 	evrdma__dev_free_all(base);
 	evrdma__work_fini(base);

@@ -418,7 +418,21 @@ conn_create_qp(struct evrdma_conn *conn)
 	conn->dev = evrdma__dev_get(conn->base, conn->id->verbs);
 	if (!conn->dev)
 		return -1;
-	conn->pd = evrdma__pd_new(conn->dev);
+	if (conn->srq) {
+		/* receives come from the queue, on its CQ share; the PD is
+		 * the queue's (srq.c says why) */
+		if (evrdma__srq_dev(conn->srq) != conn->dev)
+			return evrdma__fail(EINVAL, "the connection is on "
+			    "device %s, its shared receive queue on another",
+			    EVRDMA_SYM(ibv_get_device_name)(
+			    conn->dev->verbs->device));
+		conn->rq_depth = 0;
+		n = conn->sq_depth;
+		conn->pd = evrdma__srq_pd(conn->srq);
+		conn->pd->refcnt++;
+	} else {
+		conn->pd = evrdma__pd_new(conn->dev);
+	}
 	if (!conn->pd)
 		return -1;
 	conn->cq = evrdma__cq_reserve(conn->dev, n);
@@ -429,6 +443,10 @@ conn_create_qp(struct evrdma_conn *conn)
 		attr.qp_context = conn;
 		attr.send_cq = conn->cq->cq;
 		attr.recv_cq = conn->cq->cq;
+		if (conn->srq) {
+			attr.srq = evrdma__srq_ibv(conn->srq);
+			attr.recv_cq = evrdma__srq_cq(conn->srq)->cq;
+		}
 		attr.qp_type = IBV_QPT_RC;
 		attr.cap.max_send_wr = conn->sq_depth;
 		attr.cap.max_recv_wr = conn->rq_depth;
@@ -457,6 +475,8 @@ conn_create_qp(struct evrdma_conn *conn)
 	conn->ep.qp = conn->qp;
 	conn->ep.cq = conn->cq->cq;
 	conn->ep.qp_num = conn->qp->qp_num;
+	if (conn->srq)
+		evrdma__srq_attach(conn);
 	conn->ep.port = conn->id->port_num;
 	conn->ep.sq_depth = conn->sq_depth;
 	conn->ep.rq_depth = conn->rq_depth;
@@ -905,6 +925,9 @@ conn_check_post(struct evrdma_conn *conn, int recv)
 	if (!conn->base || conn->user_freed || conn_closing(conn) ||
 	    conn->qp_in_error)
 		return evrdma__fail(EPIPE, "connection is closed or failed");
+	if (recv && conn->srq)
+		return evrdma__fail(EINVAL, "the connection's receives come "
+		    "from its shared receive queue (evrdma_srq_post_recv)");
 	if (conn->rts || (recv && conn->qp))
 		return 0;
 	return evrdma__fail(ENOTCONN, "connection not established");
@@ -1232,6 +1255,9 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 		conn->dns_req = NULL;
 	}
 	conn_drop_parent(conn);
+	/* its queue's completions no longer find it (they complete with
+	 * no connection) */
+	evrdma__srq_detach(conn);
 	if (conn->qp) {
 		EVRDMA_SYM(rdma_destroy_qp)(conn->id);
 		conn->qp = conn->ep.qp = NULL;
@@ -1250,6 +1276,7 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 	}
 	evrdma__pd_put(conn->pd);
 	conn->pd = NULL;
+	evrdma__srq_unuse(conn);
 	if (conn->dev) {
 		evrdma__dev_put(conn->dev);
 		conn->dev = NULL;

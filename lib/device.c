@@ -123,6 +123,10 @@ async_item_of(const struct ibv_async_event *ae, struct async_item *it)
 	case IBV_EVENT_CQ_ERR:
 		it->elem = ae->element.cq;
 		return 0;
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case IBV_EVENT_SRQ_ERR:
+		it->elem = ae->element.srq;
+		return 0;
 	case IBV_EVENT_PORT_ERR:
 		it->port = (uint8_t)ae->element.port_num;
 		return 0;
@@ -140,6 +144,9 @@ async_hits(const struct async_item *it, const struct evrdma__ep *ep)
 	switch (it->type) {
 	case IBV_EVENT_CQ_ERR:
 		return it->elem == ep->cq;
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case IBV_EVENT_SRQ_ERR:
+		return ep->srq && it->elem == ep->srq;
 	case IBV_EVENT_PORT_ERR:
 		return ep->port == it->port;
 	case IBV_EVENT_DEVICE_FATAL:

@@ -200,6 +200,9 @@ struct evrdma__ep {
 	struct evrdma__reqtab *tab;
 	struct evrdma_conn *conn;	/* handed to request callbacks */
 	struct ibv_qp *qp;
+	struct ibv_srq *srq;	/* an SRQ's endpoint: receives go here, and
+				 * each completes on the connection whose
+				 * QP took it (srq.c) */
 	struct ibv_cq *cq;
 	uint32_t qp_num;
 	uint8_t port;
@@ -289,6 +292,31 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 	req = tab->slots[slot];
 	return (req && req->gen == gen) ? req : NULL;
 }
+
+/* ---- shared receive queues (srq.c) ---- */
+
+struct evrdma_srq;
+
+/* The connection whose QP number is @p qp_num on the queue whose endpoint
+ * is @p ep, or NULL (its QP is gone). */
+struct evrdma_conn *evrdma__srq_conn(struct evrdma__ep *ep, uint32_t qp_num);
+/* @p conn will use @p srq (a reference; before its QP exists). 0, or -1
+ * with errno. */
+int evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq);
+/* The QP of @p conn exists / is about to be destroyed. */
+int evrdma__srq_attach(struct evrdma_conn *conn);
+void evrdma__srq_detach(struct evrdma_conn *conn);
+/* conn_destroy: the connection's reference goes. */
+void evrdma__srq_unuse(struct evrdma_conn *conn);
+/* A listener's reference goes (NULL allowed). */
+void evrdma__srq_drop(struct evrdma_srq *srq);
+struct ibv_srq *evrdma__srq_ibv(const struct evrdma_srq *srq);
+struct evrdma__pd *evrdma__srq_pd(const struct evrdma_srq *srq);
+struct evrdma_cq *evrdma__srq_cq(const struct evrdma_srq *srq);
+struct evrdma_dev *evrdma__srq_dev(const struct evrdma_srq *srq);
+/* Base free: release every queue now (no callback); handles the user
+ * still holds become husks. After the connections, before the regions. */
+void evrdma__srq_release_all(struct evrdma_base *base);
 
 /* ---- devices (device.c) ---- */
 
@@ -500,6 +528,12 @@ struct evrdma_conn {
 	struct sockaddr_storage peer_addr;
 	LIST_ENTRY(evrdma_conn) parent_link;	/* the parent's to use */
 	TAILQ_ENTRY(evrdma_conn) link;
+	/* a shared receive queue's connection: a reference on the queue
+	 * from evrdma_conn_set_srq() to conn_destroy(); while the QP exists,
+	 * in the queue's QP-number table */
+	struct evrdma_srq *srq;
+	LIST_ENTRY(evrdma_conn) srq_link;
+	int srq_listed;
 };
 
 enum evrdma__cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER,
@@ -596,6 +630,7 @@ struct evrdma_listener {
 	const struct evrdma__listen_ops *ops;
 	void *ops_arg;
 	int port;			/* bound port, host order */
+	struct evrdma_srq *srq;		/* for the connections it accepts */
 	unsigned backlog;
 	unsigned n_queued;		/* waiting for a half-open place */
 	unsigned n_half_open;		/* accepted, not established */
@@ -632,6 +667,7 @@ struct evrdma_base {
 	TAILQ_HEAD(, evrdma_conn) conns;
 	LIST_HEAD(, evrdma_listener) listeners;
 	LIST_HEAD(, evrdma_mr) mrs;
+	LIST_HEAD(, evrdma_srq) srqs;
 	struct evrdma__resolver *resolver;
 	struct evrdma_stats stats;
 	struct evrdma__reqtab reqs;

@@ -125,6 +125,8 @@ serve_request(struct evrdma_listener *lst, struct rdma_cm_id *id,
 	}
 	if (lst->ops && lst->ops->attach(lst->ops_arg, lst, conn, code) < 0)
 		goto refuse;
+	if (lst->srq && evrdma__srq_use(conn, lst->srq) < 0)
+		goto refuse;
 	if (evrdma__conn_setup_passive(conn, id, param, peer, code) < 0)
 		goto refuse;
 	if (lst->prepare_cb) {
@@ -481,6 +483,8 @@ lst_release(struct evrdma_listener *lst)
 	}
 	lst->base->stats.listeners--;
 	LIST_REMOVE(lst, link);
+	evrdma__srq_drop(lst->srq);
+	lst->srq = NULL;
 }
 
 static void

@@ -230,6 +230,15 @@ evrdma_mr_reg(struct evrdma_conn *conn, void *addr, size_t len, int access)
 		    "EVRDMA_EV_CONNECTED on)");
 		return NULL;
 	}
+	if (conn->srq && (access & ACCESS_REMOTE)) {
+		/* its protection domain is the queue's, shared with every
+		 * connection of the queue: another one's peer could reach
+		 * the region by guessing its rkey */
+		evrdma__fail(EPERM, "evrdma_mr_reg: no remote access on a "
+		    "connection that uses a shared receive queue (its "
+		    "protection domain is shared)");
+		return NULL;
+	}
 	return evrdma__mr_reg(conn->base, conn->pd, addr, len, access);
 }
 

@@ -29,6 +29,9 @@
 	X(ibv, int, ibv_dereg_mr, (struct ibv_mr *)) \
 	X(ibv, int, ibv_query_device, (struct ibv_context *, struct ibv_device_attr *)) \
 	X(ibv, int, ibv_modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int)) \
+	X(ibv, struct ibv_srq *, ibv_create_srq, (struct ibv_pd *, struct ibv_srq_init_attr *)) \
+	X(ibv, int, ibv_modify_srq, (struct ibv_srq *, struct ibv_srq_attr *, int)) \
+	X(ibv, int, ibv_destroy_srq, (struct ibv_srq *)) \
 	X(ibv, int, ibv_get_async_event, (struct ibv_context *, struct ibv_async_event *)) \
 	X(ibv, void, ibv_ack_async_event, (struct ibv_async_event *)) \
 	X(ibv, const char *, ibv_wc_status_str, (enum ibv_wc_status)) \
@@ -56,7 +59,9 @@
 	X(cm, const char *, rdma_event_str, (enum rdma_cm_event_type)) \
 	X(cm, __be16, rdma_get_src_port, (struct rdma_cm_id *)) \
 	X(cm, int, rdma_notify, (struct rdma_cm_id *, enum ibv_event_type)) \
-	X(cm, int, rdma_set_option, (struct rdma_cm_id *, int, int, void *, size_t))
+	X(cm, int, rdma_set_option, (struct rdma_cm_id *, int, int, void *, size_t)) \
+	X(cm, struct ibv_context **, rdma_get_devices, (int *)) \
+	X(cm, void, rdma_free_devices, (struct ibv_context **))
 
 struct evrdma_rdma_syms {
 #define EVRDMA_SYM_FIELD(lib, ret, name, args) ret (*name) args;

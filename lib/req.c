@@ -198,7 +198,8 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		rwr.wr_id = req_wr_id(req);
 		rwr.sg_list = &sge;
 		rwr.num_sge = (mr && len) ? 1 : 0;
-		rc = ibv_post_recv(ep->qp, &rwr, &bad);
+		rc = ep->srq ? ibv_post_srq_recv(ep->srq, &rwr, &bad) :
+		    ibv_post_recv(ep->qp, &rwr, &bad);
 	} else {
 		struct ibv_send_wr *bad;
 
@@ -269,7 +270,8 @@ evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
 			break;
 		k = i;
 		wrs[k - 1].next = NULL;
-		rc = ibv_post_recv(ep->qp, wrs, &bad);
+		rc = ep->srq ? ibv_post_srq_recv(ep->srq, wrs, &bad) :
+		    ibv_post_recv(ep->qp, wrs, &bad);
 		/* the provider posted the requests before bad */
 		for (i = 0; i < k; i++) {
 			if (rc && (!bad || &wrs[i] >= bad)) {
@@ -296,9 +298,11 @@ evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
 
 /* ---- completion ---- */
 
+/* Complete @p req of @p ep: its callback gets @p conn (the endpoint's
+ * connection, or for a shared receive queue the one whose QP took it). */
 static void
-ep_deliver(struct evrdma__ep *ep, struct evrdma_req *req,
-    const struct evrdma_wc *wc)
+ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct evrdma_wc *wc, struct evrdma_conn *conn)
 {
 	evrdma_req_cb cb = req->cb;
 	void *arg = req->arg;
@@ -314,7 +318,14 @@ ep_deliver(struct evrdma__ep *ep, struct evrdma_req *req,
 		evrdma__mr_release(req->mr);
 	req_free(ep->tab, req);
 	if (cb)
-		cb(ep->conn, wc, arg);
+		cb(conn, wc, arg);
+}
+
+static inline void
+ep_deliver(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct evrdma_wc *wc)
+{
+	ep_deliver_to(ep, req, wc, ep->conn);
 }
 
 /* The completion of a request that never reached the device or whose
@@ -374,6 +385,34 @@ ep_complete_unsignaled(struct evrdma__ep *ep, struct evrdma_req *upto)
 	}
 }
 
+/*
+ * A receive of a shared receive queue: the connection whose QP took it
+ * gets the callback, counts it as activity (keepalive), and fails if it
+ * failed (the queue goes on). NULL when that QP is already gone.
+ */
+static void
+ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct evrdma_wc *w, uint32_t qp_num)
+{
+	struct evrdma_conn *conn = evrdma__srq_conn(ep, qp_num);
+	struct evrdma__ep *cep = conn ? &conn->ep : NULL;
+
+	evrdma__ep_ref(ep);
+	if (cep) {
+		evrdma__ep_ref(cep);
+		cep->activity++;
+	}
+	ep_deliver_to(ep, req, w, conn);
+	if (cep) {
+		if (w->status && !cep->quiet)
+			cep->ops->failed(cep, w->status);
+		if (cep->watch)
+			cep->ops->settled(cep);
+		evrdma__ep_unref(cep);
+	}
+	evrdma__ep_unref(ep);
+}
+
 void
 evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 {
@@ -400,6 +439,10 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 		evrdma__log(EVRDMA_LOG_WARN, "work request failed: %s "
 		    "(vendor error 0x%x)",
 		    EVRDMA_SYM(ibv_wc_status_str)(wc->status), wc->vendor_err);
+	}
+	if (ep->srq) {
+		ep_complete_srq(ep, req, &w, wc->qp_num);
+		return;
 	}
 	evrdma__ep_ref(ep);
 	ep->activity++;

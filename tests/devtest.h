@@ -380,6 +380,7 @@ dt_require_fork(void)
 /* Test suites (one file each). */
 Suite *dt_suite_smoke(void);		/* test_device.c */
 Suite *dt_suite_conn(void);		/* test_conn.c */
+Suite *dt_suite_srq(void);		/* test_srq.c */
 Suite *dt_suite_fail(void);		/* test_fail.c */
 Suite *dt_suite_rping(void);		/* test_rping.c */
 Suite *dt_suite_bev_examples(void);	/* test_rping.c */

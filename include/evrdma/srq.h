@@ -1,0 +1,138 @@
+/*
+ * evrdma: shared receive queues for raw connections.
+ */
+#ifndef EVRDMA_SRQ_H_INCLUDED_
+#define EVRDMA_SRQ_H_INCLUDED_
+
+/** @file evrdma/srq.h
+ * A shared receive queue (SRQ) is one pool of posted receives that many
+ * raw connections of one device draw from, so that a server with a
+ * thousand mostly idle connections keeps a few hundred receive buffers
+ * posted instead of a few on every connection.
+ *
+ * The contract:
+ * - Receives are posted to the queue (evrdma_srq_post_recv()), never to a
+ *   connection that uses it (evrdma_conn_post_recv() fails with EINVAL).
+ *   Each receive completes exactly once: with the connection whose peer's
+ *   SEND filled it, or, when the queue is freed with receives still
+ *   posted, with @c conn NULL and status ECANCELED.
+ * - The connections of a queue share its protection domain, so a region
+ *   one of them registers could be reached by every other one's peer.
+ *   evrdma therefore refuses remote access on them: evrdma_mr_reg() with
+ *   EVRDMA_ACCESS_REMOTE_* on such a connection fails with EPERM. They
+ *   SEND, RECV, and READ, WRITE and do atomics on their peer's memory;
+ *   a peer reaches only the receive buffer its SEND consumed.
+ * - A SEND larger than the receive it consumed fails that connection only
+ *   (its event callback gets EVRDMA_EV_ERROR, EVRDMA_REASON_QP_FATAL; the
+ *   receive completes with conn set and status EIO); the queue and the
+ *   other connections go on.
+ * - The limit callback (evrdma_srq_set_limit()) says when fewer than a
+ *   given number of receives remain posted: post more from it.
+ *
+ * Lifetime: the queue lives until evrdma_srq_free() and the last
+ * connection using it are gone, whichever comes last. Channels have rings
+ * of their own and do not use an SRQ.
+ */
+
+#include <stddef.h>
+#include <evrdma/util.h>
+#include <evrdma/conn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct evrdma_base;
+struct evrdma_listener;
+struct evrdma_mr;
+
+/** An opaque shared receive queue. */
+struct evrdma_srq;
+
+/**
+ * Called (from the loop) once after fewer than the armed limit of receives
+ * remain posted; the limit is then disarmed: arm it again with
+ * evrdma_srq_set_limit().
+ */
+typedef void (*evrdma_srq_limit_cb)(struct evrdma_srq *srq, void *arg);
+
+/**
+ * Create a shared receive queue on a device.
+ * @param base the evrdma context
+ * @param device the RDMA device's name (as evrdma_conn_get_device_name()
+ *   gives it), or NULL for the only device of the host
+ * @param max_wr the most receives posted at once, 1 to the device's limit
+ *   and the configured CQ size (evrdma_config_set_cq_size())
+ * @return the queue, or NULL with errno EINVAL (bad argument, several
+ *   devices and @p device NULL), ENODEV (no such device), ENOSYS (the
+ *   device has no SRQ), ENOMEM, or the provider's error
+ */
+EVRDMA_EXPORT struct evrdma_srq *evrdma_srq_new(struct evrdma_base *base,
+    const char *device, unsigned max_wr);
+
+/**
+ * Free the queue. The receives still posted complete with ECANCELED (conn
+ * NULL) once no connection uses the queue any more; until then they serve
+ * those connections. A queue whose base was freed (evrdma_base_free()) is
+ * already released; this frees its handle. NULL is allowed.
+ */
+EVRDMA_EXPORT void evrdma_srq_free(struct evrdma_srq *srq);
+
+/**
+ * Register memory for the queue's receive buffers: local write access
+ * only (see the file's contract). Free it with evrdma_mr_free(); it may be
+ * used by the connections of the queue for sends as well.
+ * @return the region, or NULL with errno as evrdma_mr_reg()
+ */
+EVRDMA_EXPORT struct evrdma_mr *evrdma_srq_mr_reg(struct evrdma_srq *srq,
+    void *addr, size_t len);
+
+/**
+ * Post a receive into [off, off+len) of @p mr (a region of this queue's).
+ * @p cb gets the connection whose peer's SEND filled it (see the file's
+ * contract).
+ * @return 0, or -1 with errno EINVAL (range, a region of another queue or
+ *   connection), EAGAIN (max_wr receives posted), EPIPE (the queue was
+ *   freed), or ibv_post_srq_recv()'s error
+ */
+EVRDMA_EXPORT int evrdma_srq_post_recv(struct evrdma_srq *srq,
+    struct evrdma_mr *mr, size_t off, size_t len, evrdma_req_cb cb,
+    void *arg);
+
+/**
+ * Arm the limit: @p cb is called once when fewer than @p limit receives
+ * remain posted. @p limit 0 disarms.
+ * @return 0, or -1 with errno EINVAL (@p limit not below max_wr), ENOSYS
+ *   (the device cannot), or the provider's error
+ */
+EVRDMA_EXPORT int evrdma_srq_set_limit(struct evrdma_srq *srq,
+    unsigned limit, evrdma_srq_limit_cb cb, void *arg);
+
+/** @return how many receives are posted and not yet completed */
+EVRDMA_EXPORT unsigned evrdma_srq_get_posted(const struct evrdma_srq *srq);
+
+/**
+ * Make @p conn draw its receives from @p srq: before
+ * evrdma_conn_connect(). The connection's device must be the queue's
+ * (else the connect fails with EVRDMA_REASON_ERROR and EINVAL).
+ * @return 0, or -1 with errno EINVAL (connect already called, a freed
+ *   queue, a connection of a channel or of another base)
+ */
+EVRDMA_EXPORT int evrdma_conn_set_srq(struct evrdma_conn *conn,
+    struct evrdma_srq *srq);
+
+/**
+ * Make every connection the raw listener @p lst accepts from now on draw
+ * its receives from @p srq (NULL: their own again). A connect request
+ * arriving on another device than the queue's is rejected.
+ * @return 0, or -1 with errno EINVAL (a channel or bufferevent listener,
+ *   a freed queue, another base)
+ */
+EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
+    struct evrdma_srq *srq);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EVRDMA_SRQ_H_INCLUDED_ */

@@ -1,0 +1,519 @@
+/*
+ * evrdma: shared receive queues (SRQ) for raw connections: one pool of
+ * posted receives that the connections of one device draw from.
+ *
+ * The queue is an endpoint (struct evrdma__ep) of its own: its receives
+ * are requests in the base's table like any other, posted with
+ * ibv_post_srq_recv(), and req.c routes each completion to the connection
+ * whose QP took it through the queue's table of QP numbers
+ * (evrdma__srq_conn()). Its receives complete on a CQ share of the queue's
+ * own, sized to the queue, so that a burst on one connection cannot
+ * overflow the CQ its sends use.
+ *
+ * The connections share the queue's protection domain: verbs check a
+ * receive's lkey against the PD of the QP that consumes it, so one pool of
+ * buffers needs one PD. A region with remote access in that PD could be
+ * reached by any connection's peer that guesses its rkey, so mr.c refuses
+ * remote access on these connections: a peer reaches only the receive
+ * buffer its SEND consumed.
+ *
+ * Lifetime: one reference count, the endpoint's. The user's handle holds
+ * one until evrdma_srq_free(), each connection using the queue one until
+ * the connection is destroyed, each dispatch one around it. The device
+ * objects (SRQ, CQ share, PD) go from the loop once the handle is freed
+ * and no connection uses the queue (ibv_destroy_srq() fails while a QP
+ * still refers to it); the memory goes with the last reference.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evrdma-internal.h"
+#include <evrdma/srq.h>
+
+#define SRQ_BUCKETS	256		/* QP-number table; a power of 2 */
+
+struct evrdma_srq {
+	struct evrdma__ep ep;		/* first: receives and refcount */
+	struct evrdma_base *base;	/* NULL: released (base freed) */
+	struct evrdma_dev *dev;
+	struct evrdma__pd *pd;
+	struct evrdma_cq *cq;		/* its receives complete here */
+	struct ibv_srq *srq;
+	unsigned max_wr;
+	unsigned nconns;		/* connections using it */
+	int user_freed;
+	evrdma_srq_limit_cb limit_cb;	/* armed: not NULL */
+	void *limit_arg;
+	struct evrdma__work fin;	/* destroys it, from the loop */
+	LIST_HEAD(, evrdma_conn) qpn[SRQ_BUCKETS];
+	LIST_ENTRY(evrdma_srq) link;	/* the base's */
+};
+
+static struct evrdma_srq *
+srq_of(struct evrdma__ep *ep)
+{
+	return (struct evrdma_srq *)ep;
+}
+
+/* ---- what the endpoint tells us ---- */
+
+/* A receive failed: that connection's business (req.c fails it); the
+ * queue itself is quiet. */
+static void
+srq_ep_failed(struct evrdma__ep *ep, int status)
+{
+	(void)ep;
+	(void)status;
+}
+
+static void
+srq_ep_settled(struct evrdma__ep *ep)
+{
+	(void)ep;
+}
+
+static void
+srq_ep_async(struct evrdma__ep *ep, int type)
+{
+	struct evrdma_srq *srq = srq_of(ep);
+	evrdma_srq_limit_cb cb;
+
+	switch (type) {
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		/* the device disarmed it: one call per arming */
+		cb = srq->limit_cb;
+		srq->limit_cb = NULL;
+		if (cb && !srq->user_freed && srq->base)
+			cb(srq, srq->limit_arg);
+		break;
+	case IBV_EVENT_SRQ_ERR:
+		/* the QPs that use it get their own errors and fail */
+		evrdma__log(EVRDMA_LOG_ERROR, "shared receive queue: "
+		    "IBV_EVENT_SRQ_ERR");
+		break;
+	default:
+		break;		/* CQ_ERR, DEVICE_FATAL: the QPs fail */
+	}
+}
+
+static void
+srq_ep_release(struct evrdma__ep *ep)
+{
+	free(srq_of(ep));
+}
+
+static const struct evrdma__ep_ops srq_ep_ops = {
+	.failed = srq_ep_failed,
+	.settled = srq_ep_settled,
+	.async = srq_ep_async,
+	.release = srq_ep_release,
+};
+
+/* ---- device objects ---- */
+
+/* Release the device objects. @p husk: base free (no callback). */
+static void
+srq_destroy(struct evrdma_srq *srq, int husk)
+{
+	if (!srq->base)
+		return;
+	/* nothing completes after the destroy: what is still posted
+	 * completes here, once */
+	if (husk)
+		evrdma__ep_drop_all(&srq->ep);
+	else
+		evrdma__ep_cancel_all(&srq->ep);
+	if (husk)
+		evrdma__work_cancel(srq->base, &srq->fin);
+	evrdma__dev_detach(&srq->ep);
+	if (EVRDMA_SYM(ibv_destroy_srq)(srq->srq))
+		evrdma__log(EVRDMA_LOG_WARN, "ibv_destroy_srq: %s",
+		    strerror(errno));
+	srq->srq = srq->ep.srq = NULL;
+	evrdma__cq_release(srq->cq, srq->max_wr);
+	evrdma__pd_put(srq->pd);
+	evrdma__dev_put(srq->dev);
+	srq->cq = NULL;
+	srq->pd = NULL;
+	srq->dev = NULL;
+	LIST_REMOVE(srq, link);
+	srq->base = NULL;
+}
+
+/* From the loop: the handle is freed and no connection uses the queue. */
+static void
+srq_fin(struct evrdma__work *w)
+{
+	struct evrdma_srq *srq = (struct evrdma_srq *)((char *)w -
+	    offsetof(struct evrdma_srq, fin));
+
+	if (!srq->user_freed || srq->nconns || !srq->base)
+		return;
+	evrdma__ep_ref(&srq->ep);
+	srq_destroy(srq, 0);
+	evrdma__ep_unref(&srq->ep);		/* the handle's */
+	evrdma__ep_unref(&srq->ep);
+}
+
+static void
+srq_maybe_fin(struct evrdma_srq *srq)
+{
+	if (srq->user_freed && !srq->nconns && srq->base)
+		evrdma__work_queue(srq->base, &srq->fin);
+}
+
+/* The context of the device named @p name (NULL: the only one). */
+static struct ibv_context *
+srq_find_device(const char *name)
+{
+	struct ibv_context **list, *found = NULL;
+	int n = 0, i;
+
+	list = EVRDMA_SYM(rdma_get_devices)(&n);
+	if (!list) {
+		evrdma__fail(errno ? errno : ENODEV, "rdma_get_devices failed");
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		const char *dn = EVRDMA_SYM(ibv_get_device_name)(
+		    list[i]->device);
+
+		if (name ? !strcmp(dn, name) : n == 1)
+			found = list[i];
+	}
+	EVRDMA_SYM(rdma_free_devices)(list);
+	if (!found) {
+		if (name)
+			evrdma__fail(ENODEV, "evrdma_srq_new: no RDMA device "
+			    "%s", name);
+		else
+			evrdma__fail(n ? EINVAL : ENODEV, "evrdma_srq_new: "
+			    "%d RDMA devices: name one", n);
+	}
+	return found;
+}
+
+/* ---- API ---- */
+
+struct evrdma_srq *
+evrdma_srq_new(struct evrdma_base *base, const char *device, unsigned max_wr)
+{
+	struct evrdma_srq *srq;
+	struct ibv_context *verbs;
+	struct ibv_srq_init_attr ia;
+	int i, err;
+
+	if (evrdma__base_rdma(base, "evrdma_srq_new") < 0)
+		return NULL;
+	if (evrdma__forked) {
+		evrdma__fail(EPERM, "a forked child cannot use its parent's "
+		    "devices");
+		return NULL;
+	}
+	if (!max_wr || max_wr > base->cfg.cq_size) {
+		evrdma__fail(EINVAL, "evrdma_srq_new: max_wr %u: 1 to the CQ "
+		    "size %u", max_wr, base->cfg.cq_size);
+		return NULL;
+	}
+	verbs = srq_find_device(device);
+	if (!verbs)
+		return NULL;
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		evrdma__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	srq->dev = evrdma__dev_get(base, verbs);
+	if (!srq->dev)
+		goto fail;
+	if (srq->dev->attr.max_srq <= 0) {
+		evrdma__fail(ENOSYS, "evrdma_srq_new: the device has no "
+		    "shared receive queues");
+		goto fail;
+	}
+	if (max_wr > (unsigned)srq->dev->attr.max_srq_wr) {
+		evrdma__fail(EINVAL, "evrdma_srq_new: max_wr %u exceeds the "
+		    "device's %d", max_wr, srq->dev->attr.max_srq_wr);
+		goto fail;
+	}
+	srq->pd = evrdma__pd_new(srq->dev);
+	if (!srq->pd)
+		goto fail;
+	srq->cq = evrdma__cq_reserve(srq->dev, max_wr);
+	if (!srq->cq)
+		goto fail;
+	memset(&ia, 0, sizeof(ia));
+	ia.srq_context = srq;
+	ia.attr.max_wr = max_wr;
+	ia.attr.max_sge = 1;
+	srq->srq = EVRDMA_SYM(ibv_create_srq)(srq->pd->pd, &ia);
+	if (!srq->srq) {
+		evrdma__fail(errno ? errno : ENOMEM, "ibv_create_srq(%u): %s",
+		    max_wr, strerror(errno ? errno : ENOMEM));
+		goto fail;
+	}
+	srq->base = base;
+	srq->max_wr = max_wr;
+	srq->fin.fn = srq_fin;
+	for (i = 0; i < SRQ_BUCKETS; i++)
+		LIST_INIT(&srq->qpn[i]);
+	evrdma__ep_init(&srq->ep, &base->reqs, &srq_ep_ops, NULL);
+	srq->ep.srq = srq->srq;
+	srq->ep.cq = srq->cq->cq;
+	srq->ep.quiet = 1;
+	/* the bound promised, not what the provider rounded up to: the
+	 * CQ share is that size */
+	srq->ep.rq_depth = max_wr;
+	evrdma__dev_attach(srq->dev, &srq->ep);
+	LIST_INSERT_HEAD(&base->srqs, srq, link);
+	return srq;
+fail:
+	err = errno;
+	if (srq->cq)
+		evrdma__cq_release(srq->cq, max_wr);
+	evrdma__pd_put(srq->pd);
+	if (srq->dev)
+		evrdma__dev_put(srq->dev);
+	free(srq);
+	errno = err;
+	return NULL;
+}
+
+void
+evrdma_srq_free(struct evrdma_srq *srq)
+{
+	if (!srq || srq->user_freed || evrdma__forked)
+		return;
+	srq->user_freed = 1;
+	srq->limit_cb = NULL;
+	if (!srq->base) {
+		evrdma__ep_unref(&srq->ep);	/* a husk: the handle's */
+		return;
+	}
+	srq_maybe_fin(srq);
+}
+
+static int
+srq_usable(const struct evrdma_srq *srq, const char *fn)
+{
+	if (!srq)
+		return evrdma__fail(EINVAL, "%s: no queue", fn);
+	if (srq->user_freed || !srq->base)
+		return evrdma__fail(EPIPE, "%s: the queue was freed", fn);
+	return 0;
+}
+
+struct evrdma_mr *
+evrdma_srq_mr_reg(struct evrdma_srq *srq, void *addr, size_t len)
+{
+	if (srq_usable(srq, "evrdma_srq_mr_reg") < 0)
+		return NULL;
+	if (!addr || !len) {
+		evrdma__fail(EINVAL, "evrdma_srq_mr_reg: NULL address or zero "
+		    "length");
+		return NULL;
+	}
+	return evrdma__mr_reg(srq->base, srq->pd, addr, len,
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+}
+
+int
+evrdma_srq_post_recv(struct evrdma_srq *srq, struct evrdma_mr *mr,
+    size_t off, size_t len, evrdma_req_cb cb, void *arg)
+{
+	if (srq_usable(srq, "evrdma_srq_post_recv") < 0)
+		return -1;
+	if (!mr || mr->freed || mr->pd != srq->pd)
+		return evrdma__fail(EINVAL, "evrdma_srq_post_recv: not a "
+		    "region of this queue (evrdma_srq_mr_reg)");
+	if (off > mr->len || len > mr->len - off || len > UINT32_MAX)
+		return evrdma__fail(EINVAL, "evrdma_srq_post_recv: [%zu, +%zu) "
+		    "outside the region's %zu bytes", off, len, mr->len);
+	return evrdma__ep_post(&srq->ep, len ? mr : NULL, off, len, NULL,
+	    EVRDMA_OP_RECV, cb, arg);
+}
+
+int
+evrdma_srq_set_limit(struct evrdma_srq *srq, unsigned limit,
+    evrdma_srq_limit_cb cb, void *arg)
+{
+	struct ibv_srq_attr a;
+	int rc;
+
+	if (srq_usable(srq, "evrdma_srq_set_limit") < 0)
+		return -1;
+	if (limit >= srq->max_wr || (limit && !cb))
+		return evrdma__fail(EINVAL, "evrdma_srq_set_limit: limit %u "
+		    "(below max_wr %u, with a callback)", limit, srq->max_wr);
+	memset(&a, 0, sizeof(a));
+	a.srq_limit = limit;
+	/* disarm first: an event of the old arming that is already queued
+	 * then finds no callback */
+	srq->limit_cb = NULL;
+	rc = EVRDMA_SYM(ibv_modify_srq)(srq->srq, &a, IBV_SRQ_LIMIT);
+	if (rc)
+		return evrdma__fail(rc == EOPNOTSUPP ? ENOSYS : rc,
+		    "ibv_modify_srq(limit %u): %s", limit, strerror(rc));
+	if (limit) {
+		srq->limit_cb = cb;
+		srq->limit_arg = arg;
+	}
+	return 0;
+}
+
+unsigned
+evrdma_srq_get_posted(const struct evrdma_srq *srq)
+{
+	return srq ? srq->ep.rq_out : 0;
+}
+
+int
+evrdma_conn_set_srq(struct evrdma_conn *conn, struct evrdma_srq *srq)
+{
+	if (!conn)
+		return evrdma__fail(EINVAL, "evrdma_conn_set_srq: no "
+		    "connection");
+	if (conn->state != EVRDMA_CONN_IDLE || conn->owner_ops ||
+	    conn->user_freed)
+		return evrdma__fail(EINVAL, "evrdma_conn_set_srq: before "
+		    "evrdma_conn_connect(), on a raw connection");
+	if (conn->srq)
+		return evrdma__fail(EINVAL, "evrdma_conn_set_srq: already set");
+	return evrdma__srq_use(conn, srq);
+}
+
+int
+evrdma_listener_set_srq(struct evrdma_listener *lst, struct evrdma_srq *srq)
+{
+	if (!lst || !lst->base)
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: no "
+		    "listener, or its base was freed");
+	if (lst->ops || lst->user_freed)
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: "
+		    "channels and bufferevents have receive rings of their "
+		    "own");
+	if (srq && (srq_usable(srq, "evrdma_listener_set_srq") < 0))
+		return -1;
+	if (srq && srq->base != lst->base)
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: the "
+		    "queue is of another base");
+	/* the listener holds a reference: its connections ask the queue
+	 * (srq_usable()) even after evrdma_srq_free() */
+	if (srq)
+		evrdma__ep_ref(&srq->ep);
+	evrdma__srq_drop(lst->srq);
+	lst->srq = srq;
+	return 0;
+}
+
+/* ---- the connections' side ---- */
+
+int
+evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq)
+{
+	if (srq_usable(srq, "evrdma_conn_set_srq") < 0)
+		return -1;
+	if (srq->base != conn->base)
+		return evrdma__fail(EINVAL, "evrdma_conn_set_srq: the queue "
+		    "is of another base");
+	evrdma__ep_ref(&srq->ep);
+	srq->nconns++;
+	conn->srq = srq;
+	return 0;
+}
+
+void
+evrdma__srq_drop(struct evrdma_srq *srq)
+{
+	if (srq)
+		evrdma__ep_unref(&srq->ep);
+}
+
+void
+evrdma__srq_unuse(struct evrdma_conn *conn)
+{
+	struct evrdma_srq *srq = conn->srq;
+
+	if (!srq)
+		return;
+	evrdma__srq_detach(conn);
+	conn->srq = NULL;
+	srq->nconns--;
+	srq_maybe_fin(srq);
+	evrdma__ep_unref(&srq->ep);
+}
+
+int
+evrdma__srq_attach(struct evrdma_conn *conn)
+{
+	struct evrdma_srq *srq = conn->srq;
+
+	LIST_INSERT_HEAD(&srq->qpn[conn->qp->qp_num & (SRQ_BUCKETS - 1)],
+	    conn, srq_link);
+	conn->srq_listed = 1;
+	return 0;
+}
+
+void
+evrdma__srq_detach(struct evrdma_conn *conn)
+{
+	if (conn->srq_listed) {
+		LIST_REMOVE(conn, srq_link);
+		conn->srq_listed = 0;
+	}
+}
+
+struct evrdma_conn *
+evrdma__srq_conn(struct evrdma__ep *ep, uint32_t qp_num)
+{
+	struct evrdma_srq *srq = srq_of(ep);
+	struct evrdma_conn *conn;
+
+	LIST_FOREACH(conn, &srq->qpn[qp_num & (SRQ_BUCKETS - 1)], srq_link)
+		if (conn->ep.qp_num == qp_num)
+			return conn;
+	return NULL;
+}
+
+struct ibv_srq *
+evrdma__srq_ibv(const struct evrdma_srq *srq)
+{
+	return srq->srq;
+}
+
+struct evrdma__pd *
+evrdma__srq_pd(const struct evrdma_srq *srq)
+{
+	return srq->pd;
+}
+
+struct evrdma_cq *
+evrdma__srq_cq(const struct evrdma_srq *srq)
+{
+	return srq->cq;
+}
+
+struct evrdma_dev *
+evrdma__srq_dev(const struct evrdma_srq *srq)
+{
+	return srq->dev;
+}
+
+void
+evrdma__srq_release_all(struct evrdma_base *base)
+{
+	struct evrdma_srq *srq;
+
+	while ((srq = LIST_FIRST(&base->srqs))) {
+		int freed = srq->user_freed;
+
+		evrdma__ep_ref(&srq->ep);
+		srq_destroy(srq, 1);
+		if (freed)
+			evrdma__ep_unref(&srq->ep);	/* the handle's */
+		evrdma__ep_unref(&srq->ep);
+	}
+}
