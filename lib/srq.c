@@ -17,6 +17,13 @@
  * remote access on these connections: a peer reaches only the receive
  * buffer its SEND consumed.
  *
+ * A completion finds its connection by QP number. The table forgets a
+ * connection just before its QP is destroyed, so a completion polled after
+ * that finds none (the callback gets conn NULL). A new QP that got the same
+ * number before such a completion was polled would inherit it; rxe hands
+ * out QP numbers cyclically, so a number comes back only after the whole
+ * range was used.
+ *
  * Lifetime: one reference count, the endpoint's. The user's handle holds
  * one until evrdma_srq_free(), each connection using the queue one until
  * the connection is destroyed, each dispatch one around it. The device

@@ -667,6 +667,47 @@ START_TEST(test_free_null)
 	evrdma_mr_free(NULL);
 	evrdma_base_free(NULL);
 	evrdma_config_free(NULL);
+	evrdma_srq_free(NULL);
+}
+END_TEST
+
+/* Shared receive queues: NULL arguments, and a base without RDMA. */
+START_TEST(test_srq_args)
+{
+	struct event_base *eb;
+	struct evrdma_config *cfg;
+	struct evrdma_base *base;
+	char buf[16];
+
+	errno = 0;
+	ck_assert_ptr_null(evrdma_srq_new(NULL, NULL, 16));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_srq_mr_reg(NULL, buf, sizeof(buf)));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_srq_post_recv(NULL, NULL, 0, 1, NULL, NULL),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_srq_set_limit(NULL, 1, NULL, NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(evrdma_srq_get_posted(NULL), 0);
+	ck_assert_int_eq(evrdma_conn_set_srq(NULL, NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_listener_set_srq(NULL, NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	if (tu_have_rdma_cm() || evrdma_rdma_load() < 0)
+		return;	/* a base with RDMA: the device tests */
+	/* the TCP fallback's base has no device to make a queue on */
+	eb = event_base_new();
+	cfg = evrdma_config_new();
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
+	base = evrdma_base_new(eb, cfg);
+	ck_assert_ptr_nonnull(base);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_srq_new(base, NULL, 16));
+	ck_assert_int_eq(errno, ENODEV);
+	evrdma_base_free(base);
+	evrdma_config_free(cfg);
+	event_base_free(eb);
 }
 END_TEST
 
@@ -750,6 +791,7 @@ host_suite(void)
 	tcase_add_test(tc, test_log_callback);
 	tcase_add_test(tc, test_log_min_level_base_new);
 	tcase_add_test(tc, test_free_null);
+	tcase_add_test(tc, test_srq_args);
 	tcase_add_test(tc, test_tu_loop_until);
 	suite_add_tcase(s, tc);
 

@@ -33,9 +33,12 @@
  *  TH_PORT_RAW_SMALL raw connections on the third base, backlog 1024: no
  *     descriptor, SR_SLOTS receives of SR_LEN bytes each, every SEND
  *     echoed (the scale cases: 1,000 raw connections at once)
+ *  TH_PORT_RAW_SRQ the same, but every connection draws its receives from
+ *     one shared receive queue of SRQ_BUFS buffers of SR_LEN bytes
  *
- * STATS also gives B's resident and pinned memory (VmRSS, VmPin in KiB):
- *  "STATS <objects> <conns> <cm_ids> <qps> <rss> <pinned>"
+ * STATS also gives B's resident and pinned memory (VmRSS, VmPin in KiB)
+ * and how often its shared receive queue ran low (below SRQ_LOW):
+ *  "STATS <objects> <conns> <cm_ids> <qps> <rss> <pinned> <srq_low>"
  *
  */
 #include "devtest.h"
@@ -50,6 +53,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <evrdma/channel.h>
+#include <evrdma/srq.h>
 
 #define KiB (1024u)
 #define MiB (1024u * 1024u)
@@ -61,7 +65,8 @@
 #define TH_PORT_CH_LONGKA 7475
 #define TH_PORT_CH_SMALL 7476
 #define TH_PORT_RAW_SMALL 7477
-#define TH_NLST		7		/* B's listeners */
+#define TH_PORT_RAW_SRQ	7478
+#define TH_NLST		8		/* B's listeners */
 #define SMALL_SLOTS	4		/* ring of the scale cases */
 #define SMALL_SLOT	(4 * KiB)
 /* teardown timeout of the scale cases: a thousand channels closing at once
@@ -79,6 +84,12 @@
 #define SR_SLOTS	4		/* raw scale: receives posted each side */
 #define SR_LEN		512		/* raw scale: bytes per message */
 #define SR_WINDOW	2		/* raw scale: A's messages in flight */
+/* B's shared receive queue. A connection holds up to SR_WINDOW + 1 of its
+ * buffers (an echo's buffer goes back to the queue when the echo's send
+ * completes, which may be after A sent the next message): 1,000 of them
+ * never find it empty, which would cost an RNR NAK and the sender's wait */
+#define SRQ_BUFS	3072
+#define SRQ_LOW		32		/* ... and its limit, counted */
 
 /* B's raw services: receives per connection, bytes each, and whether B
  * first sends the descriptor of a region A may WRITE and READ */
@@ -89,6 +100,7 @@ struct rawsvc {
 };
 static const struct rawsvc RAW_SVC = { RAW_SLOTS, RAW_SLOT, 1 };
 static const struct rawsvc RAW_SVC_SMALL = { SR_SLOTS, SR_LEN, 0 };
+static const struct rawsvc RAW_SVC_SRQ = { 0, SR_LEN, 0 };	/* SRQ */
 
 static const char *role = "A";
 
@@ -414,6 +426,15 @@ static struct {
 	struct evrdma_listener *lst[TH_NLST];
 	struct evrdma_base *base_longka;	/* keepalive LONG_KA_MS */
 	struct evrdma_base *base_small;		/* small rings */
+	/* TH_PORT_RAW_SRQ's queue, its buffers, the limit events */
+	struct evrdma_srq *srq;
+	struct evrdma_mr *srq_mr;
+	uint8_t *srq_buf;
+	struct psrqbuf {
+		int idx;
+		struct pobj *o;		/* echoing on this one's connection */
+	} srq_b[SRQ_BUFS];
+	unsigned srq_low;
 	int ending;
 	uint64_t conns_total, errors, eofs;
 } P;
@@ -552,11 +573,13 @@ p_raw_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
 	(void)l; (void)pd; (void)len;
 	o->c = c;
 	o->svc = svc;
-	o->buf = aligned_alloc(4096, (blen + 4095) & ~(size_t)4095);
-	o->mr = o->buf ? evrdma_mr_reg(c, o->buf, blen,
-	    EVRDMA_ACCESS_LOCAL_WRITE) : NULL;
-	if (!o->mr)
-		goto fail;
+	if (blen) {	/* else its receives come from the queue */
+		o->buf = aligned_alloc(4096, (blen + 4095) & ~(size_t)4095);
+		o->mr = o->buf ? evrdma_mr_reg(c, o->buf, blen,
+		    EVRDMA_ACCESS_LOCAL_WRITE) : NULL;
+		if (!o->mr)
+			goto fail;
+	}
 	if (svc->region) {
 		o->region = aligned_alloc(4096, RAW_REGION);
 		if (!o->region)
@@ -617,6 +640,81 @@ p_raw_accept(struct evrdma_listener *l, struct evrdma_conn *c,
 	if (o->svc->region && evrdma_conn_post_send(c, o->dmr, 0,
 	    sizeof(o->desc), p_raw_desc_done, o) == 0)
 		o->pending++;
+}
+
+/* ---- raw connections on the shared receive queue: echo ---- */
+
+static void p_srq_recv(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+
+static void
+p_srq_post(struct psrqbuf *b)
+{
+	b->o = NULL;
+	if (!P.ending && evrdma_srq_post_recv(P.srq, P.srq_mr, (size_t)b->idx *
+	    SR_LEN, SR_LEN, p_srq_recv, b) < 0)
+		say("srq: post: %s (%s)", strerror(errno), evrdma_errmsg());
+}
+
+static void
+p_srq_sent(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct psrqbuf *b = arg;
+	struct pobj *o = b->o;
+
+	(void)c;
+	(void)wc;
+	o->pending--;
+	p_srq_post(b);
+	p_raw_try_free(o);
+}
+
+static void
+p_srq_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct psrqbuf *b = arg;
+	struct pobj *o;
+
+	if (wc->status == ECANCELED)
+		return;			/* the queue is going */
+	o = c ? p_raw_find(c) : NULL;
+	if (wc->status == 0 && o && !o->freed &&
+	    evrdma_conn_post_send(c, P.srq_mr, (size_t)b->idx * SR_LEN,
+	    wc->byte_len, p_srq_sent, b) == 0) {
+		b->o = o;
+		o->pending++;
+		return;
+	}
+	p_srq_post(b);
+}
+
+static void
+p_srq_limit(struct evrdma_srq *srq, void *arg)
+{
+	(void)arg;
+	P.srq_low++;
+	evrdma_srq_set_limit(srq, SRQ_LOW, p_srq_limit, NULL);
+}
+
+/* B's queue for TH_PORT_RAW_SRQ, all its buffers posted */
+static int
+p_srq_start(struct evrdma_base *base)
+{
+	int i;
+
+	P.srq = evrdma_srq_new(base, NULL, SRQ_BUFS);
+	P.srq_buf = aligned_alloc(4096, (size_t)SRQ_BUFS * SR_LEN);
+	if (!P.srq || !P.srq_buf)
+		return -1;
+	P.srq_mr = evrdma_srq_mr_reg(P.srq, P.srq_buf,
+	    (size_t)SRQ_BUFS * SR_LEN);
+	if (!P.srq_mr)
+		return -1;
+	for (i = 0; i < SRQ_BUFS; i++) {
+		P.srq_b[i].idx = i;
+		p_srq_post(&P.srq_b[i]);
+	}
+	return evrdma_srq_set_limit(P.srq, SRQ_LOW, p_srq_limit, NULL);
 }
 
 /* ---- channels ---- */
@@ -757,9 +855,9 @@ p_command(struct pobj *o, char *line)
 	} else if (!strcmp(line, "STATS")) {
 		o->mode = P_HOLD;
 		evrdma_base_get_stats(P.env.base, &st);
-		snprintf(reply, sizeof(reply), "STATS %d %u %u %u %ld %ld\n",
+		snprintf(reply, sizeof(reply), "STATS %d %u %u %u %ld %ld %u\n",
 		    P.nobjs - 1, st.conns, st.cm_ids, st.qps,
-		    proc_kib("VmRSS:"), proc_kib("VmPin:"));
+		    proc_kib("VmRSS:"), proc_kib("VmPin:"), P.srq_low);
 		say("STATS: objects %d conns %u cm_ids %u qps %u reqs %u "
 		    "written %llu pulled %llu", P.nobjs - 1, st.conns,
 		    st.cm_ids, st.qps, st.reqs, st.ch_written, st.ch_pulled);
@@ -1008,6 +1106,14 @@ peer_main(void)
 	    NULL, 1024);
 	P.lst[6] = p_listen_bl(P.base_small, dt_addr(), TH_PORT_RAW_SMALL, 0,
 	    &RAW_SVC_SMALL, 1024);
+	P.lst[7] = p_listen_bl(P.base_small, dt_addr(), TH_PORT_RAW_SRQ, 0,
+	    &RAW_SVC_SRQ, 1024);
+	if (p_srq_start(P.base_small) < 0 ||
+	    evrdma_listener_set_srq(P.lst[7], P.srq) < 0) {
+		say("shared receive queue: %s (%s)", strerror(errno),
+		    evrdma_errmsg());
+		return 1;
+	}
 	tick = event_new(P.env.eb, -1, EV_PERSIST, p_tick, NULL);
 	event_add(tick, &tv);
 	snprintf(p, sizeof(p), "%s/B.ready", ctl_dir());
@@ -1017,7 +1123,7 @@ peer_main(void)
 		return 1;
 	}
 	say("listening on %s and [%s], ports %d-%d", dt_addr(), dt_addr6(),
-	    TH_PORT_CH, TH_PORT_RAW_SMALL);
+	    TH_PORT_CH, TH_PORT_RAW_SRQ);
 	while (!P.ending)
 		event_base_loop(P.env.eb, EVLOOP_ONCE);
 
@@ -1038,9 +1144,13 @@ peer_main(void)
 	}
 	for (i = 0; i < TH_NLST; i++)
 		evrdma_listener_free(P.lst[i]);
+	/* its receives complete (cancelled) once its connections are gone */
+	evrdma_srq_free(P.srq);
 	for (i = 0; i < 1500 && (P.nobjs > 0 || p_base_busy(P.env.base) ||
 	    p_base_busy(P.base_longka) || p_base_busy(P.base_small)); i++)
 		tu_loop_for(P.env.eb, 10);
+	evrdma_mr_free(P.srq_mr);
+	free(P.srq_buf);
 	clean = P.nobjs == 0 && !p_base_left(P.base_longka) &&
 	    !p_base_left(P.base_small);
 	evrdma_base_free(P.base_longka);
@@ -1281,7 +1391,7 @@ b_stats(struct dt_env *env, int *objs, unsigned *conns, unsigned *cm_ids,
 
 /* B's resident and pinned memory, KiB (see STATS) */
 static void
-b_mem(struct dt_env *env, long *rss, long *pin)
+b_mem(struct dt_env *env, long *rss, long *pin, unsigned *srq_low)
 {
 	struct cch c;
 	int objs;
@@ -1292,8 +1402,8 @@ b_mem(struct dt_env *env, long *rss, long *pin)
 	c.bad = 0;
 	cch_cmd(&c, "STATS\n");
 	cch_wait_line(env, &c, secs(30) * 1000);
-	ck_assert_int_eq(sscanf(c.line, "STATS %d %u %u %u %ld %ld", &objs,
-	    &conns, &cm_ids, &qps, rss, pin), 6);
+	ck_assert_int_eq(sscanf(c.line, "STATS %d %u %u %u %ld %ld %u", &objs,
+	    &conns, &cm_ids, &qps, rss, pin, srq_low), 7);
 	cch_free(&c);
 }
 
@@ -3020,8 +3130,10 @@ sr_event(struct evrdma_conn *c, short what, int reason, void *arg)
  * and no connection below half the mean rate. Then A frees them all at
  * once: every request completes exactly once, B sees each one end and
  * keeps nothing. Reports the connect rate, the message rate, and the
- * memory per connection on both sides (B's: resident and pinned, with
- * SR_SLOTS receives of SR_LEN bytes posted on each connection).
+ * memory per connection on both sides (B's: resident and pinned).
+ * Run 0: B posts SR_SLOTS receives of SR_LEN bytes on each connection;
+ * run 1: B's connections share one queue of SRQ_BUFS receives
+ * (evrdma/srq.h), and B says how often it ran below SRQ_LOW.
  */
 START_TEST(scale_raw)
 {
@@ -3031,12 +3143,15 @@ START_TEST(scale_raw)
 	int n = scale_n(), len, i, k, up, failed, never = 0;
 	uint64_t t0, t_up, deadline, sum = 0, min = UINT64_MAX, max = 0;
 	long rss0, rss1, brss0, brss1, bpin0, bpin1;
+	unsigned low0, low1;
 	double mean;
+	const char *how = _i ? "scale-raw-srq" : "scale-raw";
 
 	need_b();
 	env_new_small(&env);
-	len = dt_sockaddr(&ss, peer_addr(), TH_PORT_RAW_SMALL);
-	b_mem(&env, &brss0, &bpin0);
+	len = dt_sockaddr(&ss, peer_addr(), _i ? TH_PORT_RAW_SRQ :
+	    TH_PORT_RAW_SMALL);
+	b_mem(&env, &brss0, &bpin0, &low0);
 	rss0 = proc_kib("VmRSS:");
 	t0 = tu_now_ms();
 	for (i = 0; i < n; i++) {
@@ -3070,16 +3185,25 @@ START_TEST(scale_raw)
 	}
 	t_up = tu_now_ms() - t0;
 	rss1 = proc_kib("VmRSS:");
-	b_mem(&env, &brss1, &bpin1);
-	say("scale-raw: %d of %d raw connections up in %" PRIu64 " ms (%.0f "
-	    "connects/s), %d failed", up, n, t_up, t_up ? up * 1000.0 /
+	b_mem(&env, &brss1, &bpin1, &low1);
+	say("%s: %d of %d raw connections up in %" PRIu64 " ms (%.0f "
+	    "connects/s), %d failed", how, up, n, t_up, t_up ? up * 1000.0 /
 	    (double)t_up : 0.0, failed);
-	say("scale-raw: memory per connection: A %ld KiB resident; B %ld KiB "
-	    "resident, %ld KiB pinned (%d receives of %d B posted on each)",
-	    rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n : -1L,
-	    brss0 >= 0 && brss1 >= 0 ? (brss1 - brss0) / n : -1L,
-	    bpin0 >= 0 && bpin1 >= 0 ? (bpin1 - bpin0) / n : -1L, SR_SLOTS,
-	    SR_LEN);
+	if (_i)
+		say("%s: memory per connection: A %ld KiB resident; B %ld KiB "
+		    "resident, %ld KiB pinned (one shared receive queue of %d "
+		    "receives of %d B: %.2f KiB of buffers per connection)",
+		    how, rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n : -1L,
+		    brss0 >= 0 && brss1 >= 0 ? (brss1 - brss0) / n : -1L,
+		    bpin0 >= 0 && bpin1 >= 0 ? (bpin1 - bpin0) / n : -1L,
+		    SRQ_BUFS, SR_LEN, SRQ_BUFS * SR_LEN / 1024.0 / n);
+	else
+		say("%s: memory per connection: A %ld KiB resident; B %ld KiB "
+		    "resident, %ld KiB pinned (%d receives of %d B posted on "
+		    "each)", how, rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n :
+		    -1L, brss0 >= 0 && brss1 >= 0 ? (brss1 - brss0) / n : -1L,
+		    bpin0 >= 0 && bpin1 >= 0 ? (bpin1 - bpin0) / n : -1L,
+		    SR_SLOTS, SR_LEN);
 	for (i = 0; i < n; i++)
 		ck_assert_msg(r[i].connected > 0 && !r[i].events, "raw %d: %s "
 		    "(event 0x%x, %s) after %" PRIu64 " ms", i,
@@ -3101,9 +3225,9 @@ START_TEST(scale_raw)
 			max = r[i].seq_back;
 	}
 	mean = (double)sum / n;
-	say("scale-raw: echoed in 10 s: %" PRIu64 " messages of %d B (%.0f "
+	say("%s: echoed in 10 s: %" PRIu64 " messages of %d B (%.0f "
 	    "per second), per connection mean %.0f, min %" PRIu64 " (%.2f of "
-	    "the mean), max %" PRIu64, sum, SR_LEN, sum / 10.0, mean, min,
+	    "the mean), max %" PRIu64, how, sum, SR_LEN, sum / 10.0, mean, min,
 	    min / mean, max);
 	for (i = 0; i < n; i++) {
 		ck_assert_msg(r[i].bad < 0, "raw %d: echo %" PRId64 " wrong",
@@ -3136,8 +3260,8 @@ START_TEST(scale_raw)
 		tu_loop_until(env.eb, &never, 50);
 	}
 	tu_loop_for(env.eb, 200);	/* a second completion would come now */
-	say("scale-raw: %d of %d freed with every request completed in %"
-	    PRIu64 " ms", up, n, tu_now_ms() - t0);
+	say("%s: %d of %d freed with every request completed in %"
+	    PRIu64 " ms", how, up, n, tu_now_ms() - t0);
 	for (i = 0; i < n; i++) {
 		ck_assert_msg(r[i].completed == r[i].posted, "raw %d: %u of %u "
 		    "requests completed", i, r[i].completed, r[i].posted);
@@ -3145,6 +3269,11 @@ START_TEST(scale_raw)
 		free(r[i].buf);
 	}
 	b_wait_clean(&env, secs(60));
+	if (_i) {
+		b_mem(&env, &brss1, &bpin1, &low1);
+		say("%s: B's queue ran below %d receives %u times", how,
+		    SRQ_LOW, low1 - low0);
+	}
 	env_done(&env);
 }
 END_TEST
@@ -3203,7 +3332,7 @@ suite_twohost(void)
 	tc = tcase_create("scale");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, scale_channels);
-	tcase_add_test(tc, scale_raw);
+	tcase_add_loop_test(tc, scale_raw, 0, 2);
 	tcase_add_test(tc, scale_setup_rate);
 	suite_add_tcase(s, tc);
 
