@@ -166,6 +166,12 @@ evrdma_conn_setcb(struct evrdma_conn *conn, evrdma_conn_event_cb cb,
 	conn->cb_arg = arg;
 }
 
+void *
+evrdma_conn_get_cb_arg(const struct evrdma_conn *conn)
+{
+	return conn ? conn->cb_arg : NULL;
+}
+
 int
 evrdma_conn_set_private_data(struct evrdma_conn *conn, const void *data,
     size_t len)

@@ -388,7 +388,9 @@ ep_complete_unsignaled(struct evrdma__ep *ep, struct evrdma_req *upto)
 /*
  * A receive of a shared receive queue: the connection whose QP took it
  * gets the callback, counts it as activity (keepalive), and fails if it
- * failed (the queue goes on). NULL when that QP is already gone.
+ * failed (the queue goes on). The callback gets NULL when that QP is
+ * already gone, or the application freed the connection: its object for
+ * the connection may be gone with it.
  */
 static void
 ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
@@ -402,7 +404,7 @@ ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
 		evrdma__ep_ref(cep);
 		cep->activity++;
 	}
-	ep_deliver_to(ep, req, w, conn);
+	ep_deliver_to(ep, req, w, conn && !conn->user_freed ? conn : NULL);
 	if (cep) {
 		if (w->status && !cep->quiet)
 			cep->ops->failed(cep, w->status);

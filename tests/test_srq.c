@@ -30,6 +30,8 @@ struct srv {
 	int owner[8];			/* the client each one carries, or -1 */
 	int nconns;
 	int recvd, cancelled, noconn, failed, twice, wrong, repost;
+	int free_first;			/* free a connection at its receive */
+	struct evrdma_conn *freed;	/* ... this one: never named again */
 	int events;
 	short what[8];
 	int reason[8];
@@ -85,10 +87,16 @@ srv_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 	if (!c) {
 		s->noconn++;
+		if (s->repost)
+			srv_post(s, idx);
+		return;
+	}
+	if (c == s->freed) {
+		s->wrong++;
 		return;
 	}
 	k = srv_index(s, c);
-	if (k < 0) {
+	if (k < 0 || evrdma_conn_get_cb_arg(c) != s) {
 		s->wrong++;
 		return;
 	}
@@ -102,6 +110,13 @@ srv_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		s->owner[k] = m[0];
 	else if (s->owner[k] != m[0])
 		s->wrong++;
+	if (s->free_first) {
+		s->free_first = 0;
+		s->freed = c;
+		evrdma_conn_free(c);
+		srv_post(s, idx);
+		return;
+	}
 	memcpy(s->sbuf + (size_t)idx * SLOT, m, wc->byte_len);
 	if (s->repost)
 		srv_post(s, idx);
@@ -282,6 +297,16 @@ cli_send(struct cli *k)
 	k->sent++;
 }
 
+/* One message and its echo (a client with receives of its own). */
+static void
+cli_echo(struct cli *k, struct dt_env *env)
+{
+	ck_assert_int_eq(evrdma_conn_post_recv(k->c, k->mr, 0, SLOT, cli_recv,
+	    k), 0);
+	cli_send(k);
+	dt_wait_ge(env, &k->back, k->sent, 5000);
+}
+
 static void
 srv_end(struct srv *s)
 {
@@ -385,10 +410,7 @@ START_TEST(srq_limit)
 	ck_assert_int_eq(evrdma_srq_set_limit(s.srq, 4, on_limit, NULL), 0);
 	cli_connect(&k, &env, &s, 'a', NULL);
 	for (i = 0; i < 7; i++) {
-		ck_assert_int_eq(evrdma_conn_post_recv(k.c, k.mr, 0, SLOT,
-		    cli_recv, &k), 0);
-		cli_send(&k);
-		dt_wait_ge(&env, &k.back, i + 1, 5000);
+		cli_echo(&k, &env);
 		tu_loop_until(env.eb, &never, 50);	/* the async event */
 		ck_assert_msg(limit_calls == (i < 4 ? 0 : 1), "after %d "
 		    "messages (%u posted): %d limit calls", i + 1,
@@ -399,10 +421,7 @@ START_TEST(srq_limit)
 	for (i = 0; i < 7; i++)
 		srv_post(&s, i);
 	ck_assert_int_eq(evrdma_srq_set_limit(s.srq, 8, on_limit, NULL), 0);
-	ck_assert_int_eq(evrdma_conn_post_recv(k.c, k.mr, 0, SLOT, cli_recv,
-	    &k), 0);
-	cli_send(&k);
-	dt_wait_ge(&env, &k.back, 8, 5000);
+	cli_echo(&k, &env);
 	dt_wait_ge(&env, &limit_calls, 2, 5000);
 	evrdma_conn_free(k.c);
 	evrdma_mr_free(k.mr);
@@ -526,10 +545,7 @@ START_TEST(srq_peer_too_long)
 	ck_assert_int_eq(s.reason[kb], EVRDMA_REASON_QP_FATAL);
 	ck_assert_int_eq(s.what[kg], 0);
 	/* the other connection still works */
-	ck_assert_int_eq(evrdma_conn_post_recv(good.c, good.mr, 0, SLOT,
-	    cli_recv, &good), 0);
-	cli_send(&good);
-	dt_wait_ge(&env, &good.back, 1, 5000);
+	cli_echo(&good, &env);
 	ck_assert_int_eq(good.bad, 0);
 	ck_assert_int_eq(s.recvd, 1);
 	ck_assert_int_eq(s.wrong + s.twice, 0);
@@ -568,10 +584,7 @@ START_TEST(srq_free_order)
 		evrdma_listener_free(s.lst);
 		evrdma_srq_free(s.srq);
 		s.repost = 0;	/* a freed queue takes no more (EPIPE) */
-		ck_assert_int_eq(evrdma_conn_post_recv(k.c, k.mr, 0, SLOT,
-		    cli_recv, &k), 0);
-		cli_send(&k);
-		dt_wait_ge(&env, &k.back, 1, 5000);
+		cli_echo(&k, &env);
 		ck_assert_int_eq(s.recvd, 1);
 		ck_assert_int_eq(s.cancelled, 0);
 		evrdma_conn_free(s.conns[0]);
@@ -601,6 +614,49 @@ START_TEST(srq_free_order)
 }
 END_TEST
 
+/*
+ * The server frees a connection from the receive callback of the first of
+ * 6 messages its peer sent back to back: the receives that peer's later
+ * messages took complete with no connection (never the freed one), once
+ * each, and go back to the queue.
+ */
+START_TEST(srq_free_in_callback)
+{
+	struct dt_env env;
+	struct srv s;
+	static struct cli k;
+	int i, never = 0;
+
+	dt_env_init(&env, NULL);
+	srv_start(&s, &env, NBUF, NBUF);
+	cli_connect(&k, &env, &s, 'a', NULL);
+	dt_wait_ge(&env, &s.nconns, 1, 5000);
+	s.free_first = 1;
+	for (i = 0; i < 6; i++) {
+		char *m = (char *)k.buf + 2 * SLOT + (size_t)i * 16;
+
+		snprintf(m, 16, "a %d", i);
+		ck_assert_int_eq(evrdma_conn_post_send(k.c, k.mr,
+		    2 * SLOT + (size_t)i * 16, 16, cli_sent, &k), 0);
+	}
+	dt_wait_ge(&env, &k.events, 1, 10000);
+	dt_wait_ge(&env, &k.sends_done, 6, 10000);
+	tu_loop_until(env.eb, &never, 200);
+	ck_assert_ptr_nonnull(s.freed);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	ck_assert_int_eq(s.recvd, 1);
+	ck_assert_uint_eq(evrdma_srq_get_posted(s.srq), NBUF);
+	printf("srq: %d receive(s) completed after their connection was "
+	    "freed, with no connection\n", s.noconn);
+	evrdma_conn_free(k.c);
+	evrdma_mr_free(k.mr);
+	srv_end(&s);
+	ck_assert_int_eq(s.cancelled, NBUF);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_srq(void)
 {
@@ -613,6 +669,7 @@ dt_suite_srq(void)
 	tcase_add_test(tc, srq_misuse);
 	tcase_add_test(tc, srq_peer_too_long);
 	tcase_add_loop_test(tc, srq_free_order, 0, 2);
+	tcase_add_test(tc, srq_free_in_callback);
 	suite_add_tcase(s, tc);
 	return s;
 }

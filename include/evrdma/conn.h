@@ -120,6 +120,14 @@ EVRDMA_EXPORT void evrdma_conn_setcb(struct evrdma_conn *conn,
     evrdma_conn_event_cb cb, void *arg);
 
 /**
+ * The argument last given to evrdma_conn_setcb() (NULL if none), as
+ * bufferevent_getcb() gives a bufferevent's: a request callback that gets
+ * only the connection, such as a shared receive queue's, finds the
+ * application's object of that connection with it.
+ */
+EVRDMA_EXPORT void *evrdma_conn_get_cb_arg(const struct evrdma_conn *conn);
+
+/**
  * Keepalive for this connection (channels get it from the base's
  * configuration, evrdma_config_set_keepalive(), which says how it works):
  * after @p idle_ms without any completion, a zero-length RDMA WRITE probes

@@ -14,10 +14,10 @@
  * - Receives are posted to the queue (evrdma_srq_post_recv()), never to a
  *   connection that uses it (evrdma_conn_post_recv() fails with EINVAL).
  *   Each receive completes exactly once: with the connection whose peer's
- *   SEND filled it; with @c conn NULL when that connection was already
- *   destroyed (freed, its teardown over) by the time the completion is
- *   polled; or, when the queue is freed with receives still posted, with
- *   @c conn NULL and status ECANCELED.
+ *   SEND filled it; with @c conn NULL when the application had already
+ *   freed that connection (evrdma_conn_free()) by the time the completion
+ *   is polled; or, when the queue is freed with receives still posted,
+ *   with @c conn NULL and status ECANCELED.
  * - The connections of a queue share its protection domain, so a region
  *   one of them registers could be reached by every other one's peer.
  *   evrdma therefore refuses remote access on them: evrdma_mr_reg() with
