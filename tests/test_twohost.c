@@ -677,7 +677,7 @@ p_srq_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 
 	if (wc->status == ECANCELED)
 		return;			/* the queue is going */
-	o = c ? p_raw_find(c) : NULL;
+	o = c ? evrdma_conn_get_cb_arg(c) : NULL;
 	if (wc->status == 0 && o && !o->freed &&
 	    evrdma_conn_post_send(c, P.srq_mr, (size_t)b->idx * SR_LEN,
 	    wc->byte_len, p_srq_sent, b) == 0) {
@@ -2868,6 +2868,46 @@ scale_n(void)
 	return n > 0 && n <= 1000 ? n : 1000;
 }
 
+/* The scale cases' objects (static: a thousand of them) */
+static struct cch sc_ch[1000];
+
+/*
+ * Run A's loop until @p holds(i) for each of the first @p n objects, or
+ * @p timeout_s seconds passed. @return how many hold.
+ */
+static int
+scale_wait(struct dt_env *env, int n, int (*holds)(int i), int timeout_s)
+{
+	uint64_t deadline = tu_now_ms() + (uint64_t)secs(timeout_s) * 1000;
+	int i, k, never = 0;
+
+	for (;;) {
+		for (i = k = 0; i < n; i++)
+			k += holds(i) != 0;
+		if (k == n || tu_now_ms() >= deadline)
+			return k;
+		tu_loop_until(env->eb, &never, 50);
+	}
+}
+
+static int
+ch_settled(int i)
+{
+	return sc_ch[i].connected > 0 || sc_ch[i].events > 0;
+}
+
+static int
+ch_echoed(int i)
+{
+	return sc_ch[i].recvd == sc_ch[i].sent;
+}
+
+static int
+ch_ended(int i)
+{
+	return sc_ch[i].events > 0;
+}
+
 /*
  * 1,000 channels (EVRDMA_TH_SCALE_N) to B on one loop, as a burst: every
  * connect is issued in one go with the default timeouts, and all must
@@ -2881,11 +2921,11 @@ scale_n(void)
  */
 START_TEST(scale_channels)
 {
-	static struct cch c[1000];
+	struct cch *c = sc_ch;
 	struct dt_env env;
 	struct sockaddr_storage ss;
-	int n = scale_n(), len, i, up, ended, never = 0;
-	uint64_t t0, t_up, deadline, sum = 0, min = UINT64_MAX, max = 0;
+	int n = scale_n(), len, i, up, ended;
+	uint64_t t0, t_up, sum = 0, min = UINT64_MAX, max = 0;
 	long rss0, rss1;
 	double mean;
 
@@ -2908,15 +2948,10 @@ START_TEST(scale_channels)
 			ck_abort_msg("channel %d: connect: %s (%s)", i,
 			    strerror(errno), evrdma_errmsg());
 	}
-	deadline = t0 + (uint64_t)secs(180) * 1000;
-	for (;;) {
-		for (i = up = ended = 0; i < n; i++) {
-			up += c[i].connected > 0;
-			ended += c[i].events > 0;
-		}
-		if (up + ended == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
+	scale_wait(&env, n, ch_settled, 180);
+	for (i = up = ended = 0; i < n; i++) {
+		up += c[i].connected > 0;
+		ended += c[i].events > 0;
 	}
 	t_up = tu_now_ms() - t0;
 	rss1 = proc_kib("VmRSS:");
@@ -2986,26 +3021,11 @@ START_TEST(scale_channels)
 	    "%.0f B: below half", min, mean);
 
 	/* the echoes still in flight come back, then all close */
-	deadline = tu_now_ms() + (uint64_t)secs(60) * 1000;
-	for (;;) {
-		for (i = up = 0; i < n; i++)
-			up += c[i].recvd == c[i].sent;
-		if (up == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
-	}
-	ck_assert_int_eq(up, n);
+	ck_assert_int_eq(scale_wait(&env, n, ch_echoed, 60), n);
 	t0 = tu_now_ms();
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(evrdma_channel_shutdown(c[i].ch), 0);
-	deadline = t0 + (uint64_t)secs(120) * 1000;
-	for (;;) {
-		for (i = ended = 0; i < n; i++)
-			ended += c[i].events > 0;
-		if (ended == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
-	}
+	ended = scale_wait(&env, n, ch_ended, 120);
 	say("scale-channels: %d of %d closed in order in %" PRIu64 " ms",
 	    ended, n, tu_now_ms() - t0);
 	for (i = 0; i < n; i++) {
@@ -3042,7 +3062,27 @@ struct sraw {
 	} slot[SR_SLOTS + SR_WINDOW];
 };
 
+static struct sraw sc_raw[1000];
+
 static void sr_pump(struct sraw *s);
+
+static int
+sr_settled(int i)
+{
+	return sc_raw[i].connected != 0 || sc_raw[i].events > 0;
+}
+
+static int
+sr_echoed(int i)
+{
+	return sc_raw[i].seq_back == sc_raw[i].seq_sent;
+}
+
+static int
+sr_completed(int i)
+{
+	return sc_raw[i].completed >= sc_raw[i].posted;
+}
 
 static void
 sr_recv_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
@@ -3137,11 +3177,11 @@ sr_event(struct evrdma_conn *c, short what, int reason, void *arg)
  */
 START_TEST(scale_raw)
 {
-	static struct sraw r[1000];
+	struct sraw *r = sc_raw;
 	struct dt_env env;
 	struct sockaddr_storage ss;
-	int n = scale_n(), len, i, k, up, failed, never = 0;
-	uint64_t t0, t_up, deadline, sum = 0, min = UINT64_MAX, max = 0;
+	int n = scale_n(), len, i, k, up, failed;
+	uint64_t t0, t_up, sum = 0, min = UINT64_MAX, max = 0;
 	long rss0, rss1, brss0, brss1, bpin0, bpin1;
 	unsigned low0, low1;
 	double mean;
@@ -3173,15 +3213,10 @@ START_TEST(scale_raw)
 			ck_abort_msg("raw %d: connect: %s (%s)", i,
 			    strerror(errno), evrdma_errmsg());
 	}
-	deadline = t0 + (uint64_t)secs(180) * 1000;
-	for (;;) {
-		for (i = up = failed = 0; i < n; i++) {
-			up += r[i].connected > 0;
-			failed += r[i].events > 0 || r[i].connected < 0;
-		}
-		if (up + failed == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
+	scale_wait(&env, n, sr_settled, 180);
+	for (i = up = failed = 0; i < n; i++) {
+		up += r[i].connected > 0;
+		failed += r[i].events > 0 || r[i].connected < 0;
 	}
 	t_up = tu_now_ms() - t0;
 	rss1 = proc_kib("VmRSS:");
@@ -3239,26 +3274,11 @@ START_TEST(scale_raw)
 	    " messages, mean %.0f: below half", min, mean);
 
 	/* the echoes in flight come back; then A frees all at once */
-	deadline = tu_now_ms() + (uint64_t)secs(60) * 1000;
-	for (;;) {
-		for (i = up = 0; i < n; i++)
-			up += r[i].seq_back == r[i].seq_sent;
-		if (up == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
-	}
-	ck_assert_int_eq(up, n);
+	ck_assert_int_eq(scale_wait(&env, n, sr_echoed, 60), n);
 	t0 = tu_now_ms();
 	for (i = 0; i < n; i++)
 		evrdma_conn_free(r[i].c);
-	deadline = t0 + (uint64_t)secs(120) * 1000;
-	for (;;) {
-		for (i = up = 0; i < n; i++)
-			up += r[i].completed >= r[i].posted;
-		if (up == n || tu_now_ms() >= deadline)
-			break;
-		tu_loop_until(env.eb, &never, 50);
-	}
+	up = scale_wait(&env, n, sr_completed, 120);
 	tu_loop_for(env.eb, 200);	/* a second completion would come now */
 	say("%s: %d of %d freed with every request completed in %"
 	    PRIu64 " ms", how, up, n, tu_now_ms() - t0);
