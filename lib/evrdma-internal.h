@@ -188,6 +188,9 @@ struct evrdma__ep_ops {
 	void (*async)(struct evrdma__ep *ep, int event_type);
 	/* the last reference went: free the owner */
 	void (*release)(struct evrdma__ep *ep);
+	/* (a shared receive queue's endpoint, ep->srq set) the connection
+	 * whose QP has number @p qp_num, or NULL: it gets the completion */
+	struct evrdma_conn *(*route)(struct evrdma__ep *ep, uint32_t qp_num);
 };
 
 /*
@@ -297,9 +300,6 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 
 struct evrdma_srq;
 
-/* The connection whose QP number is @p qp_num on the queue whose endpoint
- * is @p ep, or NULL (its QP is gone). */
-struct evrdma_conn *evrdma__srq_conn(struct evrdma__ep *ep, uint32_t qp_num);
 /* @p conn will use @p srq (a reference; before its QP exists). 0, or -1
  * with errno. */
 int evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq);

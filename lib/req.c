@@ -396,7 +396,7 @@ static void
 ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
     const struct evrdma_wc *w, uint32_t qp_num)
 {
-	struct evrdma_conn *conn = evrdma__srq_conn(ep, qp_num);
+	struct evrdma_conn *conn = ep->ops->route(ep, qp_num);
 	struct evrdma__ep *cep = conn ? &conn->ep : NULL;
 
 	evrdma__ep_ref(ep);

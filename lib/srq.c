@@ -6,7 +6,7 @@
  * are requests in the base's table like any other, posted with
  * ibv_post_srq_recv(), and req.c routes each completion to the connection
  * whose QP took it through the queue's table of QP numbers
- * (evrdma__srq_conn()). Its receives complete on a CQ share of the queue's
+ * (its endpoint's route op). Its receives complete on a CQ share of the queue's
  * own, sized to the queue, so that a burst on one connection cannot
  * overflow the CQ its sends use.
  *
@@ -112,11 +112,25 @@ srq_ep_release(struct evrdma__ep *ep)
 	free(srq_of(ep));
 }
 
+/* The connection whose QP has number @p qp_num, or NULL (its QP is gone). */
+static struct evrdma_conn *
+srq_ep_route(struct evrdma__ep *ep, uint32_t qp_num)
+{
+	struct evrdma_srq *srq = srq_of(ep);
+	struct evrdma_conn *conn;
+
+	LIST_FOREACH(conn, &srq->qpn[qp_num & (SRQ_BUCKETS - 1)], srq_link)
+		if (conn->ep.qp_num == qp_num)
+			return conn;
+	return NULL;
+}
+
 static const struct evrdma__ep_ops srq_ep_ops = {
 	.failed = srq_ep_failed,
 	.settled = srq_ep_settled,
 	.async = srq_ep_async,
 	.release = srq_ep_release,
+	.route = srq_ep_route,
 };
 
 /* ---- device objects ---- */
@@ -471,18 +485,6 @@ evrdma__srq_detach(struct evrdma_conn *conn)
 		LIST_REMOVE(conn, srq_link);
 		conn->srq_listed = 0;
 	}
-}
-
-struct evrdma_conn *
-evrdma__srq_conn(struct evrdma__ep *ep, uint32_t qp_num)
-{
-	struct evrdma_srq *srq = srq_of(ep);
-	struct evrdma_conn *conn;
-
-	LIST_FOREACH(conn, &srq->qpn[qp_num & (SRQ_BUCKETS - 1)], srq_link)
-		if (conn->ep.qp_num == qp_num)
-			return conn;
-	return NULL;
 }
 
 struct ibv_srq *
