@@ -25,6 +25,8 @@
  */
 #include "chtest.h"
 
+#include <evrdma/srq.h>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -456,6 +458,7 @@ END_TEST
  */
 #define RW_RECVS	4
 #define RW_MSG		64
+#define RW_POOL		(NST * RW_RECVS)	/* the servers' shared queue */
 
 struct rw_end;
 
@@ -479,9 +482,22 @@ struct rw_end {
 	uint64_t posted, completed, received;
 };
 
+/* A receive of the servers' shared queue (the SRQ rounds). */
+struct rw_ptok {
+	struct rw_round *rw;
+	int idx;
+	int busy;
+};
+
 struct rw_round {
 	struct dt_env *env;
 	struct evrdma_listener *lst;
+	/* the SRQ rounds: the servers draw their receives from one queue */
+	struct evrdma_srq *srq;
+	struct evrdma_mr *pool_mr;
+	uint8_t pool[RW_POOL * RW_MSG];
+	struct rw_ptok ptok[RW_POOL];
+	uint64_t pool_posted, pool_completed, pool_noconn;
 	int mode;		/* ST_FREE_CLIENTS, _SERVERS or _BOTH */
 	struct rw_end cli[NST], srv[NST];
 	int nsrv, naccepted;
@@ -605,7 +621,63 @@ rw_event(struct evrdma_conn *c, short what, int reason, void *arg)
 	e->ends++;
 }
 
-/* The server's receives are posted before it accepts. */
+static void rw_pool_done(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+
+static void
+rw_pool_post(struct rw_round *rw, struct rw_ptok *t)
+{
+	ck_assert_int_eq(t->busy, 0);
+	if (evrdma_srq_post_recv(rw->srq, rw->pool_mr, (size_t)t->idx *
+	    RW_MSG, RW_MSG, rw_pool_done, t) < 0) {
+		ck_assert_int_eq(errno, EPIPE);	/* the queue is going */
+		return;
+	}
+	t->busy = 1;
+	rw->pool_posted++;
+}
+
+/* A server's message from the queue: never for a connection it freed. */
+static void
+rw_pool_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct rw_ptok *t = arg;
+	struct rw_round *rw = t->rw;
+	struct rw_end *e;
+
+	ck_assert_msg(t->busy, "a queue's receive completed twice");
+	t->busy = 0;
+	rw->pool_completed++;
+	if (wc->status != 0) {
+		ck_assert_msg(rw->fired, "receive failed before the storm: %d",
+		    wc->status);
+		return;
+	}
+	if (!c) {
+		ck_assert_msg(rw->fired, "a receive without its connection "
+		    "before the storm");
+		rw->pool_noconn++;
+		rw_pool_post(rw, t);
+		return;
+	}
+	e = evrdma_conn_get_cb_arg(c);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_eq(e->c, c);
+	ck_assert_msg(!e->freed, "a receive named a freed connection");
+	rw_pool_post(rw, t);
+	if (e->ends)
+		return;
+	e->received++;
+	if (e->tok[RW_RECVS].busy)
+		e->want_send = 1;
+	else
+		rw_post(e, RW_RECVS);
+	if (rw->armed && rw->mode != ST_FREE_CLIENTS)
+		rw_fire(rw);
+}
+
+/* The server's receives are posted before it accepts (on the queue
+ * before it listens, in the SRQ rounds). */
 static int
 rw_prepare(struct evrdma_listener *l, struct evrdma_conn *c, const void *pd,
     size_t len, void *arg)
@@ -625,7 +697,7 @@ rw_prepare(struct evrdma_listener *l, struct evrdma_conn *c, const void *pd,
 	e->mr = evrdma_mr_reg(c, e->buf, sizeof(e->buf),
 	    EVRDMA_ACCESS_LOCAL_WRITE);
 	ck_assert_ptr_nonnull(e->mr);
-	for (i = 0; i < RW_RECVS; i++)
+	for (i = 0; i < RW_RECVS && !rw->srq; i++)
 		rw_post(e, i);
 	return 0;
 }
@@ -665,7 +737,7 @@ rw_wait_ends(struct dt_env *env, struct rw_end *side, uint64_t t0)
 }
 
 static uint64_t
-rw_round(int mode)
+rw_round(int mode, int srq)
 {
 	struct dt_env env;
 	struct rw_round *rw = calloc(1, sizeof(*rw));
@@ -682,6 +754,19 @@ rw_round(int mode)
 	    256, 0, rw_accept, rw);
 	ck_assert_ptr_nonnull(rw->lst);
 	evrdma_listener_set_prepare_cb(rw->lst, rw_prepare, rw);
+	if (srq) {
+		rw->srq = evrdma_srq_new(env.base, NULL, RW_POOL);
+		ck_assert_ptr_nonnull(rw->srq);
+		rw->pool_mr = evrdma_srq_mr_reg(rw->srq, rw->pool,
+		    sizeof(rw->pool));
+		ck_assert_ptr_nonnull(rw->pool_mr);
+		for (i = 0; i < RW_POOL; i++) {
+			rw->ptok[i].rw = rw;
+			rw->ptok[i].idx = i;
+			rw_pool_post(rw, &rw->ptok[i]);
+		}
+		ck_assert_int_eq(evrdma_listener_set_srq(rw->lst, rw->srq), 0);
+	}
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(rw->lst));
 	for (i = 0; i < NST; i++) {
 		struct rw_end *e = &rw->cli[i];
@@ -736,12 +821,19 @@ rw_round(int mode)
 		rw_free_end(&rw->srv[i]);
 	}
 	evrdma_listener_free(rw->lst);
+	evrdma_srq_free(rw->srq);	/* its receives: cancelled, once */
+	evrdma_mr_free(rw->pool_mr);	/* (deregistered after them) */
 	ch_drain(&env, 60000);
 	/* every accepted post completed, once */
 	for (i = 0; i < NST; i++) {
 		ck_assert_uint_eq(rw->cli[i].posted, rw->cli[i].completed);
 		ck_assert_uint_eq(rw->srv[i].posted, rw->srv[i].completed);
 	}
+	ck_assert_uint_eq(rw->pool_posted, rw->pool_completed);
+	if (srq)
+		fprintf(stderr, "storm raw on a shared receive queue (mode %d): "
+		    "%llu receives completed after their connection was "
+		    "freed\n", mode, (unsigned long long)rw->pool_noconn);
 	dt_env_fini(&env);
 	dt_assert_no_rdma_resources();
 	free(rw);
@@ -754,13 +846,14 @@ START_TEST(storm_raw_free_in_callback)
 	uint64_t t0 = tu_now_ms(), ms, worst = 0;
 
 	for (r = 0; r < rounds; r++) {
-		ms = rw_round(r % 3);
+		ms = rw_round(r % 3, _i);
 		if (ms > worst)
 			worst = ms;
 	}
-	fprintf(stderr, "storm raw free in callback: %d rounds of %d "
+	fprintf(stderr, "storm raw free in callback%s: %d rounds of %d "
 	    "connections in %llu ms; the last survivor's end at most %llu ms "
-	    "after the storm\n", rounds, NST,
+	    "after the storm\n", _i ? " (servers on a shared receive "
+	    "queue)" : "", rounds, NST,
 	    (unsigned long long)(tu_now_ms() - t0),
 	    (unsigned long long)worst);
 }
@@ -968,10 +1061,12 @@ dt_suite_storm(void)
 	tcase_add_test(tc, storm_peer_process_killed);
 	suite_add_tcase(s, tc);
 
+	/* twice: the servers' receives their own, then from one shared
+	 * receive queue */
 	tc = tcase_create("raw-free-in-callback");
 	tcase_set_timeout(tc, 120 + 30 * st_env_int("EVRDMA_STORM_RAW_ROUNDS",
 	    3));
-	tcase_add_test(tc, storm_raw_free_in_callback);
+	tcase_add_loop_test(tc, storm_raw_free_in_callback, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("server-frees");
