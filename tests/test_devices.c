@@ -11,6 +11,7 @@
 
 #include <event2/buffer.h>
 #include <evrdma/channel.h>
+#include <evrdma/srq.h>
 
 #define DEV2_ADDR	"198.51.100.1"
 #define DEV2_NETDEV	"rdma1"
@@ -167,6 +168,139 @@ START_TEST(devices_bind_by_address)
 }
 END_TEST
 
+struct srq_side {
+	int accepted, events, reason, recvd;
+	struct evrdma_conn *got;	/* the connection a receive named */
+};
+
+static void
+srq_event(struct evrdma_conn *c, short what, int reason, void *arg)
+{
+	struct srq_side *x = arg;
+
+	(void)c;
+	if (what & EVRDMA_EV_CONNECTED)
+		return;
+	x->events++;
+	x->reason = reason;
+}
+
+static void
+srq_accept(struct evrdma_listener *l, struct evrdma_conn *c,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct srq_side *x = arg;
+
+	(void)l; (void)peer; (void)socklen;
+	x->accepted++;
+	evrdma_conn_setcb(c, srq_event, x);
+}
+
+static void
+srq_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct srq_side *x = arg;
+
+	if (wc->status)
+		return;
+	x->recvd++;
+	x->got = c;
+}
+
+/* A raw connection to @p host:port with @p srq (NULL: none); its events
+ * go to @p x. */
+static struct evrdma_conn *
+srq_connect(struct dt_env *env, const char *host, int port,
+    struct evrdma_srq *srq, struct srq_side *x)
+{
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, host, port);
+	struct evrdma_conn *c = evrdma_conn_new(env->base, 0);
+
+	ck_assert_ptr_nonnull(c);
+	evrdma_conn_setcb(c, srq_event, x);
+	if (srq)
+		ck_assert_int_eq(evrdma_conn_set_srq(c, srq), 0);
+	ck_assert_int_eq(evrdma_conn_connect(c, (struct sockaddr *)&ss, len),
+	    0);
+	return c;
+}
+
+/*
+ * A shared receive queue belongs to one device: with two, evrdma_srq_new()
+ * wants a name; a connection on the other device fails (active side:
+ * RESOURCE; a listener's: the request is rejected); on its own device it
+ * works.
+ */
+START_TEST(devices_srq)
+{
+	struct dt_env env;
+	struct evrdma_srq *q0, *q1;
+	struct evrdma_listener *l;
+	struct evrdma_mr *mr, *cmr;
+	struct srq_side srv, cli, bad;
+	struct sockaddr_storage ss;
+	struct evrdma_conn *c;
+	static uint8_t buf[1024], cbuf[64];
+	int len;
+
+	memset(&srv, 0, sizeof(srv));
+	memset(&cli, 0, sizeof(cli));
+	memset(&bad, 0, sizeof(bad));
+	dt_env_init(&env, NULL);
+	ck_assert_ptr_null(evrdma_srq_new(env.base, NULL, 8));
+	ck_assert_int_eq(errno, EINVAL);
+	q0 = evrdma_srq_new(env.base, dt_ibdev(), 8);
+	q1 = evrdma_srq_new(env.base, DEV2_IBDEV, 8);
+	ck_assert(q0 && q1);
+	mr = evrdma_srq_mr_reg(q1, buf, sizeof(buf));
+	ck_assert_ptr_nonnull(mr);
+	ck_assert_int_eq(evrdma_srq_post_recv(q1, mr, 0, sizeof(buf),
+	    srq_recv, &srv), 0);
+	/* a listener on rxe1 with rxe0's queue: the request is rejected */
+	len = dt_sockaddr(&ss, DEV2_ADDR, 0);
+	l = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
+	    srq_accept, &srv);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_int_eq(evrdma_listener_set_srq(l, q0), 0);
+	c = srq_connect(&env, DEV2_ADDR, evrdma_listener_get_port(l), NULL,
+	    &bad);
+	DT_WAIT(&env, bad.events, 10000);
+	ck_assert_int_eq(bad.reason, EVRDMA_REASON_REJECTED);
+	ck_assert_int_eq(srv.accepted, 0);
+	evrdma_conn_free(c);
+	/* an active connection to rxe1 with rxe0's queue */
+	memset(&bad, 0, sizeof(bad));
+	c = srq_connect(&env, DEV2_ADDR, evrdma_listener_get_port(l), q0,
+	    &bad);
+	DT_WAIT(&env, bad.events, 10000);
+	ck_assert_int_eq(bad.reason, EVRDMA_REASON_RESOURCE);
+	evrdma_conn_free(c);
+	/* the right one: rxe1's queue on rxe1 */
+	ck_assert_int_eq(evrdma_listener_set_srq(l, q1), 0);
+	c = srq_connect(&env, DEV2_ADDR, evrdma_listener_get_port(l), NULL,
+	    &cli);
+	DT_WAIT(&env, srv.accepted, 10000);
+	cmr = evrdma_mr_reg(c, cbuf, sizeof(cbuf), 0);
+	ck_assert_ptr_nonnull(cmr);
+	ck_assert_int_eq(evrdma_conn_post_send(c, cmr, 0, sizeof(cbuf), NULL,
+	    NULL), 0);
+	DT_WAIT(&env, srv.recvd, 10000);
+	ck_assert_ptr_nonnull(srv.got);
+	ck_assert_int_eq(srv.events + cli.events, 0);
+	evrdma_conn_free(srv.got);
+	evrdma_conn_free(c);
+	evrdma_mr_free(cmr);
+	evrdma_listener_free(l);
+	evrdma_srq_free(q0);
+	evrdma_srq_free(q1);
+	evrdma_mr_free(mr);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 struct lst_err {
 	int errors, reason;
 };
@@ -268,6 +402,7 @@ dt_suite_devices(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_unchecked_fixture(tc, dev2_add, dev2_remove);
 	tcase_add_test(tc, devices_bind_by_address);
+	tcase_add_test(tc, devices_srq);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("removal");

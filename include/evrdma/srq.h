@@ -116,7 +116,8 @@ EVRDMA_EXPORT unsigned evrdma_srq_get_posted(const struct evrdma_srq *srq);
 /**
  * Make @p conn draw its receives from @p srq: before
  * evrdma_conn_connect(). The connection's device must be the queue's
- * (else the connect fails with EVRDMA_REASON_ERROR and EINVAL).
+ * (else the connect fails: EVRDMA_EV_ERROR, EVRDMA_REASON_RESOURCE, errno
+ * EINVAL).
  * @return 0, or -1 with errno EINVAL (connect already called, a freed
  *   queue, a connection of a channel or of another base)
  */
