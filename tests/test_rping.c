@@ -26,6 +26,7 @@
 #define RP_TCP_ECHO_SERVER	EXAMPLES_DIR "/tcp-echo-server"
 #define RP_TCP_ECHO_CLIENT	EXAMPLES_DIR "/tcp-echo-client"
 #define RP_TLS_ECHO		EXAMPLES_DIR "/evrdma-tls-echo"
+#define RP_SRQ_ECHO		EXAMPLES_DIR "/evrdma-srq-echo"
 #define RP_WAIT_MS	30000	/* per process; the guest is slow */
 
 /* A child process whose stdout and stderr go to one pipe we read. */
@@ -318,6 +319,29 @@ START_TEST(onesided_two_processes)
 }
 END_TEST
 
+/* evrdma-srq-echo: 6 connections on the server's shared receive queue,
+ * 200 messages each. */
+START_TEST(srq_echo_example)
+{
+	struct rp_proc srv, cli;
+	char *addr = (char *)dt_addr();
+	char *sargv[] = { RP_SRQ_ECHO, "-s", "-a", addr, "-p", "7306",
+	    "-n", "6", NULL };
+	char *cargv[] = { RP_SRQ_ECHO, "-c", "-a", addr, "-p", "7306",
+	    "-k", "6", "-m", "200", NULL };
+
+	rp_start(&srv, sargv);
+	rp_expect_output(&srv, "listening on", RP_WAIT_MS);
+	rp_start(&cli, cargv);
+	rp_expect_exit0(&cli);
+	ck_assert_msg(strstr(cli.out, "6 connections x 200 messages echoed: "
+	    "ok"), "client:\n%s", cli.out);
+	rp_expect_exit0(&srv);
+	ck_assert_msg(strstr(srv.out, "6 connections, 1200 messages echoed"),
+	    "server:\n%s", srv.out);
+}
+END_TEST
+
 Suite *
 dt_suite_rping(void)
 {
@@ -331,6 +355,7 @@ dt_suite_rping(void)
 	tcase_add_test(tc, rping_both_ours);
 	tcase_add_test(tc, onesided_one_process);
 	tcase_add_test(tc, onesided_two_processes);
+	tcase_add_test(tc, srq_echo_example);
 	suite_add_tcase(s, tc);
 	return s;
 }
