@@ -425,17 +425,10 @@ conn_create_qp(struct evrdma_conn *conn)
 	if (!conn->dev)
 		return -1;
 	if (conn->srq) {
-		/* receives come from the queue, on its CQ share; the PD is
-		 * the queue's (srq.c says why) */
-		if (evrdma__srq_dev(conn->srq) != conn->dev)
-			return evrdma__fail(EINVAL, "the connection is on "
-			    "device %s, its shared receive queue on another",
-			    EVRDMA_SYM(ibv_get_device_name)(
-			    conn->dev->verbs->device));
+		/* receives come from the queue (srq.c) */
 		conn->rq_depth = 0;
 		n = conn->sq_depth;
-		conn->pd = evrdma__srq_pd(conn->srq);
-		conn->pd->refcnt++;
+		conn->pd = evrdma__srq_pd_get(conn->srq, conn->dev);
 	} else {
 		conn->pd = evrdma__pd_new(conn->dev);
 	}
@@ -449,10 +442,8 @@ conn_create_qp(struct evrdma_conn *conn)
 		attr.qp_context = conn;
 		attr.send_cq = conn->cq->cq;
 		attr.recv_cq = conn->cq->cq;
-		if (conn->srq) {
-			attr.srq = evrdma__srq_ibv(conn->srq);
-			attr.recv_cq = evrdma__srq_cq(conn->srq)->cq;
-		}
+		if (conn->srq)
+			evrdma__srq_qp_attr(conn->srq, &attr);
 		attr.qp_type = IBV_QPT_RC;
 		attr.cap.max_send_wr = conn->sq_depth;
 		attr.cap.max_recv_wr = conn->rq_depth;

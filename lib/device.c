@@ -661,6 +661,38 @@ evrdma__dev_put(struct evrdma_dev *dev)
 	dev_destroy(dev);
 }
 
+struct evrdma_dev *
+evrdma__dev_get_by_name(struct evrdma_base *base, const char *name,
+    const char *fn)
+{
+	struct ibv_context **list, *found = NULL;
+	int n = 0, i;
+
+	/* librdmacm's contexts: the ones its ids resolve to */
+	list = EVRDMA_SYM(rdma_get_devices)(&n);
+	if (!list) {
+		evrdma__fail(errno ? errno : ENODEV, "%s: rdma_get_devices "
+		    "failed", fn);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		const char *dn = EVRDMA_SYM(ibv_get_device_name)(
+		    list[i]->device);
+
+		if (name ? !strcmp(dn, name) : n == 1)
+			found = list[i];
+	}
+	EVRDMA_SYM(rdma_free_devices)(list);
+	if (found)
+		return evrdma__dev_get(base, found);
+	if (name)
+		evrdma__fail(ENODEV, "%s: no RDMA device %s", fn, name);
+	else
+		evrdma__fail(n ? EINVAL : ENODEV, "%s: %d RDMA devices: name "
+		    "one", fn, n);
+	return NULL;
+}
+
 /* Reserve n entries in a CQ with room, making a new one if none has. */
 struct evrdma_cq *
 evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n)

@@ -299,21 +299,25 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 /* ---- shared receive queues (srq.c) ---- */
 
 struct evrdma_srq;
+struct evrdma_dev;
 
 /* @p conn will use @p srq (a reference; before its QP exists). 0, or -1
  * with errno. */
 int evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq);
 /* The QP of @p conn exists / is about to be destroyed. */
-int evrdma__srq_attach(struct evrdma_conn *conn);
+void evrdma__srq_attach(struct evrdma_conn *conn);
 void evrdma__srq_detach(struct evrdma_conn *conn);
 /* conn_destroy: the connection's reference goes. */
 void evrdma__srq_unuse(struct evrdma_conn *conn);
 /* A listener's reference goes (NULL allowed). */
 void evrdma__srq_drop(struct evrdma_srq *srq);
-struct ibv_srq *evrdma__srq_ibv(const struct evrdma_srq *srq);
-struct evrdma__pd *evrdma__srq_pd(const struct evrdma_srq *srq);
-struct evrdma_cq *evrdma__srq_cq(const struct evrdma_srq *srq);
-struct evrdma_dev *evrdma__srq_dev(const struct evrdma_srq *srq);
+/* The queue's protection domain, with a reference, for a connection on
+ * @p dev: NULL with errno EINVAL when the queue is on another device. */
+struct evrdma__pd *evrdma__srq_pd_get(struct evrdma_srq *srq,
+    struct evrdma_dev *dev);
+/* A QP of the queue's: its receives from the queue, on its CQ share. */
+void evrdma__srq_qp_attr(const struct evrdma_srq *srq,
+    struct ibv_qp_init_attr *attr);
 /* Base free: release every queue now (no callback); handles the user
  * still holds become husks. After the connections, before the regions. */
 void evrdma__srq_release_all(struct evrdma_base *base);
@@ -367,6 +371,11 @@ struct evrdma__pd {
 
 struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
     struct ibv_context *verbs);
+/* The device named @p name (NULL: the host's only one), as
+ * evrdma__dev_get(); NULL with errno ENODEV or EINVAL (several devices
+ * and no name). */
+struct evrdma_dev *evrdma__dev_get_by_name(struct evrdma_base *base,
+    const char *name, const char *fn);
 void evrdma__dev_put(struct evrdma_dev *dev);
 struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
 void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
@@ -532,8 +541,7 @@ struct evrdma_conn {
 	 * from evrdma_conn_set_srq() to conn_destroy(); while the QP exists,
 	 * in the queue's QP-number table */
 	struct evrdma_srq *srq;
-	LIST_ENTRY(evrdma_conn) srq_link;
-	int srq_listed;
+	LIST_ENTRY(evrdma_conn) srq_link;	/* while srq and qp are set */
 };
 
 enum evrdma__cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER,

@@ -67,21 +67,6 @@ srq_of(struct evrdma__ep *ep)
 
 /* ---- what the endpoint tells us ---- */
 
-/* A receive failed: that connection's business (req.c fails it); the
- * queue itself is quiet. */
-static void
-srq_ep_failed(struct evrdma__ep *ep, int status)
-{
-	(void)ep;
-	(void)status;
-}
-
-static void
-srq_ep_settled(struct evrdma__ep *ep)
-{
-	(void)ep;
-}
-
 static void
 srq_ep_async(struct evrdma__ep *ep, int type)
 {
@@ -125,9 +110,9 @@ srq_ep_route(struct evrdma__ep *ep, uint32_t qp_num)
 	return NULL;
 }
 
+/* No failed() or settled(): the queue is quiet and never watched; a
+ * receive's failure is its connection's (req.c fails that one). */
 static const struct evrdma__ep_ops srq_ep_ops = {
-	.failed = srq_ep_failed,
-	.settled = srq_ep_settled,
 	.async = srq_ep_async,
 	.release = srq_ep_release,
 	.route = srq_ep_route,
@@ -186,44 +171,12 @@ srq_maybe_fin(struct evrdma_srq *srq)
 		evrdma__work_queue(srq->base, &srq->fin);
 }
 
-/* The context of the device named @p name (NULL: the only one). */
-static struct ibv_context *
-srq_find_device(const char *name)
-{
-	struct ibv_context **list, *found = NULL;
-	int n = 0, i;
-
-	list = EVRDMA_SYM(rdma_get_devices)(&n);
-	if (!list) {
-		evrdma__fail(errno ? errno : ENODEV, "rdma_get_devices failed");
-		return NULL;
-	}
-	for (i = 0; i < n; i++) {
-		const char *dn = EVRDMA_SYM(ibv_get_device_name)(
-		    list[i]->device);
-
-		if (name ? !strcmp(dn, name) : n == 1)
-			found = list[i];
-	}
-	EVRDMA_SYM(rdma_free_devices)(list);
-	if (!found) {
-		if (name)
-			evrdma__fail(ENODEV, "evrdma_srq_new: no RDMA device "
-			    "%s", name);
-		else
-			evrdma__fail(n ? EINVAL : ENODEV, "evrdma_srq_new: "
-			    "%d RDMA devices: name one", n);
-	}
-	return found;
-}
-
 /* ---- API ---- */
 
 struct evrdma_srq *
 evrdma_srq_new(struct evrdma_base *base, const char *device, unsigned max_wr)
 {
 	struct evrdma_srq *srq;
-	struct ibv_context *verbs;
 	struct ibv_srq_init_attr ia;
 	int i, err;
 
@@ -239,15 +192,12 @@ evrdma_srq_new(struct evrdma_base *base, const char *device, unsigned max_wr)
 		    "size %u", max_wr, base->cfg.cq_size);
 		return NULL;
 	}
-	verbs = srq_find_device(device);
-	if (!verbs)
-		return NULL;
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
 		evrdma__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
-	srq->dev = evrdma__dev_get(base, verbs);
+	srq->dev = evrdma__dev_get_by_name(base, device, "evrdma_srq_new");
 	if (!srq->dev)
 		goto fail;
 	if (srq->dev->attr.max_srq <= 0) {
@@ -467,48 +417,43 @@ evrdma__srq_unuse(struct evrdma_conn *conn)
 	evrdma__ep_unref(&srq->ep);
 }
 
-int
+void
 evrdma__srq_attach(struct evrdma_conn *conn)
 {
 	struct evrdma_srq *srq = conn->srq;
 
 	LIST_INSERT_HEAD(&srq->qpn[conn->qp->qp_num & (SRQ_BUCKETS - 1)],
 	    conn, srq_link);
-	conn->srq_listed = 1;
-	return 0;
 }
 
+/* Listed exactly while the connection has its queue and its QP: attached
+ * right after the QP is made, detached right before it is destroyed. */
 void
 evrdma__srq_detach(struct evrdma_conn *conn)
 {
-	if (conn->srq_listed) {
+	if (conn->srq && conn->qp)
 		LIST_REMOVE(conn, srq_link);
-		conn->srq_listed = 0;
-	}
-}
-
-struct ibv_srq *
-evrdma__srq_ibv(const struct evrdma_srq *srq)
-{
-	return srq->srq;
 }
 
 struct evrdma__pd *
-evrdma__srq_pd(const struct evrdma_srq *srq)
+evrdma__srq_pd_get(struct evrdma_srq *srq, struct evrdma_dev *dev)
 {
+	if (srq->dev != dev) {
+		evrdma__fail(EINVAL, "the connection is on device %s, its "
+		    "shared receive queue on another",
+		    EVRDMA_SYM(ibv_get_device_name)(dev->verbs->device));
+		return NULL;
+	}
+	srq->pd->refcnt++;
 	return srq->pd;
 }
 
-struct evrdma_cq *
-evrdma__srq_cq(const struct evrdma_srq *srq)
+void
+evrdma__srq_qp_attr(const struct evrdma_srq *srq,
+    struct ibv_qp_init_attr *attr)
 {
-	return srq->cq;
-}
-
-struct evrdma_dev *
-evrdma__srq_dev(const struct evrdma_srq *srq)
-{
-	return srq->dev;
+	attr->srq = srq->srq;
+	attr->recv_cq = srq->cq->cq;
 }
 
 void
