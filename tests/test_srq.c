@@ -6,10 +6,13 @@
  * connection fails); and every order of freeing the queue, its
  * connections and the base, with each receive completing exactly once.
  */
+#include "config.h"
 #include "devtest.h"
 
 #include <evrdma/channel.h>
 #include <evrdma/srq.h>
+/* the attacker's best guess at a key: the queue's buffer region's own */
+#include "../lib/evrdma-internal.h"
 
 #define SLOT	256		/* bytes per receive buffer */
 #define NBUF	16		/* receive buffers of the queue */
@@ -494,9 +497,38 @@ START_TEST(srq_misuse)
 	ck_assert_int_eq(evrdma_listener_set_srq(cl, q), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	evrdma_listener_free(cl);
+	/* one queue per connection; a queue of another base */
+	c = evrdma_conn_new(env.base, 0);
+	ck_assert_int_eq(evrdma_conn_set_srq(c, q), 0);
+	ck_assert_int_eq(evrdma_conn_set_srq(c, q), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	evrdma_conn_free(c);
+	{
+		struct dt_env other;
+		struct evrdma_listener *ol;
+		struct evrdma_conn *oc;
+
+		dt_env_init(&other, NULL);
+		oc = evrdma_conn_new(other.base, 0);
+		ck_assert_int_eq(evrdma_conn_set_srq(oc, q), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		ol = evrdma_listener_new(other.base, (struct sockaddr *)&ss,
+		    len, 4, 0, dt_pair_accept, NULL);
+		ck_assert_ptr_nonnull(ol);
+		ck_assert_int_eq(evrdma_listener_set_srq(ol, q), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		evrdma_listener_free(ol);
+		evrdma_conn_free(oc);
+		dt_drain(&other, 5000);
+		dt_env_fini(&other);
+	}
 	/* a freed queue takes nothing more */
 	c = evrdma_conn_new(env.base, 0);
 	evrdma_srq_free(q);
+	ck_assert_ptr_null(evrdma_srq_mr_reg(q, buf, sizeof(buf)));
+	ck_assert_int_eq(errno, EPIPE);
+	ck_assert_int_eq(evrdma_srq_set_limit(q, 1, on_limit, NULL), -1);
+	ck_assert_int_eq(errno, EPIPE);
 	ck_assert_int_eq(evrdma_srq_post_recv(q, mr, 0, SLOT, dt_wc_cb,
 	    NULL), -1);
 	ck_assert_int_eq(errno, EPIPE);
@@ -657,6 +689,67 @@ START_TEST(srq_free_in_callback)
 }
 END_TEST
 
+/*
+ * The attacker: peers that know the exact key number and device address
+ * of the queue's buffers (the strongest guess there is) try an RDMA WRITE
+ * into them and an RDMA READ of them. Both fail at the peer (remote
+ * access error) and end its connection; the buffers hold what they held;
+ * another client on the queue goes on echoing.
+ */
+START_TEST(srq_peer_reaches_nothing)
+{
+	struct dt_env env;
+	struct srv s;
+	static struct cli wr, rd, good;
+	static uint8_t before[NBUF * SLOT];
+	struct evrdma_remote rem;
+	struct dt_wc ww = { 0 }, rw = { 0 };
+
+	dt_env_init(&env, NULL);
+	srv_start(&s, &env, NBUF, NBUF);
+	cli_connect(&wr, &env, &s, 'w', NULL);
+	cli_connect(&rd, &env, &s, 'r', NULL);
+	cli_connect(&good, &env, &s, 'g', NULL);
+	dt_wait_ge(&env, &s.nconns, 3, 5000);
+	memset(wr.buf, 'X', sizeof(wr.buf));
+	memset(rd.buf, 0, sizeof(rd.buf));
+	memcpy(before, s.buf, sizeof(before));
+	rem.addr = s.mr->iova;
+	rem.len = sizeof(s.buf);
+	rem.rkey = s.mr->mr->lkey;
+	ck_assert_int_eq(evrdma_conn_post_write(wr.c, wr.mr, 0, SLOT, &rem, 0,
+	    dt_wc_cb, &ww), 0);
+	ck_assert_int_eq(evrdma_conn_post_read(rd.c, rd.mr, 0, SLOT, &rem, 0,
+	    dt_wc_cb, &rw), 0);
+	DT_WAIT(&env, ww.done, 10000);
+	DT_WAIT(&env, rw.done, 10000);
+	ck_assert_int_ne(ww.wc.status, 0);
+	ck_assert_int_ne(rw.wc.status, 0);
+	DT_WAIT(&env, wr.events, 10000);
+	DT_WAIT(&env, rd.events, 10000);
+	ck_assert_int_eq(wr.what, EVRDMA_EV_ERROR);
+	ck_assert_int_eq(rd.what, EVRDMA_EV_ERROR);
+	ck_assert_int_eq(memcmp(s.buf, before, sizeof(before)), 0);
+	ck_assert_msg(memchr(rd.buf, 0, SLOT) == (void *)rd.buf &&
+	    !memcmp(rd.buf, rd.buf + 1, SLOT - 1), "the READ brought bytes");
+	cli_echo(&good, &env);
+	ck_assert_int_eq(good.bad, 0);
+	ck_assert_int_eq(good.events, 0);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	evrdma_conn_free(wr.c);
+	evrdma_conn_free(rd.c);
+	evrdma_conn_free(good.c);
+	evrdma_mr_free(wr.mr);
+	evrdma_mr_free(rd.mr);
+	evrdma_mr_free(good.mr);
+	for (int i = 0; i < s.nconns; i++)
+		evrdma_conn_free(s.conns[i]);
+	srv_end(&s);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_srq(void)
 {
@@ -668,6 +761,7 @@ dt_suite_srq(void)
 	tcase_add_test(tc, srq_limit);
 	tcase_add_test(tc, srq_misuse);
 	tcase_add_test(tc, srq_peer_too_long);
+	tcase_add_test(tc, srq_peer_reaches_nothing);
 	tcase_add_loop_test(tc, srq_free_order, 0, 2);
 	tcase_add_test(tc, srq_free_in_callback);
 	suite_add_tcase(s, tc);

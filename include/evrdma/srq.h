@@ -84,7 +84,8 @@ EVRDMA_EXPORT void evrdma_srq_free(struct evrdma_srq *srq);
  * Register memory for the queue's receive buffers: local write access
  * only (see the file's contract). Free it with evrdma_mr_free(); it may be
  * used by the connections of the queue for sends as well.
- * @return the region, or NULL with errno as evrdma_mr_reg()
+ * @return the region, or NULL with errno EINVAL (no queue, no memory),
+ *   EPIPE (the queue was freed), or as evrdma_mr_reg()
  */
 EVRDMA_EXPORT struct evrdma_mr *evrdma_srq_mr_reg(struct evrdma_srq *srq,
     void *addr, size_t len);
@@ -104,8 +105,9 @@ EVRDMA_EXPORT int evrdma_srq_post_recv(struct evrdma_srq *srq,
 /**
  * Arm the limit: @p cb is called once when fewer than @p limit receives
  * remain posted. @p limit 0 disarms.
- * @return 0, or -1 with errno EINVAL (@p limit not below max_wr), ENOSYS
- *   (the device cannot), or the provider's error
+ * @return 0, or -1 with errno EINVAL (@p limit not below max_wr, or no
+ *   callback), EPIPE (the queue was freed), ENOSYS (the device cannot), or
+ *   the provider's error
  */
 EVRDMA_EXPORT int evrdma_srq_set_limit(struct evrdma_srq *srq,
     unsigned limit, evrdma_srq_limit_cb cb, void *arg);
@@ -118,8 +120,8 @@ EVRDMA_EXPORT unsigned evrdma_srq_get_posted(const struct evrdma_srq *srq);
  * evrdma_conn_connect(). The connection's device must be the queue's
  * (else the connect fails: EVRDMA_EV_ERROR, EVRDMA_REASON_RESOURCE, errno
  * EINVAL).
- * @return 0, or -1 with errno EINVAL (connect already called, a freed
- *   queue, a connection of a channel or of another base)
+ * @return 0, or -1 with errno EINVAL (connect already called, a queue
+ *   set already, a queue of another base), EPIPE (the queue was freed)
  */
 EVRDMA_EXPORT int evrdma_conn_set_srq(struct evrdma_conn *conn,
     struct evrdma_srq *srq);
@@ -129,7 +131,7 @@ EVRDMA_EXPORT int evrdma_conn_set_srq(struct evrdma_conn *conn,
  * its receives from @p srq (NULL: their own again). A connect request
  * arriving on another device than the queue's is rejected.
  * @return 0, or -1 with errno EINVAL (a channel or bufferevent listener,
- *   a freed queue, another base)
+ *   a queue of another base), EPIPE (the queue was freed)
  */
 EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
     struct evrdma_srq *srq);
