@@ -566,6 +566,17 @@ check_sockaddr(const struct sockaddr *sa, int socklen)
 	return evrdma__fail(EINVAL, "socklen %d too small", socklen);
 }
 
+/*
+ * Address and route resolution run under rdma_cm's own timeout (we pass
+ * it the configured one), and rdma_cm decides at that deadline: a request
+ * whose neighbour answered just before it was queued is only looked at
+ * again then, and succeeds then. A timer of ours at the same instant would
+ * fail such a connection (2 of 12 first connects to a fresh host on
+ * the two-guest wire), so ours is only the backstop for an rdma_cm that
+ * never answers, this much later.
+ */
+#define CM_STEP_GRACE_MS	1000
+
 static int
 conn_start_connect(struct evrdma_conn *conn, const struct sockaddr *sa,
     int socklen)
@@ -594,7 +605,7 @@ conn_start_connect(struct evrdma_conn *conn, const struct sockaddr *sa,
 		    strerror(err));
 	}
 	conn->state = EVRDMA_CONN_RESOLVING_ADDR;
-	evrdma__ev_timer_start(conn->timer, ms);
+	evrdma__ev_timer_start(conn->timer, ms + CM_STEP_GRACE_MS);
 	return 0;
 }
 
@@ -666,7 +677,7 @@ conn_on_addr_resolved(struct evrdma_conn *conn)
 		return;
 	}
 	conn->state = EVRDMA_CONN_RESOLVING_ROUTE;
-	evrdma__ev_timer_start(conn->timer, ms);
+	evrdma__ev_timer_start(conn->timer, ms + CM_STEP_GRACE_MS);
 }
 
 static void
@@ -776,9 +787,10 @@ evrdma__conn_cm_event(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 		if (conn->state == EVRDMA_CONN_RESOLVING_ROUTE)
 			conn_on_route_resolved(conn);
 		break;
-	/* rdma_cm runs the step's timeout too (we pass it the configured
-	 * one): its ETIMEDOUT is the same expiry as our timer's, and which
-	 * of the two is read first must not change the reason. */
+	/* rdma_cm runs the step's timeout (we pass it the configured one;
+	 * our timer is its backstop): its ETIMEDOUT is a timeout as our
+	 * timer's is, and which of the two ends the step must not change
+	 * the reason. */
 	case RDMA_CM_EVENT_ADDR_ERROR:
 		conn_fail(conn, err == ETIMEDOUT ? EVRDMA_REASON_TIMEOUT :
 		    EVRDMA_REASON_ADDR_ERROR, err);

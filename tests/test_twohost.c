@@ -1177,6 +1177,7 @@ struct cch {
 	struct evrdma_channel *ch;
 	int connected;
 	int events;			/* terminal events (EOF / ERROR) */
+	int settled;			/* connected, or a terminal event */
 	short what;
 	int reason;
 	uint64_t t_event;
@@ -1263,10 +1264,12 @@ cch_event(struct evrdma_channel *ch, short what, void *arg)
 	(void)ch;
 	if (what & BEV_EVENT_CONNECTED) {
 		c->connected++;
+		c->settled = 1;
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT)
 		return;
+	c->settled = 1;
 	/* the first end is the one that counts (its time, flags and
 	 * reason); the other direction's may follow */
 	if (c->events++)
@@ -1284,6 +1287,7 @@ cch_open(struct dt_env *env, struct cch *c, const char *host, int port,
 {
 	struct sockaddr_storage ss;
 	int len = dt_sockaddr(&ss, host, port);
+	uint64_t t0 = tu_now_ms();
 
 	memset(c, 0, sizeof(*c));
 	c->bad = -1;
@@ -1297,8 +1301,15 @@ cch_open(struct dt_env *env, struct cch *c, const char *host, int port,
 	if (evrdma_channel_connect(c->ch, (struct sockaddr *)&ss, len) < 0)
 		ck_abort_msg("channel connect to %s:%d: %s (%s)", host, port,
 		    strerror(errno), evrdma_errmsg());
-	DT_WAIT(env, c->connected, secs(30) * 1000);
-	ck_assert_int_eq(c->events, 0);
+	/* wait for either outcome, so that a failed connect says why */
+	DT_WAIT(env, c->settled, secs(30) * 1000);
+	ck_assert_msg(c->connected && !c->events,
+	    "channel connect to %s:%d: event 0x%x, %s after %" PRIu64 " ms",
+	    host, port, c->what, evrdma_reason_str(c->reason),
+	    tu_now_ms() - t0);
+	if (tu_now_ms() - t0 > 1000)
+		say("channel connect to %s:%d took %" PRIu64 " ms", host, port,
+		    tu_now_ms() - t0);
 }
 
 static void
@@ -1445,6 +1456,7 @@ struct rconn {
 	struct evrdma_conn *c;
 	int connected;
 	int events;
+	int settled;			/* connected, or an event */
 	short what;
 	int reason;
 	uint64_t t_event;
@@ -1602,6 +1614,7 @@ r_event(struct evrdma_conn *c, short what, int reason, void *arg)
 	struct rconn *r = arg;
 
 	(void)c;
+	r->settled = 1;
 	if (what & EVRDMA_EV_CONNECTED) {
 		r->connected++;
 		return;
@@ -1622,6 +1635,7 @@ r_open(struct dt_env *env, struct rconn *r, const char *host)
 {
 	struct sockaddr_storage ss;
 	int len = dt_sockaddr(&ss, host, TH_PORT_RAW), s;
+	uint64_t t0 = tu_now_ms();
 
 	memset(r, 0, sizeof(*r));
 	r->bad = -1;
@@ -1638,7 +1652,16 @@ r_open(struct dt_env *env, struct rconn *r, const char *host)
 	if (evrdma_conn_connect(r->c, (struct sockaddr *)&ss, len) < 0)
 		ck_abort_msg("connect: %s (%s)", strerror(errno),
 		    evrdma_errmsg());
-	DT_WAIT(env, r->connected, secs(30) * 1000);
+	/* wait for either outcome, so that a failed connect says why */
+	DT_WAIT(env, r->settled, secs(30) * 1000);
+	ck_assert_msg(r->connected, "raw connect to %s: event 0x%x, %s after "
+	    "%" PRIu64 " ms", host, r->what, evrdma_reason_str(r->reason),
+	    tu_now_ms() - t0);
+	/* rdma_cm may settle an address only at its deadline (lib/conn.c,
+	 * CM_STEP_GRACE_MS): worth a line when it happens */
+	if (tu_now_ms() - t0 > 1000)
+		say("raw connect to %s took %" PRIu64 " ms", host,
+		    tu_now_ms() - t0);
 	r->smr = evrdma_mr_reg(r->c, r->sbuf, (size_t)RAW_SENDS * RAW_SLOT, 0);
 	r->rmr = evrdma_mr_reg(r->c, r->rbuf, (size_t)RAW_SLOTS * RAW_SLOT,
 	    EVRDMA_ACCESS_LOCAL_WRITE);

@@ -21,8 +21,13 @@ struct evrdma_config;
 
 /** Which timeout evrdma_config_set_timeout() sets. */
 enum evrdma_timeout {
-	EVRDMA_TIMEOUT_ADDR = 0,	/**< address resolution; default 2000 ms */
-	EVRDMA_TIMEOUT_ROUTE,		/**< route resolution; default 2000 ms */
+	/** address resolution; default 2000 ms. rdma_cm enforces it and
+	 * may still succeed at the deadline; the step fails with
+	 * EVRDMA_REASON_TIMEOUT when rdma_cm says so, or at the latest
+	 * 1 s after the deadline if rdma_cm never answers */
+	EVRDMA_TIMEOUT_ADDR = 0,
+	/** route resolution; default 2000 ms, enforced as the address's */
+	EVRDMA_TIMEOUT_ROUTE,
 	/** connect request to ESTABLISHED, the time the request waits in
 	 * a busy listener's backlog included (a listener serves a queued
 	 * request only this long after it came, since its requester waits
