@@ -1026,17 +1026,10 @@ evrdma__conn_post_send_imm(struct evrdma_conn *conn, struct evrdma_mr *mr,
     size_t off, size_t len, uint32_t imm, int signal, evrdma_req_cb cb,
     void *arg)
 {
-	struct ibv_send_wr wr;
-
 	if (conn_check_post(conn, 0) < 0)
 		return -1;
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_SEND_WITH_IMM;
-	wr.imm_data = htonl(imm);
-	if (signal)
-		wr.send_flags = IBV_SEND_SIGNALED;
-	return evrdma__ep_post(&conn->ep, mr, off, len, &wr, EVRDMA_OP_SEND,
-	    cb, arg);
+	return evrdma__ep_send_imm(&conn->ep, mr, off, len, imm, signal, cb,
+	    arg);
 }
 
 void

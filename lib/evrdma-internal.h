@@ -257,6 +257,11 @@ evrdma__ep_unref(struct evrdma__ep *ep)
 int evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
     size_t len, struct ibv_send_wr *wr, int opcode, evrdma_req_cb cb,
     void *arg);
+/* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages);
+ * @p signal: its completion is wanted now (evrdma__ep_set_unsignaled). */
+int evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    size_t off, size_t len, uint32_t imm, int signal, evrdma_req_cb cb,
+    void *arg);
 /*
  * Post up to @p n receives in one ibv_post_recv() call: receive i into
  * [offs[i], offs[i] + len) of @p mr (mr NULL: no buffer), completing with

@@ -255,6 +255,64 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	return 0;
 }
 
+int
+evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
+    size_t len, uint32_t imm, int signal, evrdma_req_cb cb, void *arg)
+{
+	struct evrdma_req *req;
+	struct ibv_send_wr *w;
+	int inl = len && len <= ep->max_inline;
+
+	if (!ep->corked || evrdma__forked) {
+		struct ibv_send_wr wr;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.imm_data = htonl(imm);
+		if (signal)
+			wr.send_flags = IBV_SEND_SIGNALED;
+		return evrdma__ep_post(ep, mr, off, len, &wr, EVRDMA_OP_SEND,
+		    cb, arg);
+	}
+	/* A channel's messages, one per round trip: straight into the
+	 * request's own work request, chained to the cork (ep_cork_add
+	 * with neither a work request to copy nor one to clear first;
+	 * a SEND's provider reads no other field). */
+	if (ep->sq_out >= ep->sq_depth)
+		return evrdma__fail(EAGAIN, "send queue full");
+	req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
+	if (!req)
+		return evrdma__fail(ENOMEM, "out of memory");
+	w = &req->wr;
+	w->wr_id = req_wr_id(req);
+	w->next = NULL;
+	w->sg_list = &req->sge;
+	w->num_sge = 0;
+	w->opcode = IBV_WR_SEND_WITH_IMM;
+	w->imm_data = htonl(imm);
+	w->send_flags = signal ? IBV_SEND_SIGNALED : 0;
+	if (mr && len) {
+		req->sge.addr = inl ? (uintptr_t)mr->addr + off :
+		    evrdma__mr_sge_addr(mr, off);
+		req->sge.length = (uint32_t)len;
+		req->sge.lkey = mr->mr->lkey;
+		w->num_sge = 1;
+		if (inl)
+			w->send_flags |= IBV_SEND_INLINE;
+	}
+	if (ep->unsig_max ? ep_signal(ep, w) : ++ep->cork_n % 16 == 0)
+		w->send_flags |= IBV_SEND_SIGNALED;
+	else
+		req->unsignaled = 1;
+	if (ep->cork_tail)
+		ep->cork_tail->next = w;
+	else
+		ep->cork_head = w;
+	ep->cork_tail = w;
+	ep_account(ep, req, mr && len ? mr : NULL);
+	return 0;
+}
+
 #define RECV_BATCH 32
 
 int
