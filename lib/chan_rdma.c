@@ -220,21 +220,14 @@ static void rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 static int
 rc_post_free(struct ch_rdma *rc)
 {
-	size_t offs[64];
-	void *args[64];
-	unsigned n, i;
+	unsigned idx[64], n, i;
 	int k;
 
 	while (rc->nfree) {
 		n = rc->nfree < 64 ? rc->nfree : 64;
-		for (i = 0; i < n; i++) {
-			unsigned idx = rc->rfree[rc->nfree - 1 - i];
-
-			offs[i] = (size_t)idx * rc->slot_size;
-			args[i] = &rc->rring->slot[idx];
-		}
-		k = evrdma__conn_post_recvs(rc->conn, rc->rmr, offs,
-		    rc->slot_size, n, rc_recv_cb, args);
+		for (i = 0; i < n; i++)
+			idx[i] = rc->rfree[rc->nfree - 1 - i];
+		k = evrdma__conn_ring_post(rc->conn, idx, n);
 		if (k < 0)
 			return -1;
 		for (i = 0; i < (unsigned)k; i++)
@@ -1218,6 +1211,25 @@ rc_schedule(struct ch_rdma *rc)
 
 /* ---- the connection's owner ---- */
 
+/* The receive buffers are posted again and again, each with a request of
+ * its own made once (req.c's receive ring). */
+static int
+rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	void **args = malloc(rc->nbuf * sizeof(*args));
+	unsigned i;
+	int r;
+
+	if (!args)
+		return evrdma__fail(ENOMEM, "out of memory");
+	for (i = 0; i < rc->nbuf; i++)
+		args[i] = &rc->rring->slot[i];
+	r = evrdma__conn_ring_init(conn, rc->rmr, rc->slot_size, rc->nbuf,
+	    rc_recv_cb, args);
+	free(args);
+	return r;
+}
+
 /* Register the rings and post the receives. */
 static int
 rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
@@ -1242,7 +1254,7 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	    EVRDMA_ACCESS_LOCAL_WRITE);
 	rc->smr = evrdma__mr_reg(base, pd, rc->sring->mem, rc->sring->len,
 	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
-	if (!rc->rmr || !rc->smr)
+	if (!rc->rmr || !rc->smr || rc_recv_ring(rc, conn) < 0)
 		return -1;
 	/* A DATA message's completion only frees its slot, so while the
 	 * ring has room most go unsignaled and complete with a later one

@@ -999,13 +999,21 @@ evrdma_conn_post_recv(struct evrdma_conn *conn, struct evrdma_mr *mr,
 }
 
 int
-evrdma__conn_post_recvs(struct evrdma_conn *conn, struct evrdma_mr *mr,
-    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
-    void *const *args)
+evrdma__conn_ring_init(struct evrdma_conn *conn, struct evrdma_mr *mr,
+    size_t len, unsigned n, evrdma_req_cb cb, void *const *args)
 {
 	if (conn_check_post(conn, 1) < 0)
 		return -1;
-	return evrdma__ep_post_recvs(&conn->ep, mr, offs, len, n, cb, args);
+	return evrdma__ep_ring_init(&conn->ep, mr, len, n, cb, args);
+}
+
+int
+evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
+    unsigned n)
+{
+	if (conn_check_post(conn, 1) < 0)
+		return -1;
+	return evrdma__ep_ring_post(&conn->ep, idx, n);
 }
 
 static int

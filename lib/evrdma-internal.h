@@ -156,6 +156,8 @@ struct evrdma_req {
 	uint8_t opcode;		/* enum evrdma_opcode posted */
 	uint8_t is_recv;
 	uint8_t unsignaled;	/* completes when a later send does */
+	uint8_t kept;		/* of the endpoint's receive ring: posted
+				 * again, freed with the ring */
 	TAILQ_ENTRY(evrdma_req) link;
 	struct ibv_send_wr wr;	/* kept while corked */
 	struct ibv_sge sge;
@@ -224,6 +226,10 @@ struct evrdma__ep {
 	/* corked sends: chained, posted together at uncork */
 	struct ibv_send_wr *cork_head, *cork_tail;
 	unsigned corked, cork_n;
+	/* receives its owner posts again and again (evrdma__ep_ring_init) */
+	struct evrdma_req **ring;
+	struct evrdma_mr *ring_mr;
+	unsigned ring_n;
 	/* 0: the last send of each post or cork is signaled. Else up to
 	 * unsig_max - 1 SENDs in a row go unsignaled, across posts, and
 	 * complete when a later signaled one does (evrdma__ep_set_unsignaled) */
@@ -257,20 +263,26 @@ evrdma__ep_unref(struct evrdma__ep *ep)
 int evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
     size_t len, struct ibv_send_wr *wr, int opcode, evrdma_req_cb cb,
     void *arg);
+/*
+ * A receive ring: @p n receives into consecutive buffers of @p len bytes of
+ * @p mr, buffer i completing with cb(args[i]), that the owner posts again
+ * and again by index (evrdma__ep_ring_post) without a request made and
+ * freed each time. Each still completes once per post. The requests go
+ * when everything outstanding was cancelled or dropped. 0, or -1 with
+ * errno ENOMEM.
+ */
+int evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    size_t len, unsigned n, evrdma_req_cb cb, void *const *args);
+/* Post the ring's buffers @p idx[0..n), in as few ibv_post_recv() calls as
+ * the queue allows: how many were posted (fewer when the queue is full or
+ * the provider refused some), or -1 with errno when none was. */
+int evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx,
+    unsigned n);
 /* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages);
  * @p signal: its completion is wanted now (evrdma__ep_set_unsignaled). */
 int evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr,
     size_t off, size_t len, uint32_t imm, int signal, evrdma_req_cb cb,
     void *arg);
-/*
- * Post up to @p n receives in one ibv_post_recv() call: receive i into
- * [offs[i], offs[i] + len) of @p mr (mr NULL: no buffer), completing with
- * cb(args[i]). Returns how many were posted (fewer when the queue or memory
- * ran out, or the provider refused some), or -1 with errno when none was.
- */
-int evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
-    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
-    void *const *args);
 
 /*
  * Between cork and uncork, sends are chained and posted with one
@@ -614,10 +626,12 @@ void evrdma__conn_abort(struct evrdma_conn *conn, int reason);
 /* Base free: release everything now, no callback of the user's runs;
  * a connection the user still holds becomes a husk. */
 void evrdma__conn_release_now(struct evrdma_conn *conn);
-/* Post receives without validation of the owner's own buffers. */
-int evrdma__conn_post_recvs(struct evrdma_conn *conn, struct evrdma_mr *mr,
-    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
-    void *const *args);
+/* The owner's receive ring (evrdma__ep_ring_init/_post), once the QP
+ * exists. */
+int evrdma__conn_ring_init(struct evrdma_conn *conn, struct evrdma_mr *mr,
+    size_t len, unsigned n, evrdma_req_cb cb, void *const *args);
+int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
+    unsigned n);
 /* Post a SEND (with immediate) of the owner's own buffer, unchecked;
  * @p signal: its completion is wanted now, even with unsignaled sends on
  * (evrdma__conn_set_unsignaled). */

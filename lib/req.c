@@ -56,6 +56,7 @@ req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
 	 * fills, and it fills it whole */
 	req->mr = NULL;
 	req->unsignaled = 0;
+	req->kept = 0;
 	req->slot = tab->free_slots[--tab->nfree];
 	req->gen = tab->next_gen++;
 	if (!tab->next_gen)
@@ -315,71 +316,96 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 
 #define RECV_BATCH 32
 
+/* The ring's requests go (nothing of it is outstanding any more). */
+static void
+ep_ring_free(struct evrdma__ep *ep)
+{
+	unsigned i;
+
+	for (i = 0; i < ep->ring_n; i++) {
+		ep->tab->live++;	/* req_free counts it out */
+		req_free(ep->tab, ep->ring[i]);
+	}
+	free(ep->ring);
+	ep->ring = NULL;
+	ep->ring_n = 0;
+	ep->ring_mr = NULL;
+}
+
 int
-evrdma__ep_post_recvs(struct evrdma__ep *ep, struct evrdma_mr *mr,
-    const size_t *offs, size_t len, unsigned n, evrdma_req_cb cb,
-    void *const *args)
+evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    size_t len, unsigned n, evrdma_req_cb cb, void *const *args)
+{
+	unsigned i;
+
+	if (ep->ring)
+		return evrdma__fail(EINVAL, "the endpoint has a ring");
+	ep->ring = calloc(n, sizeof(*ep->ring));
+	if (!ep->ring)
+		return evrdma__fail(ENOMEM, "out of memory");
+	ep->ring_mr = mr;
+	for (i = 0; i < n; i++) {
+		struct evrdma_req *req = req_new(ep, EVRDMA_OP_RECV, cb,
+		    args[i]);
+
+		if (!req) {
+			ep_ring_free(ep);
+			return evrdma__fail(ENOMEM, "out of memory");
+		}
+		ep->tab->live--;	/* not posted yet */
+		req->kept = 1;
+		req->sge.addr = evrdma__mr_sge_addr(mr, (size_t)i * len);
+		req->sge.length = (uint32_t)len;
+		req->sge.lkey = mr->mr->lkey;
+		ep->ring[ep->ring_n++] = req;
+	}
+	return 0;
+}
+
+int
+evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx, unsigned n)
 {
 	struct ibv_recv_wr wrs[RECV_BATCH], *bad = NULL;
-	struct ibv_sge sges[RECV_BATCH];
-	struct evrdma_req *reqs[RECV_BATCH];
 	unsigned i, k, done = 0;
 	int rc;
 
 	if (evrdma__forked)
 		return req_forked();
+	if (!ep->ring)
+		return evrdma__fail(EPIPE, "the receive ring is gone");
 	while (done < n) {
 		k = n - done < RECV_BATCH ? n - done : RECV_BATCH;
 		if (k > ep->rq_depth - ep->rq_out)
 			k = ep->rq_depth - ep->rq_out;
+		if (!k)
+			break;
 		for (i = 0; i < k; i++) {
-			struct evrdma_req *req = req_new(ep, EVRDMA_OP_RECV,
-			    cb, args ? args[done + i] : NULL);
+			struct evrdma_req *req = ep->ring[idx[done + i]];
 
-			if (!req)
-				break;
-			reqs[i] = req;
-			/* (all four fields of a receive's work request) */
 			wrs[i].wr_id = req_wr_id(req);
 			wrs[i].next = &wrs[i + 1];
-			wrs[i].sg_list = NULL;
-			wrs[i].num_sge = 0;
-			if (mr && len) {
-				sges[i].addr = evrdma__mr_sge_addr(mr,
-				    offs[done + i]);
-				sges[i].length = (uint32_t)len;
-				sges[i].lkey = mr->mr->lkey;
-				wrs[i].sg_list = &sges[i];
-				wrs[i].num_sge = 1;
-			}
+			wrs[i].sg_list = &req->sge;
+			wrs[i].num_sge = 1;
 		}
-		if (i == 0)
-			break;
-		k = i;
 		wrs[k - 1].next = NULL;
-		rc = ep->srq ? ibv_post_srq_recv(ep->srq, wrs, &bad) :
-		    ibv_post_recv(ep->qp, wrs, &bad);
+		rc = ibv_post_recv(ep->qp, wrs, &bad);
 		/* the provider posted the requests before bad */
 		for (i = 0; i < k; i++) {
-			if (rc && (!bad || &wrs[i] >= bad)) {
-				req_free(ep->tab, reqs[i]);
-				continue;
-			}
-			ep_account(ep, reqs[i], mr && len ? mr : NULL);
-			done++;
+			if (rc && (!bad || &wrs[i] >= bad))
+				break;
+			ep->tab->live++;
+			ep_account(ep, ep->ring[idx[done + i]], ep->ring_mr);
 		}
+		done += i;
 		if (rc) {
 			if (!done)
 				return evrdma__fail(rc, "ibv_post_recv: %s",
 				    strerror(rc));
 			break;
 		}
-		if (k < RECV_BATCH && done < n)
-			break;	/* queue full or out of memory */
 	}
 	if (!done)
-		return evrdma__fail(ep->rq_out >= ep->rq_depth ? EAGAIN :
-		    ENOMEM, "cannot post receives");
+		return evrdma__fail(EAGAIN, "receive queue full");
 	return (int)done;
 }
 
@@ -403,7 +429,10 @@ ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 	if (req->mr)
 		evrdma__mr_release(req->mr);
-	req_free(ep->tab, req);
+	if (req->kept)
+		ep->tab->live--;	/* stays, to be posted again */
+	else
+		req_free(ep->tab, req);
 	if (cb)
 		cb(conn, wc, arg);
 }
@@ -651,6 +680,7 @@ evrdma__ep_cancel_all(struct evrdma__ep *ep)
 	while ((req = TAILQ_FIRST(&ep->recvs)) ||
 	    (req = TAILQ_FIRST(&ep->sends)))
 		ep_deliver_status(ep, req, ECANCELED);
+	ep_ring_free(ep);
 	evrdma__ep_unref(ep);
 }
 
@@ -664,4 +694,5 @@ evrdma__ep_drop_all(struct evrdma__ep *ep)
 		req->cb = NULL;
 		ep_deliver_status(ep, req, ECANCELED);
 	}
+	ep_ring_free(ep);
 }
