@@ -313,12 +313,8 @@ rc_post_ctrl(struct ch_rdma *rc, int type, int starved)
 	if (rc_take_returns(rc, type, &m) < 0)
 		return -1;
 	m.starved = (uint8_t)starved;
-	/* signaled: they hold no slot, so nothing else bounds the send
-	 * queue entries they would keep until a later completion; and the
-	 * linger waits for the EOF's */
 	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
-	    evrdma__ch_imm_encode(&m), 1, eof ? rc_eof_cb : rc_ctrl_cb,
-	    rc) < 0)
+	    evrdma__ch_imm_encode(&m), eof ? rc_eof_cb : rc_ctrl_cb, rc) < 0)
 		return -1;
 	rc->c_credits--;
 	return 1;
@@ -851,7 +847,7 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
 	m.pull = (uint8_t)pull;
 	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
-	    evrdma__ch_imm_encode(&m), 0, rc_send_cb, rc) < 0)
+	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
 		return -1;
 	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = idx;
 	if (pull)
@@ -978,14 +974,6 @@ rc_send_all(struct ch_rdma *rc)
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
 	    rc->peer_starved) && rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
 		sent = -1;
-	/* DATA goes unsignaled only while the ring has room to spare
-	 * (rc_setup). Once half of the slots are taken (output waiting
-	 * for one among them), the batch's last send is signaled, so that
-	 * every slot comes back as soon as it is free: a stream bound by
-	 * its ring keeps its whole window moving (with half of it, 200
-	 * channels' fairness margin halved). */
-	if (sent > 0 && rc->sfree < rc->slots / 2)
-		evrdma__conn_signal_last(rc->conn);
 	evrdma__conn_uncork(rc->conn);
 	return sent;
 }
@@ -1256,15 +1244,6 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
 	if (!rc->rmr || !rc->smr || rc_recv_ring(rc, conn) < 0)
 		return -1;
-	/* A DATA message's completion only frees its slot, so while the
-	 * ring has room most go unsignaled and complete with a later one
-	 * (about 80 instructions less per 64 B round trip). Each holds its
-	 * slot until then: at most half the slots wait that way, so a
-	 * signaled one is in flight whenever the ring runs out; and a
-	 * batch that leaves the ring half full ends signaled
-	 * (rc_send_all). */
-	evrdma__conn_set_unsignaled(conn, rc->slots / 2 < 16 ?
-	    rc->slots / 2 : 16);
 	return rc_post_free(rc);
 }
 

@@ -223,8 +223,6 @@ conn_qp_error(struct evrdma_conn *conn)
 		conn->qp_in_error = 1;
 	else
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_modify_qp(ERR) failed");
-	/* sends that succeeded unsignaled complete with its flush */
-	evrdma__ep_mark(&conn->ep);
 	if (conn->dev)
 		evrdma__dev_poll_soon(conn->dev);
 }
@@ -421,9 +419,7 @@ conn_create_qp(struct evrdma_conn *conn)
 {
 	struct ibv_qp_init_attr attr;
 	unsigned inl = conn->base->cfg.inline_threshold;
-	/* the send queue has one more entry than it lends: the teardown
-	 * marker's (evrdma__ep_mark) */
-	unsigned n = conn->sq_depth + 1 + conn->rq_depth;
+	unsigned n = conn->sq_depth + conn->rq_depth;
 
 	conn->dev = evrdma__dev_get(conn->base, conn->id->verbs);
 	if (!conn->dev)
@@ -431,7 +427,7 @@ conn_create_qp(struct evrdma_conn *conn)
 	if (conn->srq) {
 		/* receives come from the queue (srq.c) */
 		conn->rq_depth = 0;
-		n = conn->sq_depth + 1;
+		n = conn->sq_depth;
 		conn->pd = evrdma__srq_pd_get(conn->srq, conn->dev);
 	} else {
 		conn->pd = evrdma__pd_new(conn->dev);
@@ -449,7 +445,7 @@ conn_create_qp(struct evrdma_conn *conn)
 		if (conn->srq)
 			evrdma__srq_qp_attr(conn->srq, &attr);
 		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = conn->sq_depth + 1;
+		attr.cap.max_send_wr = conn->sq_depth;
 		attr.cap.max_recv_wr = conn->rq_depth;
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
@@ -1031,19 +1027,11 @@ post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 
 int
 evrdma__conn_post_send_imm(struct evrdma_conn *conn, struct evrdma_mr *mr,
-    size_t off, size_t len, uint32_t imm, int signal, evrdma_req_cb cb,
-    void *arg)
+    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
 {
 	if (conn_check_post(conn, 0) < 0)
 		return -1;
-	return evrdma__ep_send_imm(&conn->ep, mr, off, len, imm, signal, cb,
-	    arg);
-}
-
-void
-evrdma__conn_set_unsignaled(struct evrdma_conn *conn, unsigned max)
-{
-	evrdma__ep_set_unsignaled(&conn->ep, max);
+	return evrdma__ep_send_imm(&conn->ep, mr, off, len, imm, cb, arg);
 }
 
 int
@@ -1294,8 +1282,7 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 	}
 	evrdma__dev_detach(&conn->ep);
 	if (conn->cq) {
-		evrdma__cq_release(conn->cq,
-		    conn->sq_depth + 1 + conn->rq_depth);
+		evrdma__cq_release(conn->cq, conn->sq_depth + conn->rq_depth);
 		conn->cq = NULL;
 	}
 	if (conn->id) {

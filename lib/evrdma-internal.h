@@ -200,8 +200,6 @@ struct evrdma__ep_ops {
  * owns them (a connection embeds one): a reference is held around every
  * callback, so the owner may be freed from inside any of them.
  */
-TAILQ_HEAD(evrdma__reqq, evrdma_req);
-
 struct evrdma__ep {
 	const struct evrdma__ep_ops *ops;
 	struct evrdma__reqtab *tab;
@@ -221,8 +219,8 @@ struct evrdma__ep {
 	unsigned sq_out, rq_out;
 	/* outstanding requests in post order: sends (walked to complete the
 	 * unsignaled ones) and receives apart */
-	struct evrdma__reqq sends;
-	struct evrdma__reqq recvs;
+	TAILQ_HEAD(, evrdma_req) sends;
+	TAILQ_HEAD(, evrdma_req) recvs;
 	/* corked sends: chained, posted together at uncork */
 	struct ibv_send_wr *cork_head, *cork_tail;
 	unsigned corked, cork_n;
@@ -230,10 +228,6 @@ struct evrdma__ep {
 	struct evrdma_req **ring;
 	struct evrdma_mr *ring_mr;
 	unsigned ring_n;
-	/* 0: the last send of each post or cork is signaled. Else up to
-	 * unsig_max - 1 SENDs in a row go unsignaled, across posts, and
-	 * complete when a later signaled one does (evrdma__ep_set_unsignaled) */
-	unsigned unsig_max, unsig_run;
 	LIST_ENTRY(evrdma__ep) dev_link;	/* on its device */
 	int on_dev;
 };
@@ -278,18 +272,16 @@ int evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
  * the provider refused some), or -1 with errno when none was. */
 int evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx,
     unsigned n);
-/* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages);
- * @p signal: its completion is wanted now (evrdma__ep_set_unsignaled). */
+/* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages),
+ * as evrdma__ep_post(). */
 int evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr,
-    size_t off, size_t len, uint32_t imm, int signal, evrdma_req_cb cb,
-    void *arg);
+    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg);
 
 /*
  * Between cork and uncork, sends are chained and posted with one
  * ibv_post_send() (one doorbell) at uncork, and only every 16th and the
- * last are signaled (with unsignaled sends on, as they decide); an
- * unsignaled request completes, in order, when a later one does.
- * Callbacks are unchanged: each request still gets one.
+ * last are signaled; an unsignaled request completes, in order, when a
+ * later one does. Callbacks are unchanged: each request still gets one.
  */
 static inline void
 evrdma__ep_cork(struct evrdma__ep *ep)
@@ -297,31 +289,6 @@ evrdma__ep_cork(struct evrdma__ep *ep)
 	ep->corked++;
 }
 void evrdma__ep_uncork(struct evrdma__ep *ep);
-
-/*
- * Let SENDs go unsignaled, at most @p max - 1 in a row (0: off), for an
- * owner that needs no completion at the time of each send. A send posted
- * with IBV_SEND_SIGNALED already set in its work request, and every READ,
- * WRITE or atomic, stays signaled. The owner must keep @p max at most half
- * of what it can have outstanding, so that a signaled send is always in
- * flight when it runs out. Teardown posts a marker (evrdma__ep_mark()).
- */
-static inline void
-evrdma__ep_set_unsignaled(struct evrdma__ep *ep, unsigned max)
-{
-	ep->unsig_max = max > 1 ? max : 0;
-	ep->unsig_run = 0;
-}
-/*
- * The QP is going to the error state: if unsignaled sends are outstanding,
- * post a signaled one behind them (a zero-length RDMA WRITE, which needs
- * no key and reaches no memory), whose completion, a flush, completes them.
- * Without it, a send that succeeded unsignaled would never complete. The
- * QP has room for it beyond sq_depth.
- */
-void evrdma__ep_mark(struct evrdma__ep *ep);
-/* Corked: the last send chained so far gets a completion of its own. */
-void evrdma__ep_signal_last(struct evrdma__ep *ep);
 
 /* Deliver a work completion (the CQ poller). */
 void evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc);
@@ -632,15 +599,10 @@ int evrdma__conn_ring_init(struct evrdma_conn *conn, struct evrdma_mr *mr,
     size_t len, unsigned n, evrdma_req_cb cb, void *const *args);
 int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
     unsigned n);
-/* Post a SEND (with immediate) of the owner's own buffer, unchecked;
- * @p signal: its completion is wanted now, even with unsignaled sends on
- * (evrdma__conn_set_unsignaled). */
+/* Post a SEND (with immediate) of the owner's own buffer, unchecked. */
 int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
     struct evrdma_mr *mr, size_t off, size_t len, uint32_t imm,
-    int signal, evrdma_req_cb cb, void *arg);
-/* Let the owner's SENDs go unsignaled (evrdma__ep_set_unsignaled), once
- * the QP exists. */
-void evrdma__conn_set_unsignaled(struct evrdma_conn *conn, unsigned max);
+    evrdma_req_cb cb, void *arg);
 const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
 /* The connection's protection domain (NULL before its QP exists). */
 struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
@@ -659,12 +621,6 @@ static inline void
 evrdma__conn_uncork(struct evrdma_conn *conn)
 {
 	evrdma__ep_uncork(&conn->ep);
-}
-
-static inline void
-evrdma__conn_signal_last(struct evrdma_conn *conn)
-{
-	evrdma__ep_signal_last(&conn->ep);
 }
 
 /* ---- listeners (listener.c) ---- */

@@ -133,43 +133,17 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 }
 
-/*
- * Whether the send @p wr gets a completion of its own. With unsignaled
- * sends on (evrdma__ep_set_unsignaled): not for a SEND the caller did not
- * mark, unless unsig_max - 1 went unsignaled before it; a READ's or an
- * atomic's completion carries its result, and the owner may wait on a
- * WRITE's, so those stay signaled.
- */
-static int
-ep_signal(struct evrdma__ep *ep, const struct ibv_send_wr *wr)
-{
-	if (ep->unsig_max && !(wr->send_flags & IBV_SEND_SIGNALED) &&
-	    (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) &&
-	    ep->unsig_run + 1 < ep->unsig_max) {
-		ep->unsig_run++;
-		return 0;
-	}
-	ep->unsig_run = 0;
-	return 1;
-}
-
 /* Chain a send to the cork; every 16th is signaled (see ep_cork). */
 static void
 ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
     const struct ibv_send_wr *wr, const struct ibv_sge *sge)
 {
-	int sig;
-
 	/* the request keeps its own copy until uncork */
 	req->sge = *sge;
 	req->wr = *wr;
 	req->wr.sg_list = &req->sge;
 	req->wr.next = NULL;
-	if (ep->unsig_max)
-		sig = ep_signal(ep, wr);
-	else
-		sig = ++ep->cork_n % 16 == 0;
-	if (sig)
+	if (++ep->cork_n % 16 == 0)
 		req->wr.send_flags |= IBV_SEND_SIGNALED;
 	else
 		req->unsignaled = 1;
@@ -239,10 +213,7 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 			ep_cork_add(ep, req, wr, &sge);
 			rc = 0;
 		} else {
-			if (ep_signal(ep, wr))
-				wr->send_flags |= IBV_SEND_SIGNALED;
-			else
-				req->unsignaled = 1;
+			wr->send_flags |= IBV_SEND_SIGNALED;
 			rc = ibv_post_send(ep->qp, wr, &bad);
 		}
 	}
@@ -258,7 +229,7 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 
 int
 evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
-    size_t len, uint32_t imm, int signal, evrdma_req_cb cb, void *arg)
+    size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
 {
 	struct evrdma_req *req;
 	struct ibv_send_wr *w;
@@ -270,8 +241,6 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		memset(&wr, 0, sizeof(wr));
 		wr.opcode = IBV_WR_SEND_WITH_IMM;
 		wr.imm_data = htonl(imm);
-		if (signal)
-			wr.send_flags = IBV_SEND_SIGNALED;
 		return evrdma__ep_post(ep, mr, off, len, &wr, EVRDMA_OP_SEND,
 		    cb, arg);
 	}
@@ -291,7 +260,7 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	w->num_sge = 0;
 	w->opcode = IBV_WR_SEND_WITH_IMM;
 	w->imm_data = htonl(imm);
-	w->send_flags = signal ? IBV_SEND_SIGNALED : 0;
+	w->send_flags = 0;
 	if (mr && len) {
 		req->sge.addr = inl ? (uintptr_t)mr->addr + off :
 		    evrdma__mr_sge_addr(mr, off);
@@ -301,7 +270,8 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		if (inl)
 			w->send_flags |= IBV_SEND_INLINE;
 	}
-	if (ep->unsig_max ? ep_signal(ep, w) : ++ep->cork_n % 16 == 0)
+	/* every 16th is signaled, and the last at uncork (ep_cork_add) */
+	if (++ep->cork_n % 16 == 0)
 		w->send_flags |= IBV_SEND_SIGNALED;
 	else
 		req->unsignaled = 1;
@@ -592,14 +562,11 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 		return;
 	ep->cork_head = ep->cork_tail = NULL;
 	ep->cork_n = 0;
-	if (!ep->unsig_max) {
-		/* the last of the batch tells that all of it is done */
-		w = head;
-		while (w->next)
-			w = w->next;
-		w->send_flags |= IBV_SEND_SIGNALED;
-		evrdma__req_lookup(ep->tab, w->wr_id)->unsignaled = 0;
-	}
+	w = head;
+	while (w->next)
+		w = w->next;
+	w->send_flags |= IBV_SEND_SIGNALED;
+	evrdma__req_lookup(ep->tab, w->wr_id)->unsignaled = 0;
 	rc = ibv_post_send(ep->qp, head, &bad);
 	if (!rc)
 		return;
@@ -615,60 +582,6 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 	if (!ep->quiet)
 		ep->ops->failed(ep, EIO);
 	evrdma__ep_unref(ep);
-}
-
-void
-evrdma__ep_signal_last(struct evrdma__ep *ep)
-{
-	struct ibv_send_wr *w = ep->cork_tail;
-
-	if (!ep->corked || !w || (w->send_flags & IBV_SEND_SIGNALED))
-		return;
-	w->send_flags |= IBV_SEND_SIGNALED;
-	evrdma__req_lookup(ep->tab, w->wr_id)->unsignaled = 0;
-	ep->unsig_run = 0;
-}
-
-void
-evrdma__ep_mark(struct evrdma__ep *ep)
-{
-	struct evrdma_req *last = TAILQ_LAST(&ep->sends, evrdma__reqq), *req;
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
-	int rc;
-
-	if (!last || !last->unsignaled || !ep->qp || evrdma__forked)
-		return;
-	req = req_new(ep, EVRDMA_OP_WRITE, NULL, NULL);
-	if (!req) {
-		evrdma__log(EVRDMA_LOG_WARN, "no memory for the teardown "
-		    "marker: unsignaled sends complete at the timeout");
-		return;
-	}
-	memset(&wr, 0, sizeof(wr));
-	memset(&sge, 0, sizeof(sge));
-	wr.wr_id = req_wr_id(req);
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	if (ep->corked) {
-		/* behind the sends still chained, which are in ep->sends
-		 * before it */
-		ep_cork_add(ep, req, &wr, &sge);
-		req->wr.num_sge = 0;
-		req->wr.send_flags |= IBV_SEND_SIGNALED;
-		req->unsignaled = 0;
-		ep_account(ep, req, NULL);
-		return;
-	}
-	rc = ibv_post_send(ep->qp, &wr, &bad);
-	if (rc) {
-		req_free(ep->tab, req);
-		evrdma__log(EVRDMA_LOG_WARN, "teardown marker: ibv_post_send: "
-		    "%s; unsignaled sends complete at the timeout",
-		    strerror(rc));
-		return;
-	}
-	ep_account(ep, req, NULL);
 }
 
 void

@@ -3,9 +3,9 @@
  * killed mid-stream, a peer that frees with unsent output (while the reader
  * reads, has EV_READ off, or holds its high watermark), and a sender that
  * frees as soon as its output is empty (its last messages still to be
- * pulled: the peer gets them, then EOF, long before the teardown timeout),
- * and a connection reset with unsignaled sends last. The survivor sees the
- * end exactly once, after the data, and never a read after it.
+ * pulled: the peer gets them, then EOF, long before the teardown timeout).
+ * The survivor sees the end exactly once, after the data, and never a read
+ * after it.
  */
 #include "chtest.h"
 
@@ -234,56 +234,6 @@ START_TEST(channel_linger_done)
 }
 END_TEST
 
-/* ==== the end with sends still unsignaled ==== */
-
-/*
- * Most of a channel's DATA messages go unsignaled and complete only with a
- * later signaled send (lib/chan_rdma.c). Here the connection ends with such
- * sends last: the client sends 3 messages one at a time, and the server,
- * which never read them, frees its channel, which resets the connection.
- * The teardown marker's flush completes them: with a teardown timeout of
- * 20 s, the client's connection is gone, with no request left, in a
- * fraction of that (without the marker it waits the 20 s out).
- */
-START_TEST(channel_unsignaled_end)
-{
-	struct dt_env env;
-	struct evrdma_config *cfg = evrdma_config_new();
-	struct chp p;
-	uint64_t t_free;
-	int i;
-
-	memset(&p, 0, sizeof(p));
-	ck_assert_ptr_nonnull(cfg);
-	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
-	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 0);
-	CH_WAIT(env.eb, p.srv->ch != NULL, 10000);
-	for (i = 0; i < 3; i++) {
-		/* one message each: output empties between them */
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "unsignaled",
-		    10), 0);
-		CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_output(
-		    p.cli.ch)) == 0, 10000);
-		ch_loop_for(env.eb, 100);
-	}
-	ck_assert_int_eq(p.cli.ends, 0);
-	ep_free(p.srv);
-	CH_WAIT(env.eb, p.cli.ends, 10000);
-	ck_assert_int_eq(p.cli.error, 1);
-	ep_free(&p.cli);
-	t_free = tu_now_ms();
-	chl_close(&p.l);
-	ch_drain(&env, 30000);
-	fprintf(stderr, "channel ended with unsignaled sends: all gone %llu ms "
-	    "after the free\n", (unsigned long long)(tu_now_ms() - t_free));
-	ck_assert_uint_lt(tu_now_ms() - t_free, 5000);
-	dt_env_fini(&env);
-}
-END_TEST
-
 Suite *
 dt_suite_chan_failure(void)
 {
@@ -299,7 +249,6 @@ dt_suite_chan_failure(void)
 	tc = tcase_create("linger");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, channel_linger_done);
-	tcase_add_test(tc, channel_unsignaled_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
