@@ -133,16 +133,11 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 }
 
-/* Chain a send to the cork; every 16th is signaled (see ep_cork). */
+/* Chain the request's own work request to the cork; every 16th is
+ * signaled (see ep_cork), and the last at uncork. */
 static void
-ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
-    const struct ibv_send_wr *wr, const struct ibv_sge *sge)
+ep_cork_link(struct evrdma__ep *ep, struct evrdma_req *req)
 {
-	/* the request keeps its own copy until uncork */
-	req->sge = *sge;
-	req->wr = *wr;
-	req->wr.sg_list = &req->sge;
-	req->wr.next = NULL;
 	if (++ep->cork_n % 16 == 0)
 		req->wr.send_flags |= IBV_SEND_SIGNALED;
 	else
@@ -152,6 +147,18 @@ ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
 	else
 		ep->cork_head = &req->wr;
 	ep->cork_tail = &req->wr;
+}
+
+/* Chain a copy of @p wr (the request keeps it until uncork). */
+static void
+ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
+    const struct ibv_send_wr *wr, const struct ibv_sge *sge)
+{
+	req->sge = *sge;
+	req->wr = *wr;
+	req->wr.sg_list = &req->sge;
+	req->wr.next = NULL;
+	ep_cork_link(ep, req);
 }
 
 /* The queue pair is the parent's (rdma_sym.c). */
@@ -245,9 +252,9 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		    cb, arg);
 	}
 	/* A channel's messages, one per round trip: straight into the
-	 * request's own work request, chained to the cork (ep_cork_add
-	 * with neither a work request to copy nor one to clear first;
-	 * a SEND's provider reads no other field). */
+	 * request's own work request, chained to the cork (as ep_cork_add
+	 * does, with neither a work request to copy nor one to clear
+	 * first; a SEND's provider reads no other field). */
 	if (ep->sq_out >= ep->sq_depth)
 		return evrdma__fail(EAGAIN, "send queue full");
 	req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
@@ -270,16 +277,7 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		if (inl)
 			w->send_flags |= IBV_SEND_INLINE;
 	}
-	/* every 16th is signaled, and the last at uncork (ep_cork_add) */
-	if (++ep->cork_n % 16 == 0)
-		w->send_flags |= IBV_SEND_SIGNALED;
-	else
-		req->unsignaled = 1;
-	if (ep->cork_tail)
-		ep->cork_tail->next = w;
-	else
-		ep->cork_head = w;
-	ep->cork_tail = w;
+	ep_cork_link(ep, req);
 	ep_account(ep, req, mr && len ? mr : NULL);
 	return 0;
 }

@@ -300,6 +300,13 @@ cli_send(struct cli *k)
 	k->sent++;
 }
 
+static void
+cli_free(struct cli *k)
+{
+	evrdma_conn_free(k->c);
+	evrdma_mr_free(k->mr);
+}
+
 /* One message and its echo (a client with receives of its own). */
 static void
 cli_echo(struct cli *k, struct dt_env *env)
@@ -366,8 +373,7 @@ START_TEST(srq_echo)
 	ck_assert_uint_eq(evrdma_srq_get_posted(s.srq), NBUF);
 	ck_assert_uint_eq(evrdma_srq_get_posted(own), 0);
 	for (i = 0; i < NCLI; i++) {
-		evrdma_conn_free(k[i].c);
-		evrdma_mr_free(k[i].mr);
+		cli_free(&k[i]);
 	}
 	for (i = 0; i < s.nconns; i++)
 		evrdma_conn_free(s.conns[i]);
@@ -426,8 +432,7 @@ START_TEST(srq_limit)
 	ck_assert_int_eq(evrdma_srq_set_limit(s.srq, 8, on_limit, NULL), 0);
 	cli_echo(&k, &env);
 	dt_wait_ge(&env, &limit_calls, 2, 5000);
-	evrdma_conn_free(k.c);
-	evrdma_mr_free(k.mr);
+	cli_free(&k);
 	for (i = 0; i < s.nconns; i++)
 		evrdma_conn_free(s.conns[i]);
 	srv_end(&s);
@@ -581,10 +586,8 @@ START_TEST(srq_peer_too_long)
 	ck_assert_int_eq(good.bad, 0);
 	ck_assert_int_eq(s.recvd, 1);
 	ck_assert_int_eq(s.wrong + s.twice, 0);
-	evrdma_conn_free(bad.c);
-	evrdma_conn_free(good.c);
-	evrdma_mr_free(bad.mr);
-	evrdma_mr_free(good.mr);
+	cli_free(&bad);
+	cli_free(&good);
 	evrdma_conn_free(s.conns[0]);
 	evrdma_conn_free(s.conns[1]);
 	srv_end(&s);
@@ -636,8 +639,7 @@ START_TEST(srq_free_order)
 		evrdma_srq_free(s.srq);
 		evrdma_listener_free(s.lst);
 		evrdma_conn_free(s.conns[0]);
-		evrdma_conn_free(k.c);
-		evrdma_mr_free(k.mr);
+		cli_free(&k);
 		evrdma_mr_free(s.mr);
 		evrdma_mr_free(s.smr);
 		event_base_free(env.eb);
@@ -680,8 +682,7 @@ START_TEST(srq_free_in_callback)
 	ck_assert_uint_eq(evrdma_srq_get_posted(s.srq), NBUF);
 	printf("srq: %d receive(s) completed after their connection was "
 	    "freed, with no connection\n", s.noconn);
-	evrdma_conn_free(k.c);
-	evrdma_mr_free(k.mr);
+	cli_free(&k);
 	srv_end(&s);
 	ck_assert_int_eq(s.cancelled, NBUF);
 	ck_assert_int_eq(s.wrong + s.twice, 0);
@@ -736,12 +737,9 @@ START_TEST(srq_peer_reaches_nothing)
 	ck_assert_int_eq(good.bad, 0);
 	ck_assert_int_eq(good.events, 0);
 	ck_assert_int_eq(s.wrong + s.twice, 0);
-	evrdma_conn_free(wr.c);
-	evrdma_conn_free(rd.c);
-	evrdma_conn_free(good.c);
-	evrdma_mr_free(wr.mr);
-	evrdma_mr_free(rd.mr);
-	evrdma_mr_free(good.mr);
+	cli_free(&wr);
+	cli_free(&rd);
+	cli_free(&good);
 	for (int i = 0; i < s.nconns; i++)
 		evrdma_conn_free(s.conns[i]);
 	srv_end(&s);
