@@ -146,7 +146,7 @@ evrdma__ch_hs_encode(uint8_t out[EVRDMA_CH_HS_LEN],
 	out[0] = CH_MAGIC0;
 	out[1] = CH_MAGIC1;
 	out[2] = EVRDMA_CH_VERSION;
-	out[3] = hs->mode;
+	out[3] = (uint8_t)(hs->mode | (hs->lend ? EVRDMA_CH_HS_LEND : 0));
 	put16(out + 4, hs->slots);
 	out[6] = hs->ctrl;
 	out[7] = EVRDMA_CH_HS_LEN;
@@ -171,7 +171,8 @@ evrdma__ch_hs_decode(const uint8_t *buf, size_t len, struct evrdma__ch_hs *hs)
 		return EVRDMA_CH_HS_SHORT;
 	if (get32(buf + 28) != evrdma__fnv1a(buf, 28))
 		return EVRDMA_CH_HS_CHECK;
-	h.mode = buf[3];
+	h.mode = buf[3] & (uint8_t)~EVRDMA_CH_HS_LEND;
+	h.lend = (buf[3] & EVRDMA_CH_HS_LEND) != 0;
 	h.slots = get16(buf + 4);
 	h.ctrl = buf[6];
 	h.slot_size = get32(buf + 8);

@@ -65,11 +65,17 @@ int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
 #define EVRDMA_CH_CTRL_MIN	2	/* see evrdma__ch_credit_due() */
 #define EVRDMA_CH_CTRL_MAX	255
 #define EVRDMA_CH_PULL_DESC_LEN	8
+#define EVRDMA_CH_HS_LEND	0x80	/* the mode byte's LEND bit */
+#define EVRDMA_CH_LEND_INITIAL	1
 
 /* What one side tells the other about itself (connect request and accept
  * reply alike). */
 struct evrdma__ch_hs {
 	uint8_t mode;		/* 0 stream, 1 message */
+	uint8_t lend;		/* its receives are a pool shared with other
+				 * channels: the peer starts with
+				 * EVRDMA_CH_LEND_INITIAL data credits, not R,
+				 * and is lent more (up to R) as returns */
 	uint16_t slots;		/* R: data messages it lets the peer have
 				 * unreturned, and the slots of its send ring */
 	uint8_t ctrl;		/* C: control messages likewise */

@@ -107,6 +107,38 @@ START_TEST(wire_ch_hs_roundtrip)
 }
 END_TEST
 
+/* LEND (a channel on a queue's pool) is the mode byte's top bit: it
+ * travels with either mode, and a mode out of range stays refused. */
+START_TEST(wire_ch_hs_lend)
+{
+	uint8_t buf[EVRDMA_CH_HS_LEN];
+	struct evrdma__ch_hs in = good_hs, out;
+	uint32_t h;
+
+	in.lend = 1;
+	evrdma__ch_hs_encode(buf, &in);
+	ck_assert_uint_eq(buf[3], 0x81);
+	ck_assert_int_eq(evrdma__ch_hs_decode(buf, sizeof(buf), &out),
+	    EVRDMA_CH_HS_OK);
+	ck_assert_uint_eq(out.mode, 1);
+	ck_assert_uint_eq(out.lend, 1);
+	in.lend = 0;
+	evrdma__ch_hs_encode(buf, &in);
+	ck_assert_int_eq(evrdma__ch_hs_decode(buf, sizeof(buf), &out),
+	    EVRDMA_CH_HS_OK);
+	ck_assert_uint_eq(out.lend, 0);
+	/* mode 2 with LEND, signed correctly: out of range */
+	buf[3] = 0x82;
+	h = evrdma__fnv1a(buf, 28);
+	buf[28] = (uint8_t)(h >> 24);
+	buf[29] = (uint8_t)(h >> 16);
+	buf[30] = (uint8_t)(h >> 8);
+	buf[31] = (uint8_t)h;
+	ck_assert_int_eq(evrdma__ch_hs_decode(buf, sizeof(buf), &out),
+	    EVRDMA_CH_HS_RANGE);
+}
+END_TEST
+
 /* Finding 17: rdma_cm pads private data with zeros; a handshake cut
  * short must not read as one whose last fields are zero. */
 START_TEST(wire_ch_hs_truncated)
@@ -314,6 +346,7 @@ wire_suite(void)
 	tcase_add_test(tc, wire_hs_roundtrip);
 	tcase_add_test(tc, wire_hs_refused);
 	tcase_add_test(tc, wire_ch_hs_roundtrip);
+	tcase_add_test(tc, wire_ch_hs_lend);
 	tcase_add_test(tc, wire_ch_hs_truncated);
 	tcase_add_test(tc, wire_ch_hs_fields);
 	tcase_add_test(tc, wire_imm);

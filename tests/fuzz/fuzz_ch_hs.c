@@ -46,7 +46,7 @@ check(const uint8_t *data, size_t size)
 	/* what was accepted is in range and says exactly what came */
 	if (hs.slots < EVRDMA_CH_SLOTS_MIN || hs.slots > EVRDMA_CH_SLOTS_MAX ||
 	    hs.ctrl < EVRDMA_CH_CTRL_MIN || hs.slot_size % 64 ||
-	    hs.slot_size > EVRDMA_CH_SLOT_MAX || hs.mode > 1)
+	    hs.slot_size > EVRDMA_CH_SLOT_MAX || hs.mode > 1 || hs.lend > 1)
 		abort();
 	if (hs.src_rkey &&
 	    hs.src_base + (uint64_t)hs.slots * hs.slot_size < hs.src_base)
