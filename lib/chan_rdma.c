@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include <evrdma/srq.h>
 
 /* spare receives beyond R + C: credits can go back before the pass has
  * reposted what it consumed (the refill waits until after the sends) */
@@ -58,7 +59,9 @@ struct ch_rdma;
 /* Memory of a ring, kept while evbuffer references into it live (the
  * user may move them anywhere). */
 struct ch_ring {
-	struct ch_rdma *owner;		/* NULL once the channel is gone */
+	struct ch_rdma *owner;		/* NULL once the channel is gone, and
+					 * for a pool's ring (below) */
+	struct evrdma__chpool *pool;	/* a pool's ring, until the pool goes */
 	uint8_t *mem;
 	size_t len;
 	unsigned refs;			/* references + 1 for the channel */
@@ -135,6 +138,49 @@ struct ch_rdma {
 	size_t wopen_len;
 	unsigned s_credits, c_credits;	/* the peer's, in hand */
 	int eof_sent, eof_done;
+
+	/* receives from a queue's pool instead (rb and rring are the
+	 * pool's; nfree and posted stay 0) */
+	struct evrdma__chpool *pool;
+	struct evrdma_srq *srq;		/* its queue, a reference */
+	int pool_joined;
+	unsigned withheld;		/* of our R, credits not lent */
+	int lend_due;			/* lent more: a CREDIT is due */
+};
+
+/*
+ * A channel queue's receive pool (evrdma_channel_srq_new): buffers of one
+ * slot size posted to the SRQ; a SEND of any channel on the queue lands in
+ * the next one, and the buffer is then that channel's until the bytes are
+ * consumed, as with a ring of its own.
+ *
+ * Credits are what keeps one channel's peer from taking another's
+ * buffers: a channel on the pool announces LEND, its peer starts with
+ * one data credit, and when the peer says it is starved the channel lends
+ * more (up to its R) while the pool has buffers no other channel was
+ * promised, toward an even share; a channel over its share keeps the
+ * credits its peer returns (one at least stays lent).
+ * committed counts every credit lent and every control credit of the
+ * channels; it never exceeds the buffers less a reserve, so the pool
+ * backs every promise (the buffers of a gone channel that the application
+ * still references, orphans, count against it too). A peer that sends
+ * beyond its credits is a violation, as on a ring; what its extra SENDs
+ * took from the pool meanwhile makes honest peers meet an RNR, which they
+ * retry (a pool channel connects with rnr_retry 7) until the buffers are
+ * posted again.
+ */
+struct evrdma__chpool {
+	struct evrdma_srq *srq;		/* the queue that holds the pool */
+	struct ch_ring *ring;
+	struct evrdma_mr *mr;
+	struct ch_rbuf *rb;
+	struct ch_rdma **own;		/* the channel a buffer is with */
+	unsigned *free, nfree;
+	unsigned nbuf, reserve;
+	uint32_t slot_size;
+	unsigned committed, orphans, nchan, ctrl_sum;
+	struct evrdma_base *base;
+	struct evrdma__work post_work;	/* post the free buffers */
 };
 
 static void rc_schedule(struct ch_rdma *rc);
@@ -204,6 +250,81 @@ ring_unref(struct ch_ring *ring)
 	free(ring);
 }
 
+/* ---- a queue's receive pool ---- */
+
+static void
+pool_free(struct evrdma__chpool *pool, unsigned idx)
+{
+	pool->own[idx] = NULL;
+	pool->rb[idx].state = RB_FREE;
+	pool->free[pool->nfree++] = idx;
+	/* posted again before any channel returns a credit, and at the
+	 * latest after this poll pass: an honest peer's SEND that met an
+	 * RNR (a violator took its buffer) waits for no traffic */
+	if (pool->base)
+		evrdma__work_queue(pool->base, &pool->post_work);
+}
+
+/* Post every free buffer: 0, or -1 with errno. */
+static int
+pool_post(struct evrdma__chpool *pool)
+{
+	unsigned idx[64], n, i;
+	int k;
+
+	if (!pool->nfree)
+		return 0;
+	if (!pool->mr || !evrdma__srq_alive(pool->srq))
+		return evrdma__fail(EPIPE, "the channel queue is gone");
+	while (pool->nfree) {
+		n = pool->nfree < 64 ? pool->nfree : 64;
+		for (i = 0; i < n; i++)
+			idx[i] = pool->free[pool->nfree - 1 - i];
+		k = evrdma__ep_ring_post(evrdma__srq_ep(pool->srq), idx, n);
+		if (k < 0)
+			return -1;
+		for (i = 0; i < (unsigned)k; i++)
+			pool->rb[pool->free[--pool->nfree]].state = RB_POSTED;
+		if ((unsigned)k < n)
+			return evrdma__fail(ENOMEM, "cannot post receives");
+	}
+	return 0;
+}
+
+static void
+pool_post_work(struct evrdma__work *w)
+{
+	struct evrdma__chpool *pool = (struct evrdma__chpool *)((char *)w -
+	    offsetof(struct evrdma__chpool, post_work));
+
+	if (pool_post(pool) < 0 && errno != EPIPE)
+		evrdma__log(EVRDMA_LOG_ERROR, "channel queue: %s",
+		    evrdma_errmsg());
+}
+
+/* Buffers no channel was promised. */
+static unsigned
+pool_room(const struct evrdma__chpool *pool)
+{
+	unsigned long used = (unsigned long)pool->committed + pool->orphans +
+	    pool->reserve;
+
+	return used < pool->nbuf ? (unsigned)(pool->nbuf - used) : 0;
+}
+
+/* The data credits each channel may have lent, all sharing evenly. */
+static unsigned
+pool_share(const struct evrdma__chpool *pool)
+{
+	unsigned long fixed = (unsigned long)pool->reserve + pool->ctrl_sum +
+	    pool->orphans;
+	unsigned avail = fixed < pool->nbuf ? (unsigned)(pool->nbuf - fixed) :
+	    0;
+	unsigned share = pool->nchan ? avail / pool->nchan : avail;
+
+	return share ? share : 1;
+}
+
 /* ---- credits and control messages ---- */
 
 static size_t
@@ -240,10 +361,13 @@ rc_post_free(struct ch_rdma *rc)
 }
 
 /* Before credits go back: receives for everything the peer may then
- * send (evrdma__ch_recvs_cover). */
+ * send (evrdma__ch_recvs_cover; on a pool, what it promised is covered
+ * once its free buffers are posted). */
 static int
 rc_returns_ready(struct ch_rdma *rc, unsigned data_after, unsigned ctrl_after)
 {
+	if (rc->pool)
+		return pool_post(rc->pool);
 	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
 	    data_after, ctrl_after))
 		return 0;
@@ -274,6 +398,7 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	rc->ret_data -= d;
 	rc->ret_ctrl = 0;
 	rc->ret_pull -= p;
+	rc->lend_due = 0;
 	/* The peer, starved, waits for what we owe, pulls included. It
 	 * stays starved until all of that went back: a message that leaves
 	 * READs of its pulls still running must not drop the flag, or the
@@ -367,20 +492,57 @@ rc_linger_timeout(void *arg)
 static void
 rb_free(struct ch_rdma *rc, unsigned idx)
 {
+	if (rc->pool) {
+		pool_free(rc->pool, idx);
+		return;
+	}
 	rc->rb[idx].state = RB_FREE;
 	rc->rfree[rc->nfree++] = idx;
 }
 
+/* Lent credits beyond the pool's even share (keeping one, so that the
+ * peer can always send, and say it is starved). */
+static int
+rc_over_share(const struct ch_rdma *rc)
+{
+	unsigned lent = rc->slots - rc->withheld;
+
+	return lent > 1 && lent > pool_share(rc->pool);
+}
+
 /* A DATA buffer is done with: the buffer goes back to the pool and its
- * credit to the peer. */
+ * credit to the peer (on a queue's pool, back to the pool when this
+ * channel has more than its share lent). */
 static void
 rb_release(struct ch_rdma *rc, unsigned idx)
 {
 	rb_free(rc, idx);
 	rc->held--;
-	rc->ret_data++;
+	if (rc->pool && rc_over_share(rc)) {
+		rc->withheld++;
+		rc->pool->committed--;
+	} else {
+		rc->ret_data++;
+	}
 	if (!rc->pre_send)
 		rc_schedule(rc);
+}
+
+/* Lend the peer more of our R while the pool has buffers nobody was
+ * promised, up to the even share. */
+static void
+rc_lend(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned share = pool_share(pool);
+
+	while (rc->withheld && rc->slots - rc->withheld < share &&
+	    pool_room(pool)) {
+		rc->withheld--;
+		pool->committed++;
+		rc->ret_data++;
+		rc->lend_due = 1;
+	}
 }
 
 static void
@@ -388,9 +550,18 @@ rc_ref_cleanup(const void *data, size_t len, void *arg)
 {
 	struct ch_slotref *ref = arg;
 	struct ch_ring *ring = ref->ring;
-	struct ch_rdma *rc = ring->owner;
+	struct ch_rdma *rc = ring->pool ? ring->pool->own[ref->idx] :
+	    ring->owner;
 
-	if (rc) {
+	if (!rc && ring->pool) {
+		/* the channel is gone: the buffer returns to the pool */
+		struct evrdma__chpool *pool = ring->pool;
+
+		if (--pool->rb[ref->idx].refs == 0) {
+			pool->orphans--;
+			pool_free(pool, ref->idx);
+		}
+	} else if (rc) {
 		struct ch_rbuf *b = &rc->rb[ref->idx];
 
 		if (--b->refs == 0) {
@@ -543,7 +714,8 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 		rc_violation(rc, "data after EOF");
 		return;
 	}
-	if (!evrdma__ch_data_allowed(rc->held + rc->ret_data, rc->slots)) {
+	if (!evrdma__ch_data_allowed(rc->held + rc->ret_data + rc->withheld,
+	    rc->slots)) {
 		rb_free(rc, idx);
 		rc_violation(rc, "data beyond its credits");
 		return;
@@ -595,15 +767,12 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	}
 }
 
+/* A message (or a failed receive) in buffer @p idx. */
 static void
-rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+rc_recv_in(struct ch_rdma *rc, unsigned idx, const struct evrdma_wc *wc)
 {
-	struct ch_slotref *ref = arg;
-	struct ch_rdma *rc = ref->ring->owner;
-	unsigned idx = ref->idx;
 	struct evrdma__ch_imm m;
 
-	rc->posted--;
 	if (wc->status) {
 		/* flushed (the connection is ending) or failed (it ends); the
 		 * last of them tells that everything that arrived is in */
@@ -659,6 +828,35 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	 * (measured: unfair with 200 channels), and one pass per poll
 	 * batches what all of its completions made due. */
 	rc_schedule(rc);
+}
+
+static void
+rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+
+	rc->posted--;
+	rc_recv_in(rc, ref->idx, wc);
+}
+
+/* A receive of a queue's pool: the channel whose QP took it, if it is
+ * still there, gets the buffer. */
+static void
+rc_pool_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct evrdma__chpool *pool = ref->ring->pool;
+	struct ch_rdma *rc = c ? evrdma__conn_owner(c) : NULL;
+
+	if (!rc || rc->pool != pool || wc->status) {
+		/* flushed, cancelled, or its channel went before it was
+		 * polled */
+		pool_free(pool, ref->idx);
+		return;
+	}
+	pool->own[ref->idx] = rc;
+	rc_recv_in(rc, ref->idx, wc);
 }
 
 static void
@@ -970,9 +1168,10 @@ rc_send_all(struct ch_rdma *rc)
 		else
 			rc->eof_sent = r;
 	}
-	if (sent >= 0 && evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
+	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
-	    rc->peer_starved) && rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
+	    rc->peer_starved) || rc->lend_due) &&
+	    rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
 		sent = -1;
 	evrdma__conn_uncork(rc->conn);
 	return sent;
@@ -1128,6 +1327,17 @@ rc_pass(struct ch_rdma *rc)
 	/* this pass does what a scheduled one would */
 	evrdma__work_cancel(ch->base, &rc->pump_work);
 	evrdma__chan_ref(ch);
+	if (rc->pool && rc->ended && rc->conn && !rc->conn_freed) {
+		/* A pool's receives are not flushed when the connection
+		 * ends: what the peer sent before it went is in the queue's
+		 * CQ, maybe not polled yet (the end came on the CM's fd).
+		 * Take it, then let the connection go. */
+		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
+
+		if (cq)
+			evrdma__cq_drain(cq);
+		rc_conn_free(rc);
+	}
 	if (rc->established && !ch->freed && !ch->rd_ended) {
 		/* what the read callback writes or frees is sent below */
 		rc->pre_send = 1;
@@ -1138,6 +1348,10 @@ rc_pass(struct ch_rdma *rc)
 		rc_wopen_settle(rc);
 	if (rc->conn && !rc->conn_freed && !rc->ended &&
 	    (rc->established || rc->closing)) {
+		/* lent on demand: a channel that never ran short keeps
+		 * the one credit it joined with, leaving room for others */
+		if (rc->withheld && rc->established && rc->peer_starved)
+			rc_lend(rc);
 		sent = rc_send_all(rc);
 		if (sent < 0) {
 			if (rc->conn)
@@ -1156,7 +1370,8 @@ rc_pass(struct ch_rdma *rc)
 	/* The connection ended and every receive has come back (flushed):
 	 * nothing more arrives, and nothing more can be sent. (closed()
 	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
-	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone) {
+	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone &&
+	    (!rc->pool || rc->conn_freed)) {
 		ch->gone = 1;
 		rc_drop_pending_writes(rc);
 	}
@@ -1218,6 +1433,66 @@ rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
 	return r;
 }
 
+/*
+ * On a queue's pool: the send ring in the queue's PD, for local access
+ * only (any peer on the queue could reach a remote-readable region in
+ * that PD by guessing its rkey, so there are no pulls), and the channel's
+ * place in the pool: its control credits and the first data credit.
+ */
+static int
+rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	struct evrdma__chpool *pool = rc->pool;
+
+	rc->pull_cap = 0;
+	rc->pull_min = 0;
+	rc->src_remote = 0;
+	if (pool_room(pool) < rc->ctrl + EVRDMA_CH_LEND_INITIAL)
+		return evrdma__fail(ENOBUFS, "the channel queue has no room "
+		    "for another channel (%u of %u buffers promised)",
+		    pool->committed + pool->orphans + pool->reserve,
+		    pool->nbuf);
+	if (evrdma__mem_pin_check(rc->sring->len) < 0)
+		return -1;
+	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
+	    rc->sring->mem, rc->sring->len, 0);
+	if (!rc->smr)
+		return -1;
+	rc->withheld = rc->slots - EVRDMA_CH_LEND_INITIAL;
+	pool->committed += rc->ctrl + EVRDMA_CH_LEND_INITIAL;
+	pool->ctrl_sum += rc->ctrl;
+	pool->nchan++;
+	rc->pool_joined = 1;
+	return pool_post(pool);
+}
+
+/* Leave the pool: the buffers this channel holds go back to it, or, while
+ * the application still references their bytes, when it lets go. */
+static void
+rc_pool_leave(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned i;
+
+	for (i = 0; i < pool->nbuf; i++) {
+		if (pool->own[i] != rc)
+			continue;
+		pool->rb[i].queued = 0;
+		if (pool->rb[i].refs) {
+			pool->own[i] = NULL;
+			pool->orphans++;
+		} else {
+			pool_free(pool, i);
+		}
+	}
+	if (rc->pool_joined) {
+		pool->committed -= rc->slots - rc->withheld + rc->ctrl;
+		pool->ctrl_sum -= rc->ctrl;
+		pool->nchan--;
+		rc->pool_joined = 0;
+	}
+}
+
 /* Register the rings and post the receives. */
 static int
 rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
@@ -1229,6 +1504,8 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 
 	/* We pull when the device can issue READs and the send queue has
 	 * room for them beside our own messages (slots + ctrl at most). */
+	if (rc->pool)
+		return rc_pool_setup(rc, conn);
 	rc->pull_cap = sq > rc->slots + rc->ctrl ? sq - rc->slots - rc->ctrl :
 	    0;
 	if (rc->pull_cap > rc->slots)
@@ -1258,6 +1535,7 @@ rc_hs_out(struct ch_rdma *rc, uint8_t *out, size_t *len)
 	hs.ctrl = (uint8_t)rc->ctrl;
 	hs.slot_size = rc->slot_size;
 	hs.pull_min = rc->pull_min;
+	hs.lend = rc->pool != NULL;
 	if (rc->src_remote) {
 		hs.src_rkey = rc->smr->mr->rkey;
 		hs.src_base = rc->smr->iova;
@@ -1285,7 +1563,8 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	rc->peer_ctrl = hs.ctrl;
 	rc->peer_slot_size = hs.slot_size;
 	rc->peer_pull_min = hs.pull_min;
-	rc->s_credits = hs.slots;
+	/* a peer on a pool lends its credits as it has buffers */
+	rc->s_credits = hs.lend ? EVRDMA_CH_LEND_INITIAL : hs.slots;
 	rc->c_credits = hs.ctrl;
 	if (hs.src_rkey) {
 		rc->peer_src.rkey = hs.src_rkey;
@@ -1369,8 +1648,10 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 		rc->ch.gone_reason = reason;
 	rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
-	 * closed() */
-	rc_conn_free(rc);
+	 * closed() (a pool's are not flushed: the pass takes what arrived
+	 * first) */
+	if (!rc->pool)
+		rc_conn_free(rc);
 	if (!rc->established && !rc->passive && !rc->closing)
 		evrdma__chan_connect_failed(&rc->ch, reason);
 	rc_schedule(rc);
@@ -1627,7 +1908,9 @@ op_destruct(struct evrdma_channel *ch)
 		evrdma__work_cancel(ch->base, &rc->pump_work);
 	evrdma__ev_free(rc->linger_ev);
 	/* the evbuffers' cleanups must not reach us any more */
-	if (rc->rring)
+	if (rc->pool)
+		rc_pool_leave(rc);
+	else if (rc->rring)
 		rc->rring->owner = NULL;
 	if (rc->sring)
 		rc->sring->owner = NULL;
@@ -1638,13 +1921,16 @@ op_destruct(struct evrdma_channel *ch)
 		ring_unref(rc->rring);
 	if (rc->sring)
 		ring_unref(rc->sring);
-	free(rc->rb);
+	if (!rc->pool)
+		free(rc->rb);
 	free(rc->rfree);
 	free(rc->rxq);
 	free(rc->sstate);
 	free(rc->sflags);
 	free(rc->sfifo);
 	free(rc->spq);
+	if (rc->srq)
+		evrdma__srq_drop(rc->srq);
 	free(rc);
 }
 
@@ -1733,17 +2019,177 @@ nomem:
 }
 
 /* The channel owns @p conn: its credits guarantee a posted receive, so
- * an RNR is a protocol bug that must fail at once, not stall for retries;
- * and a channel keeps its connection alive (or learns it is dead). */
+ * an RNR is a protocol bug that must fail at once, not stall for retries
+ * (on a queue's pool, a violator's SENDs may take another peer's buffer
+ * for a moment: that peer retries for ever, RNR retry 7); and a channel
+ * keeps its connection alive (or learns it is dead). */
 static void
 rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
 	const struct evrdma_config *cfg = &rc->ch.base->cfg;
 
 	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
-	evrdma__conn_set_rnr_retry(conn, 0);
+	evrdma__conn_set_rnr_retry(conn, rc->pool ? 7 : 0);
 	evrdma_conn_set_keepalive(conn, cfg->ka_idle_ms, cfg->ka_interval_ms,
 	    cfg->ka_count);
+}
+
+/* Draw the receives from @p srq's pool instead of a ring of our own
+ * (before the connection's QP exists). */
+static int
+rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
+{
+	struct evrdma__chpool *pool = evrdma__srq_chpool(srq);
+
+	if (!pool)
+		return evrdma__fail(EINVAL, "not a queue of channels "
+		    "(evrdma_channel_srq_new)");
+	if (pool->slot_size != rc->slot_size)
+		return evrdma__fail(EINVAL, "the queue's buffers are of %u "
+		    "bytes, the channel's slots of %u", pool->slot_size,
+		    rc->slot_size);
+	if (!evrdma__srq_alive(srq))
+		return evrdma__fail(EPIPE, "the queue was freed");
+	rc->pool = pool;
+	rc->srq = srq;
+	evrdma__ep_ref(evrdma__srq_ep(srq));
+	/* control messages carry no bytes but take a whole buffer of the
+	 * pool each: the fewest the protocol allows */
+	rc->ctrl = EVRDMA_CH_CTRL_MIN;
+	/* the ring of our own made by rc_new() is not needed */
+	ring_unref(rc->rring);
+	free(rc->rb);
+	free(rc->rfree);
+	rc->rfree = NULL;
+	rc->nfree = 0;
+	rc->rring = pool->ring;
+	rc->rring->refs++;
+	rc->rb = pool->rb;
+	return 0;
+}
+
+int
+evrdma_channel_set_srq(struct evrdma_channel *ch, struct evrdma_srq *srq)
+{
+	struct ch_rdma *rc;
+
+	if (!ch || ch->ops != &rc_ops || !srq)
+		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: not an "
+		    "RDMA channel, or no queue");
+	rc = to_rc(ch);
+	if (!rc->conn || rc->passive || rc->pool ||
+	    rc->conn->state != EVRDMA_CONN_IDLE)
+		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: once, "
+		    "before evrdma_channel_connect()");
+	if (!evrdma__srq_chpool(srq))
+		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: not a "
+		    "queue of channels (evrdma_channel_srq_new)");
+	if (evrdma__srq_chpool(srq)->slot_size != rc->slot_size)
+		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: the "
+		    "queue's buffers are of %u bytes, the channel's slots of "
+		    "%u", evrdma__srq_chpool(srq)->slot_size, rc->slot_size);
+	if (evrdma__srq_use(rc->conn, srq) < 0 || rc_use_pool(rc, srq) < 0)
+		return -1;
+	evrdma__conn_set_rnr_retry(rc->conn, 7);
+	return 0;
+}
+
+struct evrdma_srq *
+evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
+    unsigned nbuf)
+{
+	struct evrdma_srq *srq;
+	struct evrdma__chpool *pool;
+	void **args = NULL;
+	unsigned i;
+	int err;
+
+	if (evrdma__base_rdma(base, __func__) < 0)
+		return NULL;
+	if (nbuf < 16) {
+		evrdma__fail(EINVAL, "evrdma_channel_srq_new: %u buffers (16 "
+		    "at least)", nbuf);
+		return NULL;
+	}
+	srq = evrdma_srq_new(base, device, nbuf);
+	if (!srq)
+		return NULL;
+	pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		goto nomem;
+	pool->srq = srq;
+	pool->base = base;
+	pool->nbuf = nbuf;
+	/* against a violator's burst: what it takes out of turn before its
+	 * connection is torn down (its send queue's worth: a few dozen) */
+	pool->reserve = nbuf / 16 < 64 ? nbuf / 16 : 64;
+	pool->slot_size = base->cfg.ch_slot_size;
+	pool->post_work.fn = pool_post_work;
+	pool->ring = ring_new(NULL, nbuf, pool->slot_size, 0);
+	pool->rb = calloc(nbuf, sizeof(*pool->rb));
+	pool->own = calloc(nbuf, sizeof(*pool->own));
+	pool->free = calloc(nbuf, sizeof(*pool->free));
+	args = malloc(nbuf * sizeof(*args));
+	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args)
+		goto nomem;
+	pool->ring->pool = pool;
+	evrdma__srq_set_chpool(srq, pool);
+	if (evrdma__mem_pin_check(pool->ring->len) < 0)
+		goto fail;
+	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
+	    pool->ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
+	if (!pool->mr)
+		goto fail;
+	for (i = 0; i < nbuf; i++)
+		args[i] = &pool->ring->slot[i];
+	if (evrdma__ep_ring_init(evrdma__srq_ep(srq), pool->mr,
+	    pool->slot_size, nbuf, rc_pool_recv_cb, args) < 0)
+		goto fail;
+	free(args);
+	for (i = 0; i < nbuf; i++)
+		pool->free[pool->nfree++] = nbuf - 1 - i;
+	if (pool_post(pool) < 0) {
+		args = NULL;
+		goto fail;
+	}
+	return srq;
+nomem:
+	evrdma__fail(ENOMEM, "out of memory");
+fail:
+	err = errno;
+	free(args);
+	if (pool && !evrdma__srq_chpool(srq))
+		evrdma__chpool_free(pool);	/* else with the queue */
+	evrdma_srq_free(srq);
+	errno = err;
+	return NULL;
+}
+
+void
+evrdma__chpool_fini(struct evrdma__chpool *pool, int husk)
+{
+	if (!pool)
+		return;
+	if (pool->base)
+		evrdma__work_cancel(pool->base, &pool->post_work);
+	pool->base = NULL;
+	evrdma_mr_free(pool->mr);
+	pool->mr = NULL;
+}
+
+void
+evrdma__chpool_free(struct evrdma__chpool *pool)
+{
+	if (!pool)
+		return;
+	if (pool->ring) {
+		pool->ring->pool = NULL;
+		ring_unref(pool->ring);
+	}
+	free(pool->rb);
+	free(pool->own);
+	free(pool->free);
+	free(pool);
 }
 
 struct evrdma_channel *
@@ -1799,6 +2245,13 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	if (!rc)
 		return -1;
 	rc->passive = 1;
+	if (lst->srq && rc_use_pool(rc, lst->srq) < 0) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel listener: %s",
+		    evrdma_errmsg());
+		rc->ch.refcnt = 1;
+		evrdma__chan_unref(&rc->ch);
+		return -1;
+	}
 	rc->conn = conn;
 	rc_own_conn(rc, conn);
 	return 0;
@@ -1824,6 +2277,12 @@ static const struct evrdma__listen_ops ch_listen_ops = {
 	.accepted = lst_accepted,
 	.free_arg = lst_free_arg,
 };
+
+int
+evrdma__chan_listener(const struct evrdma_listener *lst)
+{
+	return lst->ops == &ch_listen_ops;
+}
 
 struct evrdma_listener *
 evrdma_channel_listener_new(struct evrdma_base *base,

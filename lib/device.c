@@ -427,6 +427,39 @@ dev_spin(void *arg)
 	evrdma__dev_put(dev);
 }
 
+static void
+cq_complete(struct evrdma_base *base, const struct ibv_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct evrdma_req *req = evrdma__req_lookup(&base->reqs,
+		    wc[i].wr_id);
+
+		if (req)
+			evrdma__ep_complete(req, &wc[i]);
+		/* else: a late completion of a request that teardown
+		 * already cancelled. */
+	}
+}
+
+void
+evrdma__cq_drain(struct evrdma_cq *cq)
+{
+	struct evrdma_dev *dev = cq->dev;
+	struct ibv_wc wc[16];
+	int n;
+
+	/* the CQ is the device's as long as the device is held */
+	dev->refcnt++;
+	do {
+		n = ibv_poll_cq(cq->cq, 16, wc);
+		if (n > 0)
+			cq_complete(dev->base, wc, n);
+	} while (n == 16 && !dev->dead);
+	evrdma__dev_put(dev);
+}
+
 /*
  * Poll the CQs that were signalled, at most cfg.poll_budget completions per
  * call, round-robin over the CQs. When the budget runs out, polling resumes
@@ -459,7 +492,7 @@ dev_poll(struct evrdma_dev *dev)
 
 		again = 0;
 		for (cq = start; cq; cq = next == start ? NULL : next) {
-			int n, i, want;
+			int n, want;
 
 			next = LIST_NEXT(cq, link) ? LIST_NEXT(cq, link) :
 			    LIST_FIRST(&dev->cqs);
@@ -484,14 +517,7 @@ dev_poll(struct evrdma_dev *dev)
 			 * spin or the re-arm's poll finds it) */
 			if (n < want)
 				cq->armed_pending = 0;
-			for (i = 0; i < n; i++) {
-				struct evrdma_req *req = evrdma__req_lookup(
-				    &base->reqs, wc[i].wr_id);
-				if (req)
-					evrdma__ep_complete(req, &wc[i]);
-				/* else: a late completion of a request that
-				 * teardown already cancelled. */
-			}
+			cq_complete(base, wc, n);
 			if (cq->armed_pending)
 				again = 1;
 		}

@@ -356,7 +356,8 @@ evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx, unsigned n)
 			wrs[i].num_sge = 1;
 		}
 		wrs[k - 1].next = NULL;
-		rc = ibv_post_recv(ep->qp, wrs, &bad);
+		rc = ep->srq ? ibv_post_srq_recv(ep->srq, wrs, &bad) :
+		    ibv_post_recv(ep->qp, wrs, &bad);
 		/* the provider posted the requests before bad */
 		for (i = 0; i < k; i++) {
 			if (rc && (!bad || &wrs[i] >= bad))

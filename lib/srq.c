@@ -55,6 +55,8 @@ struct evrdma_srq {
 	evrdma_srq_limit_cb limit_cb;	/* armed: not NULL */
 	void *limit_arg;
 	struct evrdma__work fin;	/* destroys it, from the loop */
+	struct evrdma__chpool *chpool;	/* a queue for channels: their
+					 * receive pool (chan_rdma.c) */
 	LIST_HEAD(, evrdma_conn) qpn[SRQ_BUCKETS];
 	LIST_ENTRY(evrdma_srq) link;	/* the base's */
 };
@@ -94,7 +96,10 @@ srq_ep_async(struct evrdma__ep *ep, int type)
 static void
 srq_ep_release(struct evrdma__ep *ep)
 {
-	free(srq_of(ep));
+	struct evrdma_srq *srq = srq_of(ep);
+
+	evrdma__chpool_free(srq->chpool);
+	free(srq);
 }
 
 /* The connection whose QP has number @p qp_num, or NULL (its QP is gone). */
@@ -134,6 +139,8 @@ srq_destroy(struct evrdma_srq *srq, int husk)
 		evrdma__ep_cancel_all(&srq->ep);
 	if (husk)
 		evrdma__work_cancel(srq->base, &srq->fin);
+	/* its region goes before the PD */
+	evrdma__chpool_fini(srq->chpool, husk);
 	evrdma__dev_detach(&srq->ep);
 	if (EVRDMA_SYM(ibv_destroy_srq)(srq->srq))
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_destroy_srq: %s",
@@ -277,10 +284,24 @@ srq_usable(const struct evrdma_srq *srq, const char *fn)
 	return 0;
 }
 
+/* Raw connections and their receives, or channels and their pool: a
+ * queue serves one kind (evrdma_channel_srq_new() makes the other). */
+static int
+srq_raw(const struct evrdma_srq *srq, const char *fn)
+{
+	if (srq_usable(srq, fn) < 0)
+		return -1;
+	if (srq->chpool)
+		return evrdma__fail(EINVAL, "%s: a queue of channels "
+		    "(evrdma_channel_srq_new) takes no receives or "
+		    "connections but channels", fn);
+	return 0;
+}
+
 struct evrdma_mr *
 evrdma_srq_mr_reg(struct evrdma_srq *srq, void *addr, size_t len)
 {
-	if (srq_usable(srq, "evrdma_srq_mr_reg") < 0)
+	if (srq_raw(srq, "evrdma_srq_mr_reg") < 0)
 		return NULL;
 	if (!addr || !len) {
 		evrdma__fail(EINVAL, "evrdma_srq_mr_reg: NULL address or zero "
@@ -295,7 +316,7 @@ int
 evrdma_srq_post_recv(struct evrdma_srq *srq, struct evrdma_mr *mr,
     size_t off, size_t len, evrdma_req_cb cb, void *arg)
 {
-	if (srq_usable(srq, "evrdma_srq_post_recv") < 0)
+	if (srq_raw(srq, "evrdma_srq_post_recv") < 0)
 		return -1;
 	if (!mr || mr->freed || mr->pd != srq->pd)
 		return evrdma__fail(EINVAL, "evrdma_srq_post_recv: not a "
@@ -353,6 +374,8 @@ evrdma_conn_set_srq(struct evrdma_conn *conn, struct evrdma_srq *srq)
 		    "evrdma_conn_connect(), on a raw connection");
 	if (conn->srq)
 		return evrdma__fail(EINVAL, "evrdma_conn_set_srq: already set");
+	if (srq_raw(srq, "evrdma_conn_set_srq") < 0)
+		return -1;
 	return evrdma__srq_use(conn, srq);
 }
 
@@ -362,12 +385,19 @@ evrdma_listener_set_srq(struct evrdma_listener *lst, struct evrdma_srq *srq)
 	if (!lst || !lst->base)
 		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: no "
 		    "listener, or its base was freed");
-	if (lst->ops || lst->user_freed)
-		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: "
-		    "channels and bufferevents have receive rings of their "
-		    "own");
+	if (lst->user_freed)
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: the "
+		    "listener was freed");
 	if (srq && (srq_usable(srq, "evrdma_listener_set_srq") < 0))
 		return -1;
+	if (srq && !srq->chpool != !evrdma__chan_listener(lst))
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: "
+		    "channel and bufferevent listeners take a queue of "
+		    "evrdma_channel_srq_new(), raw listeners one of "
+		    "evrdma_srq_new()");
+	if (lst->ops && !evrdma__chan_listener(lst))
+		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: not a "
+		    "raw or channel listener");
 	if (srq && srq->base != lst->base)
 		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: the "
 		    "queue is of another base");
@@ -454,6 +484,42 @@ evrdma__srq_qp_attr(const struct evrdma_srq *srq,
 {
 	attr->srq = srq->srq;
 	attr->recv_cq = srq->cq->cq;
+}
+
+struct evrdma__chpool *
+evrdma__srq_chpool(const struct evrdma_srq *srq)
+{
+	return srq->chpool;
+}
+
+void
+evrdma__srq_set_chpool(struct evrdma_srq *srq, struct evrdma__chpool *pool)
+{
+	srq->chpool = pool;
+}
+
+struct evrdma__pd *
+evrdma__srq_pd(const struct evrdma_srq *srq)
+{
+	return srq->pd;
+}
+
+struct evrdma__ep *
+evrdma__srq_ep(struct evrdma_srq *srq)
+{
+	return &srq->ep;
+}
+
+struct evrdma_cq *
+evrdma__srq_cq(const struct evrdma_srq *srq)
+{
+	return srq->base ? srq->cq : NULL;
+}
+
+int
+evrdma__srq_alive(const struct evrdma_srq *srq)
+{
+	return srq->base != NULL && srq->srq != NULL;
 }
 
 void

@@ -7,6 +7,8 @@
  */
 #include "chtest.h"
 
+#include <evrdma/srq.h>
+
 #include <errno.h>
 
 /* ---- one channel end ---- */
@@ -207,6 +209,9 @@ ep_connect(struct dt_env *env, struct ep *e, const char *name,
 		ck_assert_int_eq(evrdma_channel_get_enabled(e->ch),
 		    EV_READ | EV_WRITE);
 	}
+	if (e->srq && evrdma_channel_set_srq(e->ch, e->srq) < 0)
+		ck_abort_msg("evrdma_channel_set_srq: %s (%s)",
+		    strerror(errno), evrdma_errmsg());
 	if (evrdma_channel_connect(e->ch, (const struct sockaddr *)ss,
 	    sslen) < 0)
 		ck_abort_msg("evrdma_channel_connect: %s (%s)",
@@ -241,7 +246,7 @@ chl_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
 	ck_assert_ptr_nonnull(ch);
 	ck_assert_ptr_nonnull(peer);
 	ck_assert_int_gt(socklen, 0);
-	ck_assert_int_lt(c->naccepted, 4);
+	ck_assert_int_lt(c->naccepted, 8);
 	if (c->accept_free) {
 		c->naccepted++;
 		evrdma_channel_free(ch);
@@ -305,7 +310,7 @@ chl_close(struct chl *c)
 {
 	int i;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 8; i++)
 		ep_free(&c->acc[i]);
 	evrdma_listener_free(c->lst);
 	c->lst = NULL;

@@ -225,6 +225,7 @@ struct ep {
 	int done;
 	void *ctx;		/* the test's own context, for callbacks that
 				 * take an ep as their argument */
+	struct evrdma_srq *srq;	/* ep_connect(): draw receives from it */
 };
 
 void ep_free(struct ep *e);
@@ -249,8 +250,8 @@ struct chl {
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;	/* where to connect */
 	int sslen;
-	struct ep acc[4];		/* accepted channels, in order */
-	int read[4];			/* enable EV_READ on acc[i] */
+	struct ep acc[8];		/* accepted channels, in order */
+	int read[8];			/* enable EV_READ on acc[i] */
 	int naccepted;
 	int accept_free;	/* 1: free each new channel, 2: and the listener */
 };

@@ -389,6 +389,7 @@ Suite *dt_suite_chan_compare(void);	/* test_chan_compare.c */
 Suite *dt_suite_chan_semantics(void);	/* test_chan_semantics.c */
 Suite *dt_suite_chan_recv(void);	/* test_chan_recv.c */
 Suite *dt_suite_chan_scale(void);	/* test_chan_scale.c */
+Suite *dt_suite_chan_srq(void);		/* test_chan_srq.c */
 Suite *dt_suite_chan_failure(void);	/* test_chan_failure.c */
 Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
 Suite *dt_suite_lifetime(void);		/* test_lifetime.c */

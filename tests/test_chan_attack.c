@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <evrdma/channel.h>
+#include <evrdma/srq.h>
 
 #define AT_SLOTS	8
 #define AT_SLOT		4096
@@ -1513,6 +1514,62 @@ START_TEST(attack_linger_no_credit)
 }
 END_TEST
 
+/*
+ * A victim on a queue's pool lends its credits (LEND in its handshake:
+ * its peer starts with one and is lent more as the pool allows, never more
+ * than R). A raw peer that sends R + 2 messages at once has broken the
+ * rules whatever it was lent: its channel ends (PROTOCOL), the messages it
+ * took out of turn go back to the pool, and a channel beside it on the
+ * same pool echoes on, byte for byte.
+ */
+START_TEST(attack_pool_credits)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct rawpeer rp;
+	struct friend f;
+	struct rp_chs vh;
+	struct evrdma_srq *srq;
+	int i;
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	memset(&f, 0, sizeof(f));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	srq = evrdma_channel_srq_new(env.base, NULL, 64);
+	ck_assert_ptr_nonnull(srq);
+	v.echo = 1;
+	v_listen(&v, &env);
+	ck_assert_int_eq(evrdma_listener_set_srq(v.lst, srq), 0);
+	f_open(&f, &v);
+	f_echo(&f, &v, 64 * KiB);
+	rp_channel(&rp, &v, 0, 0, &vh);
+	ck_assert_uint_eq(vh.mode, 0x80);	/* stream, LEND */
+	ck_assert_uint_eq(vh.src_rkey, 0);	/* nothing readable */
+	ck_assert_uint_eq(vh.pull_min, 0);
+	for (i = 0; i < AT_SLOTS + 2; i++)
+		rp_data(&rp, RP_SCRATCH, 512);
+	v_wait_end(&v, &v.ch[1], &rp, 10000);
+	/* (an echoing victim may then be told that its write failed too,
+	 * as a socket's after a reset) */
+	ck_assert_int_ge(v.ch[1].error, 1);
+	ck_assert_int_le(v.ch[1].ends, 2);
+	ck_assert_int_eq(v.ch[1].reason, EVRDMA_REASON_PROTOCOL);
+	ck_assert_msg(strstr(v.log, "data beyond its credits") != NULL,
+	    "logged: %s", v.log);
+	f_echo(&f, &v, 256 * KiB);
+	rp_close(&rp);
+	f_echo(&f, &v, 64 * KiB);
+	evrdma_channel_free(f.ch);
+	evrdma_srq_free(srq);
+	v_close(&v);
+	ch_loop_for(env.eb, 100);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_attack(void)
 {
@@ -1536,6 +1593,7 @@ dt_suite_chan_attack(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, attack_isolation);
 	tcase_add_test(tc, attack_isolation_raw);
+	tcase_add_test(tc, attack_pool_credits);
 	tcase_add_test(tc, attack_rewrite_delivered);
 	tcase_add_loop_test(tc, attack_forbidden_then_gone, 0, FO_COUNT);
 	tcase_add_test(tc, attack_pull_done_early);

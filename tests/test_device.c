@@ -128,6 +128,7 @@ static const struct {
 	{ "device-chan-recv", dt_suite_chan_recv, 0 },
 	{ "device-conn", dt_suite_conn, 0 },
 	{ "device-srq", dt_suite_srq, 0 },
+	{ "device-chan-srq", dt_suite_chan_srq, 1 },
 	{ "device-smoke", dt_suite_smoke, 0 },
 	{ "device-liveness", dt_suite_liveness, 1 },
 	{ "device-storm", dt_suite_storm, 1 },

@@ -1,5 +1,5 @@
 /*
- * evrdma: shared receive queues for raw connections.
+ * evrdma: shared receive queues for raw connections and for channels.
  */
 #ifndef EVRDMA_SRQ_H_INCLUDED_
 #define EVRDMA_SRQ_H_INCLUDED_
@@ -50,6 +50,7 @@ struct evrdma_mr;
 
 /** An opaque shared receive queue. */
 struct evrdma_srq;
+struct evrdma_channel;
 
 /**
  * Called (from the loop) once after fewer than the armed limit of receives
@@ -127,13 +128,57 @@ EVRDMA_EXPORT int evrdma_conn_set_srq(struct evrdma_conn *conn,
     struct evrdma_srq *srq);
 
 /**
- * Make every connection the raw listener @p lst accepts from now on draw
- * its receives from @p srq (NULL: their own again). A connect request
- * arriving on another device than the queue's is rejected.
- * @return 0, or -1 with errno EINVAL (a channel or bufferevent listener,
- *   a queue of another base), EPIPE (the queue was freed)
+ * Make every connection the listener @p lst accepts from now on draw its
+ * receives from @p srq (NULL: their own again): a raw listener takes a
+ * queue of evrdma_srq_new(), a channel or bufferevent listener one of
+ * evrdma_channel_srq_new(). A connect request arriving on another device
+ * than the queue's is rejected, and so is a channel's when the queue has
+ * no room for another.
+ * @return 0, or -1 with errno EINVAL (a queue of the other kind, a queue
+ *   of another base, a listener that is neither), EPIPE (the queue was
+ *   freed)
  */
 EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
+    struct evrdma_srq *srq);
+
+/**
+ * A shared receive queue for channels (and bufferevents over them) on
+ * @p device (NULL: the only one): @p nbuf receive buffers of the base's
+ * channel slot size (evrdma_config_set_channel_ring()), which evrdma
+ * keeps posted itself. Channels use it through evrdma_channel_set_srq()
+ * or evrdma_listener_set_srq(); raw connections, evrdma_srq_post_recv()
+ * and evrdma_srq_mr_reg() refuse it. Free it with evrdma_srq_free().
+ *
+ * A channel on the queue lends its peer credits from the pool instead of
+ * holding a receive ring of its own: each gets 2 control credits and
+ * one data credit when it connects (3 buffers: control messages take
+ * a buffer too), and more (up to its ring's R) when its peer runs short,
+ * while the pool has buffers nobody was promised, toward an even share;
+ * a sixteenth of the buffers, at most 64, is kept back. A connect that
+ * finds no room fails (EVRDMA_REASON_RESOURCE; a listener rejects it,
+ * EVRDMA_REASON_REJECTED at the requester). Channels on a
+ * queue do not pull large messages (their regions share the queue's
+ * protection domain, where nothing may be remotely readable), and they
+ * ask their peers to retry an RNR for ever: only a peer that breaks the
+ * credit rules, and loses its connection for it, can take a buffer
+ * promised to another, and only until the buffer is posted again.
+ *
+ * @return the queue, or NULL with errno EINVAL (@p nbuf below 16 or above
+ *   the CQ size or the device's limit), ENODEV, ENOSYS (the device has no
+ *   SRQ), ENOMEM, or the provider's error
+ */
+EVRDMA_EXPORT struct evrdma_srq *evrdma_channel_srq_new(
+    struct evrdma_base *base, const char *device, unsigned nbuf);
+
+/**
+ * Make the channel @p ch draw its receives from @p srq (a queue of
+ * evrdma_channel_srq_new()): before evrdma_channel_connect().
+ * @return 0, or -1 with errno EINVAL (not a queue of channels, buffers of
+ *   another size than the channel's slots, connect already called, a
+ *   queue set already, a queue of another base), EPIPE (the queue was
+ *   freed)
+ */
+EVRDMA_EXPORT int evrdma_channel_set_srq(struct evrdma_channel *ch,
     struct evrdma_srq *srq);
 
 #ifdef __cplusplus
