@@ -69,6 +69,12 @@
 #define TH_NLST		8		/* B's listeners */
 #define SMALL_SLOTS	4		/* ring of the scale cases */
 #define SMALL_SLOT	(4 * KiB)
+/* receive buffers of a channel with such a ring and queue depths of 16:
+ * R + C (4) + 4 spare */
+#define SMALL_RECVS	(SMALL_SLOTS + 4 + 4)
+/* A's queue for 1,000 channels: 3 buffers each when they join (2
+ * control credits and a data credit), 64 kept back, the rest to lend */
+#define SCALE_POOL	4096
 /* teardown timeout of the scale cases: a thousand channels closing at once
  * on one emulated vCPU take rxe more than the default 2 s to flush, and a
  * channel whose receives are cancelled before its peer's EOF is polled
@@ -2940,13 +2946,16 @@ ch_ended(int i)
  * (a small window: many round trips each, so that the rates compare
  * service, not the luck of a few).
  * Then all close in order. Reports the connect rate, the rates and A's
- * memory per channel.
+ * memory per channel: _i 0 with a receive ring each, 1 with A's channels
+ * on one shared receive queue of SCALE_POOL buffers
+ * (evrdma_channel_srq_new).
  */
 START_TEST(scale_channels)
 {
 	struct cch *c = sc_ch;
 	struct dt_env env;
 	struct sockaddr_storage ss;
+	struct evrdma_srq *srq = NULL;
 	int n = scale_n(), len, i, up, ended;
 	uint64_t t0, t_up, sum = 0, min = UINT64_MAX, max = 0;
 	long rss0, rss1;
@@ -2957,11 +2966,19 @@ START_TEST(scale_channels)
 	len = dt_sockaddr(&ss, peer_addr(), TH_PORT_CH_SMALL);
 	rss0 = proc_kib("VmRSS:");
 	t0 = tu_now_ms();
+	if (_i) {
+		srq = evrdma_channel_srq_new(env.base, NULL, SCALE_POOL);
+		ck_assert_msg(srq != NULL, "evrdma_channel_srq_new: %s",
+		    evrdma_errmsg());
+	}
 	for (i = 0; i < n; i++) {
 		memset(&c[i], 0, sizeof(c[i]));
 		c[i].bad = -1;
 		c[i].ch = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
 		ck_assert_ptr_nonnull(c[i].ch);
+		if (srq)
+			ck_assert_int_eq(evrdma_channel_set_srq(c[i].ch, srq),
+			    0);
 		evrdma_channel_setcb(c[i].ch, cch_read, cch_write, cch_event,
 		    &c[i]);
 		evrdma_channel_setwatermark(c[i].ch, EV_WRITE, 4 * KiB, 0);
@@ -2978,11 +2995,23 @@ START_TEST(scale_channels)
 	}
 	t_up = tu_now_ms() - t0;
 	rss1 = proc_kib("VmRSS:");
-	say("scale-channels: %d of %d channels up in %" PRIu64 " ms (%.0f "
-	    "connects/s), %d failed; A's memory %ld KiB per channel (rings "
-	    "%u KiB registered)", up, n, t_up, t_up ? up * 1000.0 /
-	    (double)t_up : 0.0, ended, rss0 >= 0 && rss1 >= 0 ?
-	    (rss1 - rss0) / n : -1L, 2 * SMALL_SLOTS * SMALL_SLOT / KiB);
+	if (srq)
+		say("scale-channels: %d of %d channels up in %" PRIu64 " ms "
+		    "(%.0f connects/s), %d failed; A's memory %ld KiB per "
+		    "channel (its send ring %u KiB, and one queue of %u x %u "
+		    "KiB: %u KiB a channel)", up, n, t_up, t_up ? up *
+		    1000.0 / (double)t_up : 0.0, ended, rss0 >= 0 &&
+		    rss1 >= 0 ? (rss1 - rss0) / n : -1L, SMALL_SLOTS *
+		    SMALL_SLOT / KiB, SCALE_POOL, SMALL_SLOT / KiB,
+		    SCALE_POOL * (SMALL_SLOT / KiB) / (unsigned)n);
+	else
+		say("scale-channels: %d of %d channels up in %" PRIu64 " ms "
+		    "(%.0f connects/s), %d failed; A's memory %ld KiB per "
+		    "channel (its send ring %u KiB, receive ring %u KiB)",
+		    up, n, t_up, t_up ? up * 1000.0 / (double)t_up : 0.0,
+		    ended, rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n : -1L,
+		    SMALL_SLOTS * SMALL_SLOT / KiB, SMALL_RECVS * SMALL_SLOT /
+		    KiB);
 	for (i = 0; i < n; i++)
 		ck_assert_msg(c[i].connected && !c[i].events, "channel %d: "
 		    "%s (event 0x%x, %s) after %" PRIu64 " ms", i,
@@ -3058,6 +3087,7 @@ START_TEST(scale_channels)
 		    evrdma_reason_str(c[i].reason));
 		cch_free(&c[i]);
 	}
+	evrdma_srq_free(srq);
 	b_wait_clean(&env, secs(60));
 	env_done(&env);
 }
@@ -3374,7 +3404,7 @@ suite_twohost(void)
 
 	tc = tcase_create("scale");
 	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, scale_channels);
+	tcase_add_loop_test(tc, scale_channels, 0, 2);
 	tcase_add_loop_test(tc, scale_raw, 0, 2);
 	tcase_add_test(tc, scale_setup_rate);
 	suite_add_tcase(s, tc);
