@@ -145,7 +145,6 @@ struct ch_rdma {
 	struct evrdma_srq *srq;		/* its queue, a reference */
 	int pool_joined;
 	unsigned withheld;		/* of our R, credits not lent */
-	int lend_due;			/* lent more: a CREDIT is due */
 };
 
 /*
@@ -366,11 +365,11 @@ rc_post_free(struct ch_rdma *rc)
 static int
 rc_returns_ready(struct ch_rdma *rc, unsigned data_after, unsigned ctrl_after)
 {
-	if (rc->pool)
-		return pool_post(rc->pool);
 	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
 	    data_after, ctrl_after))
 		return 0;
+	if (rc->pool)
+		return pool_post(rc->pool);
 	if (rc_post_free(rc) < 0)
 		return -1;
 	if (!evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
@@ -398,7 +397,6 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	rc->ret_data -= d;
 	rc->ret_ctrl = 0;
 	rc->ret_pull -= p;
-	rc->lend_due = 0;
 	/* The peer, starved, waits for what we owe, pulls included. It
 	 * stays starved until all of that went back: a message that leaves
 	 * READs of its pulls still running must not drop the flag, or the
@@ -541,7 +539,6 @@ rc_lend(struct ch_rdma *rc)
 		rc->withheld--;
 		pool->committed++;
 		rc->ret_data++;
-		rc->lend_due = 1;
 	}
 }
 
@@ -767,12 +764,41 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	}
 }
 
-/* A message (or a failed receive) in buffer @p idx. */
-static void
-rc_recv_in(struct ch_rdma *rc, unsigned idx, const struct evrdma_wc *wc)
+/* A receive of a queue's pool: the channel whose QP took it, if it is
+ * still there, gets the buffer (else NULL: the buffer is free again). */
+static struct ch_rdma *
+rc_pool_taker(struct evrdma__chpool *pool, struct evrdma_conn *c,
+    const struct evrdma_wc *wc, unsigned idx)
 {
+	struct ch_rdma *rc = c ? evrdma__conn_owner(c) : NULL;
+
+	if (!rc || rc->pool != pool || wc->status) {
+		/* flushed, cancelled, or its channel went before it was
+		 * polled */
+		pool_free(pool, idx);
+		return NULL;
+	}
+	pool->own[idx] = rc;
+	return rc;
+}
+
+/* A message (or a failed receive) in buffer ref->idx: of the channel's
+ * own ring (owner set), or of a queue's pool (owner NULL). */
+static void
+rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+	unsigned idx = ref->idx;
 	struct evrdma__ch_imm m;
 
+	if (rc) {
+		rc->posted--;
+	} else {
+		rc = rc_pool_taker(ref->ring->pool, c, wc, idx);
+		if (!rc)
+			return;
+	}
 	if (wc->status) {
 		/* flushed (the connection is ending) or failed (it ends); the
 		 * last of them tells that everything that arrived is in */
@@ -828,35 +854,6 @@ rc_recv_in(struct ch_rdma *rc, unsigned idx, const struct evrdma_wc *wc)
 	 * (measured: unfair with 200 channels), and one pass per poll
 	 * batches what all of its completions made due. */
 	rc_schedule(rc);
-}
-
-static void
-rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_slotref *ref = arg;
-	struct ch_rdma *rc = ref->ring->owner;
-
-	rc->posted--;
-	rc_recv_in(rc, ref->idx, wc);
-}
-
-/* A receive of a queue's pool: the channel whose QP took it, if it is
- * still there, gets the buffer. */
-static void
-rc_pool_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_slotref *ref = arg;
-	struct evrdma__chpool *pool = ref->ring->pool;
-	struct ch_rdma *rc = c ? evrdma__conn_owner(c) : NULL;
-
-	if (!rc || rc->pool != pool || wc->status) {
-		/* flushed, cancelled, or its channel went before it was
-		 * polled */
-		pool_free(pool, ref->idx);
-		return;
-	}
-	pool->own[ref->idx] = rc;
-	rc_recv_in(rc, ref->idx, wc);
 }
 
 static void
@@ -1168,10 +1165,9 @@ rc_send_all(struct ch_rdma *rc)
 		else
 			rc->eof_sent = r;
 	}
-	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
+	if (sent >= 0 && evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
-	    rc->peer_starved) || rc->lend_due) &&
-	    rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
+	    rc->peer_starved) && rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
 		sent = -1;
 	evrdma__conn_uncork(rc->conn);
 	return sent;
@@ -1310,6 +1306,28 @@ rc_waiting(struct ch_rdma *rc)
 	return 0;
 }
 
+/* What a pass does first on a queue's pool. */
+static void
+rc_pool_pass(struct ch_rdma *rc)
+{
+	if (rc->ended && rc->conn && !rc->conn_freed) {
+		/* A pool's receives are not flushed when the connection
+		 * ends: what the peer sent before it went is in the queue's
+		 * CQ, maybe not polled yet (the end came on the CM's fd).
+		 * Take it, then let the connection go. */
+		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
+
+		if (cq)
+			evrdma__cq_drain(cq);
+		rc_conn_free(rc);
+	} else if (rc->withheld && rc->peer_starved && rc_up(rc)) {
+		/* lent on demand (the peer said it is starved, and the
+		 * credits due go back at once): a channel that never ran
+		 * short keeps the one credit it joined with */
+		rc_lend(rc);
+	}
+}
+
 /*
  * Once per loop iteration with something due (and after every poll pass
  * that made something due): deliver, let the read callbacks reply, send
@@ -1327,17 +1345,8 @@ rc_pass(struct ch_rdma *rc)
 	/* this pass does what a scheduled one would */
 	evrdma__work_cancel(ch->base, &rc->pump_work);
 	evrdma__chan_ref(ch);
-	if (rc->pool && rc->ended && rc->conn && !rc->conn_freed) {
-		/* A pool's receives are not flushed when the connection
-		 * ends: what the peer sent before it went is in the queue's
-		 * CQ, maybe not polled yet (the end came on the CM's fd).
-		 * Take it, then let the connection go. */
-		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
-
-		if (cq)
-			evrdma__cq_drain(cq);
-		rc_conn_free(rc);
-	}
+	if (rc->pool)
+		rc_pool_pass(rc);
 	if (rc->established && !ch->freed && !ch->rd_ended) {
 		/* what the read callback writes or frees is sent below */
 		rc->pre_send = 1;
@@ -1348,10 +1357,6 @@ rc_pass(struct ch_rdma *rc)
 		rc_wopen_settle(rc);
 	if (rc->conn && !rc->conn_freed && !rc->ended &&
 	    (rc->established || rc->closing)) {
-		/* lent on demand: a channel that never ran short keeps
-		 * the one credit it joined with, leaving room for others */
-		if (rc->withheld && rc->established && rc->peer_starved)
-			rc_lend(rc);
 		sent = rc_send_all(rc);
 		if (sent < 0) {
 			if (rc->conn)
@@ -2094,6 +2099,14 @@ evrdma_channel_set_srq(struct evrdma_channel *ch, struct evrdma_srq *srq)
 	return 0;
 }
 
+static void chpool_fini(struct evrdma__chpool *pool, int husk);
+static void chpool_free(struct evrdma__chpool *pool);
+
+static const struct evrdma__chpool_ops chpool_ops = {
+	.fini = chpool_fini,
+	.free = chpool_free,
+};
+
 struct evrdma_srq *
 evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
     unsigned nbuf)
@@ -2133,7 +2146,7 @@ evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
 	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args)
 		goto nomem;
 	pool->ring->pool = pool;
-	evrdma__srq_set_chpool(srq, pool);
+	evrdma__srq_set_chpool(srq, pool, &chpool_ops);
 	if (evrdma__mem_pin_check(pool->ring->len) < 0)
 		goto fail;
 	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
@@ -2143,7 +2156,7 @@ evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
 	for (i = 0; i < nbuf; i++)
 		args[i] = &pool->ring->slot[i];
 	if (evrdma__ep_ring_init(evrdma__srq_ep(srq), pool->mr,
-	    pool->slot_size, nbuf, rc_pool_recv_cb, args) < 0)
+	    pool->slot_size, nbuf, rc_recv_cb, args) < 0)
 		goto fail;
 	free(args);
 	for (i = 0; i < nbuf; i++)
@@ -2159,17 +2172,15 @@ fail:
 	err = errno;
 	free(args);
 	if (pool && !evrdma__srq_chpool(srq))
-		evrdma__chpool_free(pool);	/* else with the queue */
+		chpool_free(pool);	/* else with the queue */
 	evrdma_srq_free(srq);
 	errno = err;
 	return NULL;
 }
 
-void
-evrdma__chpool_fini(struct evrdma__chpool *pool, int husk)
+static void
+chpool_fini(struct evrdma__chpool *pool, int husk)
 {
-	if (!pool)
-		return;
 	if (pool->base)
 		evrdma__work_cancel(pool->base, &pool->post_work);
 	pool->base = NULL;
@@ -2177,11 +2188,9 @@ evrdma__chpool_fini(struct evrdma__chpool *pool, int husk)
 	pool->mr = NULL;
 }
 
-void
-evrdma__chpool_free(struct evrdma__chpool *pool)
+static void
+chpool_free(struct evrdma__chpool *pool)
 {
-	if (!pool)
-		return;
 	if (pool->ring) {
 		pool->ring->pool = NULL;
 		ring_unref(pool->ring);
@@ -2276,13 +2285,8 @@ static const struct evrdma__listen_ops ch_listen_ops = {
 	.attach = lst_attach,
 	.accepted = lst_accepted,
 	.free_arg = lst_free_arg,
+	.channels = 1,
 };
-
-int
-evrdma__chan_listener(const struct evrdma_listener *lst)
-{
-	return lst->ops == &ch_listen_ops;
-}
 
 struct evrdma_listener *
 evrdma_channel_listener_new(struct evrdma_base *base,

@@ -427,39 +427,6 @@ dev_spin(void *arg)
 	evrdma__dev_put(dev);
 }
 
-static void
-cq_complete(struct evrdma_base *base, const struct ibv_wc *wc, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++) {
-		struct evrdma_req *req = evrdma__req_lookup(&base->reqs,
-		    wc[i].wr_id);
-
-		if (req)
-			evrdma__ep_complete(req, &wc[i]);
-		/* else: a late completion of a request that teardown
-		 * already cancelled. */
-	}
-}
-
-void
-evrdma__cq_drain(struct evrdma_cq *cq)
-{
-	struct evrdma_dev *dev = cq->dev;
-	struct ibv_wc wc[16];
-	int n;
-
-	/* the CQ is the device's as long as the device is held */
-	dev->refcnt++;
-	do {
-		n = ibv_poll_cq(cq->cq, 16, wc);
-		if (n > 0)
-			cq_complete(dev->base, wc, n);
-	} while (n == 16 && !dev->dead);
-	evrdma__dev_put(dev);
-}
-
 /*
  * Poll the CQs that were signalled, at most cfg.poll_budget completions per
  * call, round-robin over the CQs. When the budget runs out, polling resumes
@@ -492,7 +459,7 @@ dev_poll(struct evrdma_dev *dev)
 
 		again = 0;
 		for (cq = start; cq; cq = next == start ? NULL : next) {
-			int n, want;
+			int n, i, want;
 
 			next = LIST_NEXT(cq, link) ? LIST_NEXT(cq, link) :
 			    LIST_FIRST(&dev->cqs);
@@ -517,7 +484,14 @@ dev_poll(struct evrdma_dev *dev)
 			 * spin or the re-arm's poll finds it) */
 			if (n < want)
 				cq->armed_pending = 0;
-			cq_complete(base, wc, n);
+			for (i = 0; i < n; i++) {
+				struct evrdma_req *req = evrdma__req_lookup(
+				    &base->reqs, wc[i].wr_id);
+				if (req)
+					evrdma__ep_complete(req, &wc[i]);
+				/* else: a late completion of a request that
+				 * teardown already cancelled. */
+			}
 			if (cq->armed_pending)
 				again = 1;
 		}
@@ -828,4 +802,26 @@ evrdma__dev_free_all(struct evrdma_base *base)
 		base->stats.devices--;
 		dev_destroy(dev);
 	}
+}
+
+/*
+ * One poll pass after another until @p cq is empty (the others of the
+ * device are served too, in their turn). Called from work, not from a
+ * poll pass: the work this polling makes due waits for the next run, as
+ * it would inside a pass, instead of running inside the caller's.
+ */
+void
+evrdma__cq_drain(struct evrdma_cq *cq)
+{
+	struct evrdma_dev *dev = cq->dev;
+	struct evrdma_base *base = dev->base;
+
+	dev->refcnt++;
+	base->work.in_poll++;
+	do {
+		cq->armed_pending = 1;
+		dev_poll(dev);
+	} while (cq->armed_pending && !dev->dead);
+	base->work.in_poll--;
+	evrdma__dev_put(dev);
 }

@@ -338,23 +338,22 @@ void evrdma__srq_qp_attr(const struct evrdma_srq *srq,
  * still holds become husks. After the connections, before the regions. */
 void evrdma__srq_release_all(struct evrdma_base *base);
 /* A queue of channels (evrdma_channel_srq_new) holds their receive pool,
- * which chan_rdma.c keeps: srq.c only carries it and tells it when the
- * device objects go (fini, before the PD; husk: base free) and when the
- * queue's memory goes (free; NULL allowed for both). */
+ * which chan_rdma.c keeps: srq.c only carries it and tells it through its
+ * ops when the device objects go (fini, before the PD; husk: base free)
+ * and when the queue's memory goes (free). */
 struct evrdma__chpool;
+struct evrdma__chpool_ops {
+	void (*fini)(struct evrdma__chpool *pool, int husk);
+	void (*free)(struct evrdma__chpool *pool);
+};
 struct evrdma__chpool *evrdma__srq_chpool(const struct evrdma_srq *srq);
 void evrdma__srq_set_chpool(struct evrdma_srq *srq,
-    struct evrdma__chpool *pool);
+    struct evrdma__chpool *pool, const struct evrdma__chpool_ops *ops);
 struct evrdma__pd *evrdma__srq_pd(const struct evrdma_srq *srq);
 struct evrdma__ep *evrdma__srq_ep(struct evrdma_srq *srq);
 /* its CQ share, NULL once its device objects are gone */
 struct evrdma_cq *evrdma__srq_cq(const struct evrdma_srq *srq);
 int evrdma__srq_alive(const struct evrdma_srq *srq);
-void evrdma__chpool_fini(struct evrdma__chpool *pool, int husk);
-void evrdma__chpool_free(struct evrdma__chpool *pool);
-/* A listener of channels (or of bufferevents over them). */
-struct evrdma_listener;
-int evrdma__chan_listener(const struct evrdma_listener *lst);
 /* Poll @p cq until it is empty, completing what it holds, outside a poll
  * pass (device.c): what arrived before an event on another fd is taken
  * before that event's consequences. */
@@ -658,6 +657,8 @@ struct evrdma__listen_ops {
 	    struct evrdma_conn *conn, const struct sockaddr *peer,
 	    int socklen);
 	void (*free_arg)(void *arg);
+	int channels;		/* its connections are channels: it takes a
+				 * queue of channels (evrdma_listener_set_srq) */
 };
 
 struct evrdma__queued;

@@ -57,6 +57,7 @@ struct evrdma_srq {
 	struct evrdma__work fin;	/* destroys it, from the loop */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
 					 * receive pool (chan_rdma.c) */
+	const struct evrdma__chpool_ops *chpool_ops;
 	LIST_HEAD(, evrdma_conn) qpn[SRQ_BUCKETS];
 	LIST_ENTRY(evrdma_srq) link;	/* the base's */
 };
@@ -98,7 +99,8 @@ srq_ep_release(struct evrdma__ep *ep)
 {
 	struct evrdma_srq *srq = srq_of(ep);
 
-	evrdma__chpool_free(srq->chpool);
+	if (srq->chpool)
+		srq->chpool_ops->free(srq->chpool);
 	free(srq);
 }
 
@@ -140,7 +142,8 @@ srq_destroy(struct evrdma_srq *srq, int husk)
 	if (husk)
 		evrdma__work_cancel(srq->base, &srq->fin);
 	/* its region goes before the PD */
-	evrdma__chpool_fini(srq->chpool, husk);
+	if (srq->chpool)
+		srq->chpool_ops->fini(srq->chpool, husk);
 	evrdma__dev_detach(&srq->ep);
 	if (EVRDMA_SYM(ibv_destroy_srq)(srq->srq))
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_destroy_srq: %s",
@@ -390,12 +393,12 @@ evrdma_listener_set_srq(struct evrdma_listener *lst, struct evrdma_srq *srq)
 		    "listener was freed");
 	if (srq && (srq_usable(srq, "evrdma_listener_set_srq") < 0))
 		return -1;
-	if (srq && !srq->chpool != !evrdma__chan_listener(lst))
+	if (srq && !srq->chpool != !(lst->ops && lst->ops->channels))
 		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: "
 		    "channel and bufferevent listeners take a queue of "
 		    "evrdma_channel_srq_new(), raw listeners one of "
 		    "evrdma_srq_new()");
-	if (lst->ops && !evrdma__chan_listener(lst))
+	if (lst->ops && !lst->ops->channels)
 		return evrdma__fail(EINVAL, "evrdma_listener_set_srq: not a "
 		    "raw or channel listener");
 	if (srq && srq->base != lst->base)
@@ -493,9 +496,11 @@ evrdma__srq_chpool(const struct evrdma_srq *srq)
 }
 
 void
-evrdma__srq_set_chpool(struct evrdma_srq *srq, struct evrdma__chpool *pool)
+evrdma__srq_set_chpool(struct evrdma_srq *srq, struct evrdma__chpool *pool,
+    const struct evrdma__chpool_ops *ops)
 {
 	srq->chpool = pool;
+	srq->chpool_ops = ops;
 }
 
 struct evrdma__pd *

@@ -76,6 +76,24 @@ dt_sockaddr(struct sockaddr_storage *ss, const char *host, int port)
 	return len;
 }
 
+/* One of the test device's port counters (rxe: hw_counters/@p name). */
+static inline unsigned long long
+dt_hw_counter(const char *name)
+{
+	char path[256];
+	unsigned long long n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+	    "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dt_ibdev(),
+	    name);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(fscanf(f, "%llu", &n), 1);
+	fclose(f);
+	return n;
+}
+
 /* Log library messages to stderr while a test runs (EVRDMA_TEST_LOG=1). */
 static inline void
 dt_log_cb(int level, const char *msg, void *arg)

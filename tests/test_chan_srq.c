@@ -38,18 +38,7 @@ srq_env(struct dt_env *env, unsigned slot)
 static unsigned long long
 rnr_naks(void)
 {
-	char path[256];
-	unsigned long long n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-	    "/sys/class/infiniband/%s/ports/1/hw_counters/send_rnr_err",
-	    dt_ibdev());
-	f = fopen(path, "r");
-	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(fscanf(f, "%llu", &n), 1);
-	fclose(f);
-	return n;
+	return dt_hw_counter("send_rnr_err");
 }
 
 /* The connections are gone (the queues, alive, keep their receives). */

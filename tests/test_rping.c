@@ -370,18 +370,7 @@ dt_suite_rping(void)
 static unsigned long long
 rp_rdma_sent_pkts(void)
 {
-	char path[256];
-	unsigned long long n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-	    "/sys/class/infiniband/%s/ports/1/hw_counters/sent_pkts",
-	    dt_ibdev());
-	f = fopen(path, "r");
-	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-	ck_assert_int_eq(fscanf(f, "%llu", &n), 1);
-	fclose(f);
-	return n;
+	return dt_hw_counter("sent_pkts");
 }
 
 /* Stop a server that runs until killed; it must not have died before. */
