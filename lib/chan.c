@@ -137,6 +137,7 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct evrdma_channel *ch = arg;
 
+	ch->out_len = info->orig_size + info->n_added - info->n_deleted;
 	if (ch->out_own || ch->freed)
 		return;
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
@@ -228,7 +229,7 @@ evrdma__chan_sent(struct evrdma_channel *ch, int sent)
 
 	if (ch->freed || !ch->base)
 		return;
-	olen = evbuffer_get_length(ch->output);
+	olen = ch->out_len;
 	if (ch->has_tv_write) {
 		if (!olen || !(ch->enabled & EV_WRITE) || ch->wr_ended)
 			evrdma__ev_stop(ch->wr_timer);
@@ -291,7 +292,7 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 		return;
 	if (!ch->rd_ended && !waiting && (ch->peer_eof || ch->gone) &&
 	    (evrdma__chan_reading(ch) || (ch->gone &&
-	    !evbuffer_get_length(ch->output)))) {
+	    !ch->out_len))) {
 		ch->rd_ended = 1;
 		ch->enabled &= ~EV_READ;
 		evrdma__ev_stop(ch->rd_timer);
@@ -309,7 +310,7 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 		evrdma__chan_event(ch, what);
 		return;
 	}
-	if (ch->gone && !ch->wr_ended && evbuffer_get_length(ch->output)) {
+	if (ch->gone && !ch->wr_ended && ch->out_len) {
 		ch->wr_ended = 1;
 		ch->error = ch->gone_reason;
 		ch->enabled &= ~EV_WRITE;
@@ -644,7 +645,7 @@ evrdma_channel_set_timeouts(struct evrdma_channel *ch,
 	if (!ch->has_tv_write)
 		evrdma__ev_stop(ch->wr_timer);
 	else if ((ch->enabled & EV_WRITE) && ch->connected &&
-	    evbuffer_get_length(ch->output))
+	    ch->out_len)
 		timer_arm(ch->wr_timer, &ch->tv_write);
 	return 0;
 }

@@ -1001,7 +1001,7 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		slot_release(rc, idx);
 	/* a free slot matters only to output waiting for one, or to a
 	 * reservation that found none; send queue room to waiting pulls */
-	if (!wc->status && (evbuffer_get_length(rc->ch.output) ||
+	if (!wc->status && (rc->ch.out_len ||
 	    rc->resv_wanted || rc->pull_wait))
 		rc_schedule(rc);
 }
@@ -1075,7 +1075,7 @@ rc_send_data(struct ch_rdma *rc)
 		sent = 1;
 	}
 	while ((ch->enabled & EV_WRITE) && evrdma__ch_can_send(rc->s_credits)
-	    && (olen = evbuffer_get_length(ch->output))) {
+	    && (olen = ch->out_len)) {
 		struct evbuffer_iovec v;
 		size_t n, off;
 		int idx = -1;
@@ -1157,7 +1157,7 @@ rc_send_all(struct ch_rdma *rc)
 	if (sent >= 0 && !rc->closing)
 		sent = rc_send_data(rc);
 	if (sent >= 0 && !rc->eof_sent && (rc->closing || (ch->shut_wr &&
-	    !evbuffer_get_length(ch->output) && rc->wopen < 0))) {
+	    !ch->out_len && rc->wopen < 0))) {
 		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0);
 
 		if (r < 0)
@@ -1189,7 +1189,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	struct evrdma_channel *ch = &rc->ch;
 	int idx;
 
-	if (!rc->pre_send || evbuffer_get_length(ch->output))
+	if (!rc->pre_send || ch->out_len)
 		return -1;
 	if (rc->wopen >= 0) {
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE ||
@@ -1819,7 +1819,7 @@ op_write(struct evrdma_channel *ch, const void *data, size_t len)
 
 	if (rc_write_open(rc, data, len) == 0)
 		return 0;
-	if ((len < STAGE_MIN && evbuffer_get_length(ch->output)) ||
+	if ((len < STAGE_MIN && ch->out_len) ||
 	    len > rc_chunk(rc) || rc->closing)
 		return -1;
 	idx = slot_copy(rc, data, len);
