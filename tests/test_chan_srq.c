@@ -4,8 +4,9 @@
  * their rings together move byte-exact streams both ways at once; a pool
  * with no room left rejects the next channel and serves the others; a
  * stream and its EOF that arrive just before the peer disconnects are
- * delivered whole (a pool's receives are not flushed); the misuses are
- * refused; and freeing the queue before its channels, or the base with
+ * delivered whole (a pool's receives are not flushed); a bufferevent
+ * listener serves bufferevents from a queue; the misuses are refused; and
+ * freeing the queue before its channels, or the base with
  * everything still open, leaves nothing behind. The attacker's side (a
  * peer that ignores what it was lent) is in test_chan_attack.c.
  */
@@ -17,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <evrdma/bufferevent.h>
 #include <evrdma/srq.h>
 
 #define SLOTS	8		/* ring slots R of every channel here */
@@ -425,6 +429,139 @@ START_TEST(chsrq_free_order)
 }
 END_TEST
 
+/* ---- bufferevents on a queue: the server of the drop-in ---- */
+
+struct bsrv {
+	struct bufferevent *bev[2];
+	int n, ends;
+};
+
+static void
+bsrv_read(struct bufferevent *bev, void *arg)
+{
+	(void)arg;
+	bufferevent_write_buffer(bev, bufferevent_get_input(bev));
+}
+
+static void
+bsrv_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct bsrv *b = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		b->ends++;
+}
+
+static void
+bsrv_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct bsrv *b = arg;
+
+	(void)lst;
+	(void)peer;
+	(void)socklen;
+	ck_assert_int_lt(b->n, 2);
+	b->bev[b->n++] = bev;
+	bufferevent_setcb(bev, bsrv_read, NULL, bsrv_event, b);
+	bufferevent_enable(bev, EV_READ);
+}
+
+struct bcli {
+	size_t got;
+	int connected, ends;
+	uint64_t seed;
+	size_t bad;		/* first wrong byte + 1 */
+};
+
+static void
+bcli_read(struct bufferevent *bev, void *arg)
+{
+	struct bcli *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+	uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)n);
+	size_t bad = pat_check(p, c->got, n, c->seed);
+
+	if (bad != (size_t)-1 && !c->bad)
+		c->bad = c->got + bad + 1;
+	c->got += n;
+	evbuffer_drain(in, n);
+}
+
+static void
+bcli_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct bcli *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED)
+		c->connected = 1;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		c->ends++;
+}
+
+/* A bufferevent listener (evrdma_bufferevent_listener_new) on a queue of
+ * channels: two bufferevent clients echo 512 KiB each through it, byte
+ * for byte, at once. */
+START_TEST(chsrq_bufferevents)
+{
+	struct dt_env env;
+	struct evrdma_listener *lst;
+	struct evrdma_srq *srq;
+	struct sockaddr_storage ss;
+	struct bsrv b;
+	struct bcli c[2];
+	struct bufferevent *cli[2];
+	static uint8_t data[512 * KiB];
+	int len, i;
+
+	memset(&b, 0, sizeof(b));
+	memset(c, 0, sizeof(c));
+	srq_env(&env, SLOT);
+	srq = evrdma_channel_srq_new(env.base, NULL, POOL);
+	ck_assert_ptr_nonnull(srq);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_bufferevent_listener_new(env.base, bsrv_accept, &b, 8,
+	    (struct sockaddr *)&ss, len);
+	ck_assert_ptr_nonnull(lst);
+	ck_assert_int_eq(evrdma_listener_set_srq(lst, srq), 0);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
+	for (i = 0; i < 2; i++) {
+		c[i].seed = 0xbe5e0000u + (unsigned)i;
+		cli[i] = evrdma_bufferevent_new(env.base, 0);
+		ck_assert_ptr_nonnull(cli[i]);
+		bufferevent_setcb(cli[i], bcli_read, NULL, bcli_event, &c[i]);
+		bufferevent_enable(cli[i], EV_READ | EV_WRITE);
+		ck_assert_int_eq(evrdma_bufferevent_connect(cli[i],
+		    (struct sockaddr *)&ss, len), 0);
+		CH_WAIT(env.eb, c[i].connected || c[i].ends, 15000);
+		ck_assert_int_eq(c[i].connected, 1);
+	}
+	for (i = 0; i < 2; i++) {
+		pat_fill(data, 0, sizeof(data), c[i].seed);
+		ck_assert_int_eq(bufferevent_write(cli[i], data, sizeof(data)),
+		    0);
+	}
+	CH_WAIT(env.eb, (c[0].got == sizeof(data) &&
+	    c[1].got == sizeof(data)) || c[0].ends || c[1].ends || b.ends,
+	    30000);
+	for (i = 0; i < 2; i++) {
+		ck_assert_uint_eq(c[i].got, sizeof(data));
+		ck_assert_uint_eq(c[i].bad, 0);
+		bufferevent_free(cli[i]);
+	}
+	CH_WAIT(env.eb, b.ends == 2, 10000);
+	for (i = 0; i < b.n; i++)
+		bufferevent_free(b.bev[i]);
+	evrdma_listener_free(lst);
+	evrdma_srq_free(srq);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_srq(void)
 {
@@ -436,6 +573,7 @@ dt_suite_chan_srq(void)
 	tcase_add_test(tc, chsrq_full);
 	tcase_add_test(tc, chsrq_end_in_order);
 	tcase_add_test(tc, chsrq_misuse);
+	tcase_add_test(tc, chsrq_bufferevents);
 	tcase_add_loop_test(tc, chsrq_free_order, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
