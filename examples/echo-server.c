@@ -1,6 +1,9 @@
-/* evrdma-echo-server ADDR PORT: send back every byte each channel receives. */
+/* evrdma-echo-server ADDR PORT [NBUF]: send back every byte each channel
+ * receives; with NBUF, the channels share one receive queue of NBUF
+ * buffers instead of a ring each (evrdma_channel_srq_new()). */
 #include <err.h>
 #include <netdb.h>
+#include <stdlib.h>
 #include <event2/event.h>
 #include <evrdma.h>
 
@@ -28,11 +31,17 @@ int main(int argc, char **argv)
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *ai;
 	struct event_base *eb = event_base_new();
 	struct evrdma_base *base = evrdma_base_new(eb, NULL);
+	struct evrdma_listener *lst;
+	struct evrdma_srq *srq;
 
-	if (argc != 3 || getaddrinfo(argv[1], argv[2], &hints, &ai) != 0)
-		errx(1, "usage: evrdma-echo-server ADDR PORT");
-	if (!base || !evrdma_channel_listener_new(base, ai->ai_addr,
-	    (int)ai->ai_addrlen, 16, EVRDMA_CHANNEL_STREAM, accept_cb, NULL))
+	if (argc < 3 || argc > 4 ||
+	    getaddrinfo(argv[1], argv[2], &hints, &ai) != 0)
+		errx(1, "usage: evrdma-echo-server ADDR PORT [NBUF]");
+	if (!base || !(lst = evrdma_channel_listener_new(base, ai->ai_addr,
+	    (int)ai->ai_addrlen, 16, EVRDMA_CHANNEL_STREAM, accept_cb, NULL)))
+		errx(1, "%s", evrdma_errmsg());
+	if (argc == 4 && (!(srq = evrdma_channel_srq_new(base, NULL,
+	    (unsigned)atoi(argv[3]))) || evrdma_listener_set_srq(lst, srq) < 0))
 		errx(1, "%s", evrdma_errmsg());
 	return event_base_dispatch(eb);
 }

@@ -27,6 +27,8 @@
 #define RP_TCP_ECHO_CLIENT	EXAMPLES_DIR "/tcp-echo-client"
 #define RP_TLS_ECHO		EXAMPLES_DIR "/evrdma-tls-echo"
 #define RP_SRQ_ECHO		EXAMPLES_DIR "/evrdma-srq-echo"
+#define RP_ECHO_SERVER		EXAMPLES_DIR "/evrdma-echo-server"
+#define RP_ECHO_CLIENT		EXAMPLES_DIR "/evrdma-echo-client"
 #define RP_WAIT_MS	30000	/* per process; the guest is slow */
 
 /* A child process whose stdout and stderr go to one pipe we read. */
@@ -342,6 +344,38 @@ START_TEST(srq_echo_example)
 }
 END_TEST
 
+static void rp_stop_server(struct rp_proc *p);
+
+/* evrdma-echo-server with its channels on a queue of 64 buffers, and two
+ * evrdma-echo-clients through it one after the other. */
+START_TEST(echo_server_srq_example)
+{
+	struct rp_proc srv, cli;
+	char *addr = (char *)dt_addr();
+	char *sargv[] = { RP_ECHO_SERVER, addr, "7307", "64", NULL };
+	char *cargv[] = { RP_ECHO_CLIENT, "-n", "2000", "-l", "1000", addr,
+	    "7307", NULL };
+	int i;
+
+	rp_start(&srv, sargv);
+	for (i = 0; i < 2; i++) {
+		/* (the server prints nothing: the first client retries until
+		 * it listens) */
+		int tries = 0;
+
+		for (;;) {
+			rp_start(&cli, cargv);
+			if (rp_wait(&cli, RP_WAIT_MS) == 0 || ++tries == 20)
+				break;
+			usleep(100000);
+		}
+		ck_assert_msg(strstr(cli.out, "2000 lines of 1000 bytes echoed "
+		    "intact"), "client:\n%s", cli.out);
+	}
+	rp_stop_server(&srv);
+}
+END_TEST
+
 Suite *
 dt_suite_rping(void)
 {
@@ -356,6 +390,7 @@ dt_suite_rping(void)
 	tcase_add_test(tc, onesided_one_process);
 	tcase_add_test(tc, onesided_two_processes);
 	tcase_add_test(tc, srq_echo_example);
+	tcase_add_test(tc, echo_server_srq_example);
 	suite_add_tcase(s, tc);
 	return s;
 }
