@@ -14,11 +14,13 @@
  * high watermark as a cap, read and write timeouts (none while held at
  * the high watermark, one while EV_WRITE is off, none with nothing to
  * write), flush modes, enabling EV_WRITE, writes before the connection,
- * free with pending output, writes after a reset; then connect failure
- * and libevent's sample/hello-world.c, on every backend.
+ * free with pending output, writes after a reset, rate limits on reading
+ * and on writing; then connect failure and libevent's
+ * sample/hello-world.c, on every backend.
  */
 #include "bevtest.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 
@@ -50,6 +52,7 @@ struct sc_end {
 	void (*on_read)(struct sc_end *);
 	void (*on_write)(struct sc_end *);
 	int nwrite, depth, max_depth;
+	int wrote;		/* sc_write() since the last write callback */
 };
 
 struct sc {
@@ -136,6 +139,7 @@ sc_write(struct sc_end *e, size_t n)
 {
 	ck_assert_uint_le(n, SC_BIG);
 	ck_assert_int_eq(bufferevent_write(e->bev, e->sc->zeros, n), 0);
+	e->wrote = 1;
 }
 
 static void
@@ -782,6 +786,82 @@ sc_flush_finished(struct sc *sc)
 	sc_quiet(sc);
 }
 
+/*
+ * Rate limits (bufferevent_set_rate_limit(), libevent's own token bucket
+ * on the bufferevent): first the server's reading, then the client's
+ * writing, held to SC_RL_RATE bytes per tick. A bucket starts with one
+ * tick's worth, so SC_RL_BYTES take 9 refills, at least 8 ticks after the
+ * first (ticks count on libevent's cached clock, the first may come at
+ * once: 7 are asserted, against a few milliseconds without a limit), and
+ * arrive whole. With the limit gone, the same bytes go at once.
+ */
+#define SC_RL_TICK_MS	50
+#define SC_RL_RATE	(16 * 1024)
+#define SC_RL_BYTES	(160 * 1024)
+
+/* The write callback of sc_rate_limits(): logged once per write. A
+ * socket bufferevent also runs it, output empty and nothing written,
+ * when a rate limit is set or removed (libevent adds its write event
+ * again; an adapter does not): such a call is counted, not logged, as
+ * on which end it comes depends on which end is a socket. */
+static void
+sc_rate_writecb(struct sc_end *e)
+{
+	if (!e->wrote) {
+		e->repeats++;
+		return;
+	}
+	e->wrote = 0;
+	sc_tok(e, "W");
+}
+
+static void
+sc_rate_pass(struct sc *sc, const char *step, struct sc_end *limited,
+    int wr)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct timeval tick = { 0, SC_RL_TICK_MS * 1000 };
+	struct ev_token_bucket_cfg *tb = NULL;
+	size_t rd = wr ? EV_RATE_LIMIT_MAX : SC_RL_RATE;
+	size_t wrr = wr ? SC_RL_RATE : EV_RATE_LIMIT_MAX;
+	uint64_t t0, ms;
+
+	if (limited) {
+		tb = ev_token_bucket_cfg_new(rd, rd, wrr, wrr, &tick);
+		ck_assert_ptr_nonnull(tb);
+		ck_assert_int_eq(bufferevent_set_rate_limit(limited->bev, tb),
+		    0);
+	}
+	sc_mark(sc, step);
+	s->drain_mode = 1;
+	s->rx = 0;
+	t0 = tu_now_ms();
+	sc_write(c, SC_RL_BYTES);
+	SC_WAIT(sc, s->rx == SC_RL_BYTES);
+	ms = tu_now_ms() - t0;
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	fprintf(stderr, "%s: %u bytes in %" PRIu64 " ms\n", step,
+	    SC_RL_BYTES, ms);
+	sc_tok(s, "rx%" PRIu64 ",%s", s->rx,
+	    ms >= 7 * SC_RL_TICK_MS ? "held" : "fast");
+	if (limited) {
+		ck_assert_int_eq(bufferevent_set_rate_limit(limited->bev,
+		    NULL), 0);
+		ev_token_bucket_cfg_free(tb);
+	}
+}
+
+static void
+sc_rate_limits(struct sc *sc)
+{
+	sc->c.on_write = sc->s.on_write = sc_rate_writecb;
+	sc_rate_pass(sc, "rdlimit", &sc->s, 0);
+	sc_rate_pass(sc, "wrlimit", &sc->c, 1);
+	sc_rate_pass(sc, "nolimit", NULL, 0);
+	sc->c.on_write = sc->s.on_write = NULL;
+}
+
 /* ==== the cases ==== */
 
 struct sc_case {
@@ -864,6 +944,10 @@ static const struct sc_case sc_cases[] = {
 	    " A eW |write ev:EOF|READING,eW,in0 |end",
 	    " ev:CONNECTED eW |write |end",
 	    " A eW |write R4000 ev:EOF|READING,eW,in4000 |end" },
+	{ "rate limits", sc_rate_limits, 0, 0, 0, 0,
+	    " ev:CONNECTED eW |rdlimit W |wrlimit W |nolimit W |end",
+	    " A eW |rdlimit R* rx163840,held |wrlimit R* rx163840,held"
+	    " |nolimit R* rx163840,fast |end", NULL, NULL },
 	{ "flush BEV_FINISHED", sc_flush_finished, 4, 4096, 8192, 0,
 	    " ev:CONNECTED eW |finished W |reply R700 |end",
 	    " A eW |finished R2000 |reply W |end",
