@@ -223,6 +223,13 @@ evrdma__chan_recv(struct evrdma_channel *ch, const void *p, size_t len)
 }
 
 void
+evrdma__chan_sunk(struct evrdma_channel *ch)
+{
+	rd_timer_update(ch);
+	ch->sink->taken(ch->sink_arg);
+}
+
+void
 evrdma__chan_sent(struct evrdma_channel *ch, int sent)
 {
 	size_t olen;
@@ -425,6 +432,19 @@ evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
 	ch->writecb = writecb;
 	ch->eventcb = eventcb;
 	ch->cbarg = arg;
+}
+
+int
+evrdma__chan_set_sink(struct evrdma_channel *ch,
+    const struct evrdma__chan_sink *sink, void *arg)
+{
+	if (ch_live(ch) < 0)
+		return -1;
+	if (sink && ch->mode != EVRDMA_CHANNEL_STREAM)
+		return evrdma__fail(EINVAL, "a sink takes a stream only");
+	ch->sink = sink;
+	ch->sink_arg = arg;
+	return 0;
 }
 
 int
@@ -689,6 +709,7 @@ evrdma_channel_free(struct evrdma_channel *ch)
 	ch->readcb = ch->writecb = NULL;
 	ch->eventcb = NULL;
 	ch->recvcb = NULL;
+	ch->sink = NULL;
 	evrdma__ev_stop(ch->rd_timer);
 	evrdma__ev_stop(ch->wr_timer);
 	ch->ops->close(ch);

@@ -82,6 +82,9 @@ struct evrdma_channel {
 	evrdma_channel_event_cb eventcb;
 	evrdma_channel_recv_cb recvcb;
 	void *cbarg;
+	/* the bufferevent adapter's sink (evrdma__chan_set_sink()) */
+	const struct evrdma__chan_sink *sink;
+	void *sink_arg;
 	short enabled;
 	size_t rd_lo, rd_hi, wr_lo, wr_hi;
 	struct timeval tv_read, tv_write;
@@ -164,6 +167,24 @@ void evrdma__chan_input_added(struct evrdma_channel *ch, size_t have);
  * length now). */
 int evrdma__chan_watch_input(struct evrdma_channel *ch, int held,
     size_t have);
+/*
+ * A sink: a consumer inside the library (the bufferevent adapter) that
+ * takes small arrivals straight from their receive slot while input is
+ * empty, as the receive callback does, but may decline one (it then goes
+ * to input as usual). take() copies the bytes and answers 1, or 0 to
+ * decline; it runs no user code. taken() comes once the slot went back,
+ * and may run user callbacks (the read callback). Stream mode only.
+ */
+struct evrdma__chan_sink {
+	int (*take)(void *arg, const void *p, size_t len);
+	void (*taken)(void *arg);
+};
+/* Set (or with NULL clear) @p ch's sink. -1 (EINVAL) in message mode. */
+int evrdma__chan_set_sink(struct evrdma_channel *ch,
+    const struct evrdma__chan_sink *sink, void *arg);
+/* A sink took an arrival and its slot went back: the read timeout counts
+ * from it, then the sink's taken(). */
+void evrdma__chan_sunk(struct evrdma_channel *ch);
 /* Hand @p len bytes to the receive callback (input is empty). */
 void evrdma__chan_recv(struct evrdma_channel *ch, const void *p, size_t len);
 /* After the transport's sends of a pass: the write timeout and the write

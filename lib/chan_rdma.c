@@ -621,6 +621,20 @@ rc_deliver(struct ch_rdma *rc)
 			have = evbuffer_get_length(ch->input);
 			continue;
 		}
+		if (ch->sink && !have && len < STAGE_MIN &&
+		    ch->sink->take(ch->sink_arg, p, len)) {
+			/* copied by the adapter: the slot goes back at once,
+			 * before its read callback (which may write the
+			 * reply: the credit then goes with it) */
+			rxq_pop(rc);
+			b->queued = 0;
+			rb_release(rc, idx);
+			evrdma__chan_sunk(ch);
+			if (ch->freed)
+				return;
+			have = evbuffer_get_length(ch->input);
+			continue;
+		}
 		room = evrdma__chan_room(ch, have);
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
 			/* whole messages, and one even past the mark when
