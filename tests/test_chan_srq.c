@@ -196,6 +196,51 @@ START_TEST(chsrq_full)
 }
 END_TEST
 
+/* The active side: 5 clients fill their pool of 16 buffers, the 6th
+ * cannot join it and its connect fails with RESOURCE (the server, without
+ * a pool, never sees it); the 5 move data. */
+START_TEST(chsrq_full_active)
+{
+	struct dt_env env;
+	struct chl l;
+	struct ep cli[6];
+	struct evrdma_srq *srq;
+	int i;
+
+	memset(&l, 0, sizeof(l));
+	memset(cli, 0, sizeof(cli));
+	srq_env(&env, SLOT);
+	srq = evrdma_channel_srq_new(env.base, NULL, 16);
+	ck_assert_ptr_nonnull(srq);
+	for (i = 0; i < 8; i++)
+		l.read[i] = 1;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	for (i = 0; i < 6; i++) {
+		cli[i].tx_seed = 0xf0120000u + (unsigned)i;
+		cli[i].srq = srq;
+		ep_connect(&env, &cli[i], i < 5 ? "client" : "no room",
+		    &l.ss, l.sslen, EVRDMA_CHANNEL_STREAM, 1);
+		CH_WAIT(env.eb, (cli[i].connected && l.naccepted == i + 1) ||
+		    cli[i].ends, 15000);
+	}
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(cli[i].connected, 1);
+	ck_assert_int_eq(cli[5].connected, 0);
+	ck_assert_int_eq(cli[5].error, 1);
+	ck_assert_int_eq(cli[5].reason, EVRDMA_REASON_RESOURCE);
+	ch_loop_for(env.eb, 200);
+	ck_assert_int_eq(l.naccepted, 5);
+	for (i = 0; i < 5; i++)
+		ep_xfer(&env, &cli[i], &l.acc[i], 64 * KiB, 20000);
+	for (i = 0; i < 6; i++)
+		ep_free(&cli[i]);
+	chl_close(&l);
+	evrdma_srq_free(srq);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* A client on a pool writes, shuts down and frees its channel as soon as
  * its output is on its way, 20 times: the server (on a pool too) gets every byte and then EOF, never
  * an error: what arrived before the disconnect is taken from the queue
@@ -561,6 +606,7 @@ dt_suite_chan_srq(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, chsrq_streams);
 	tcase_add_test(tc, chsrq_full);
+	tcase_add_test(tc, chsrq_full_active);
 	tcase_add_test(tc, chsrq_end_in_order);
 	tcase_add_test(tc, chsrq_misuse);
 	tcase_add_test(tc, chsrq_bufferevents);
