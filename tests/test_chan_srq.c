@@ -137,6 +137,24 @@ START_TEST(chsrq_streams)
 }
 END_TEST
 
+/* The full pool's bed: a base, a pool of 16 buffers and a stream
+ * listener whose channels read. */
+static struct evrdma_srq *
+full_setup(struct dt_env *env, struct chl *l)
+{
+	struct evrdma_srq *srq;
+	int i;
+
+	memset(l, 0, sizeof(*l));
+	srq_env(env, SLOT);
+	srq = evrdma_channel_srq_new(env->base, NULL, 16);
+	ck_assert_ptr_nonnull(srq);
+	for (i = 0; i < 8; i++)
+		l->read[i] = 1;
+	chl_listen(l, env, EVRDMA_CHANNEL_STREAM);
+	return srq;
+}
+
 /* A pool of 16 buffers (1 kept back) has room for 5 channels (2 control
  * credits and 1 data credit each): the 6th is rejected, the 5 move data,
  * and once one of them goes a new one is accepted. */
@@ -148,14 +166,8 @@ START_TEST(chsrq_full)
 	struct evrdma_srq *srq;
 	int i;
 
-	memset(&l, 0, sizeof(l));
 	memset(cli, 0, sizeof(cli));
-	srq_env(&env, SLOT);
-	srq = evrdma_channel_srq_new(env.base, NULL, 16);
-	ck_assert_ptr_nonnull(srq);
-	for (i = 0; i < 8; i++)
-		l.read[i] = 1;
-	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	srq = full_setup(&env, &l);
 	ck_assert_int_eq(evrdma_listener_set_srq(l.lst, srq), 0);
 	for (i = 0; i < 5; i++) {
 		cli[i].tx_seed = 0xf0110000u + (unsigned)i;
@@ -207,14 +219,8 @@ START_TEST(chsrq_full_active)
 	struct evrdma_srq *srq;
 	int i;
 
-	memset(&l, 0, sizeof(l));
 	memset(cli, 0, sizeof(cli));
-	srq_env(&env, SLOT);
-	srq = evrdma_channel_srq_new(env.base, NULL, 16);
-	ck_assert_ptr_nonnull(srq);
-	for (i = 0; i < 8; i++)
-		l.read[i] = 1;
-	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	srq = full_setup(&env, &l);
 	for (i = 0; i < 6; i++) {
 		cli[i].tx_seed = 0xf0120000u + (unsigned)i;
 		cli[i].srq = srq;
