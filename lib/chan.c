@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,12 +331,27 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 
 /* ---- set-up and lifetime ---- */
 
+/* evrdma_base_free() with the channel still the user's (the hook is
+ * already off the list) */
+static void
+ch_base_gone(struct evrdma__hook *h)
+{
+	struct evrdma_channel *ch = (struct evrdma_channel *)((char *)h -
+	    offsetof(struct evrdma_channel, hook));
+
+	ch->hooked = 0;
+	ch->ops->base_gone(ch);
+}
+
 int
 evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
     const struct evrdma__chan_ops *ops, int mode)
 {
 	ch->ops = ops;
 	ch->base = base;
+	ch->hook.base_gone = ch_base_gone;
+	LIST_INSERT_HEAD(&base->hooks, &ch->hook, link);
+	ch->hooked = 1;
 	ch->refcnt = 1;		/* the user's */
 	ch->mode = mode;
 	ch->enabled = EV_WRITE;
@@ -353,6 +369,9 @@ evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
 void
 evrdma__chan_fini(struct evrdma_channel *ch)
 {
+	if (ch->hooked)
+		LIST_REMOVE(&ch->hook, link);
+	ch->hooked = 0;
 	evrdma__ev_free(ch->rd_timer);
 	evrdma__ev_free(ch->wr_timer);
 	ch->rd_timer = ch->wr_timer = NULL;

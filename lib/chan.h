@@ -59,6 +59,10 @@ struct evrdma__chan_ops {
 	void *(*reserve)(struct evrdma_channel *ch, size_t len);
 	int (*commit)(struct evrdma_channel *ch, size_t len);
 	size_t (*max_message)(struct evrdma_channel *ch);
+	/* evrdma_base_free() while the user still holds the channel: let go
+	 * of the base (evrdma__chan_orphan()), unless a connection that
+	 * base_free releases next does that. No callback. */
+	void (*base_gone)(struct evrdma_channel *ch);
 	/* The last reference went: free the transport and the memory. */
 	void (*destruct)(struct evrdma_channel *ch);
 };
@@ -66,6 +70,10 @@ struct evrdma__chan_ops {
 struct evrdma_channel {
 	const struct evrdma__chan_ops *ops;
 	struct evrdma_base *base;	/* NULL: a husk (base freed) */
+	/* on base->hooks while linked: evrdma_base_free() must reach a
+	 * channel the user still holds after its connection ended */
+	struct evrdma__hook hook;
+	uint8_t hooked;
 	unsigned refcnt;		/* the user, the transport, passes */
 	int mode;
 	struct evbuffer *input;

@@ -1918,6 +1918,20 @@ op_max_message(struct evrdma_channel *ch)
 	return rc->peer_slot_size ? rc_chunk(rc) : rc->slot_size;
 }
 
+/* The base goes while the user holds the channel: with its connection
+ * still there, that connection's release makes it a husk (own_closed());
+ * after it ended, nothing else would. */
+static void
+op_base_gone(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (rc->conn || !ch->base)
+		return;
+	evrdma__work_cancel(ch->base, &rc->pump_work);
+	evrdma__chan_orphan(ch);
+}
+
 static void
 op_destruct(struct evrdma_channel *ch)
 {
@@ -1964,6 +1978,7 @@ static const struct evrdma__chan_ops rc_ops = {
 	.reserve = op_reserve,
 	.commit = op_commit,
 	.max_message = op_max_message,
+	.base_gone = op_base_gone,
 	.destruct = op_destruct,
 };
 

@@ -14,6 +14,7 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/thread.h>
+#include <evrdma/bufferevent.h>
 #include <evrdma/channel.h>
 
 /* ==== 1. the base freed under live objects ==== */
@@ -218,6 +219,79 @@ START_TEST(lifetime_base_free_closing)
 	l.in_base_free = 1;
 	evrdma_base_free(env.base);
 	event_base_free(env.eb);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
+static void
+lv_bev_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct live *l = arg;
+
+	ck_assert_msg(!l->in_base_free, "a callback inside evrdma_base_free");
+	if (what & BEV_EVENT_CONNECTED)
+		l->ch_connected++;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		l->ch_ends++;
+}
+
+/*
+ * Connections that already ended when the base goes: a channel the user
+ * still holds (its connection closed, so no connection's release reaches
+ * it), and a bufferevent the user freed just before (libevent finishes
+ * it from the loop, here only in event_base_free()). Neither touches the
+ * base after evrdma_base_free(), and no callback runs; ASan watches.
+ */
+START_TEST(lifetime_base_free_ended)
+{
+	struct dt_env env;
+	struct evrdma_listener *clst;
+	struct evrdma_channel *cli, *srv;
+	struct bufferevent *bev;
+	struct sockaddr_storage ss;
+	struct live l;
+	int len;
+
+	memset(&l, 0, sizeof(l));
+	dt_env_init(&env, NULL);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	clst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
+	    len, 4, EVRDMA_CHANNEL_STREAM, lv_accept, &l);
+	ck_assert_ptr_nonnull(clst);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(clst));
+
+	cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
+	evrdma_channel_setcb(cli, NULL, NULL, lv_ch_event, &l);
+	evrdma_channel_enable(cli, EV_READ);
+	ck_assert_int_eq(evrdma_channel_connect(cli, (struct sockaddr *)&ss,
+	    len), 0);
+	CH_WAIT(env.eb, l.ch_connected && l.srv, 15000);
+	srv = l.srv;
+	l.srv = NULL;
+	evrdma_channel_free(srv);
+	CH_WAIT(env.eb, l.ch_ends == 1, 15000);
+
+	bev = evrdma_bufferevent_new(env.base, 0);
+	ck_assert_ptr_nonnull(bev);
+	bufferevent_setcb(bev, NULL, NULL, lv_bev_event, &l);
+	bufferevent_enable(bev, EV_READ);
+	ck_assert_int_eq(evrdma_bufferevent_connect(bev,
+	    (struct sockaddr *)&ss, len), 0);
+	CH_WAIT(env.eb, l.ch_connected == 2 && l.srv, 15000);
+	evrdma_channel_free(l.srv);
+	CH_WAIT(env.eb, l.ch_ends == 2, 15000);
+	bufferevent_free(bev);
+	evrdma_listener_free(clst);
+	/* the ended channel asked for a pass, which the loop never runs */
+	ck_assert_int_eq(evrdma_channel_enable(cli, EV_READ | EV_WRITE), 0);
+
+	l.in_base_free = 1;
+	evrdma_base_free(env.base);
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_flush(cli), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	event_base_free(env.eb);
+	evrdma_channel_free(cli);
 	dt_assert_no_rdma_resources();
 }
 END_TEST
@@ -536,6 +610,7 @@ dt_suite_lifetime(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, lifetime_base_free_live);
 	tcase_add_test(tc, lifetime_base_free_closing);
+	tcase_add_test(tc, lifetime_base_free_ended);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("threads");
