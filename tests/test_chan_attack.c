@@ -17,6 +17,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <evrdma/bufferevent.h>
 #include <evrdma/channel.h>
 #include <evrdma/srq.h>
 
@@ -1570,6 +1571,212 @@ START_TEST(attack_pool_credits)
 }
 END_TEST
 
+/* ==== 12. a bufferevent as the victim ==== */
+
+/* An evrdma bufferevent accepted from the listener, and what its
+ * callbacks saw. */
+struct bvictim {
+	struct victim v;		/* env, address, log, naccepted */
+	struct bufferevent *bev;
+	int reading;			/* EV_READ enabled at accept */
+	size_t rx;			/* bytes the read callback saw */
+	size_t bad_at;			/* first wrong byte + 1 */
+	int events, ends, error;
+	short what;
+	int reason;
+};
+
+#define BV_SEED	0xbe7a77acull
+
+static void
+bv_read(struct bufferevent *bev, void *arg)
+{
+	struct bvictim *b = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in), bad;
+
+	if (!n)
+		return;
+	bad = pat_check(evbuffer_pullup(in, (ev_ssize_t)n), b->rx, n, BV_SEED);
+	if (bad != (size_t)-1 && !b->bad_at)
+		b->bad_at = b->rx + bad + 1;
+	b->rx += n;
+	evbuffer_drain(in, n);
+}
+
+static void
+bv_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct bvictim *b = arg;
+
+	b->events++;
+	b->what = what;
+	if (what & BEV_EVENT_ERROR) {
+		b->error++;
+		b->reason = evrdma_bufferevent_get_error(bev);
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		b->ends++;
+}
+
+static void
+bv_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	struct bvictim *b = arg;
+
+	ck_assert_ptr_null(b->bev);
+	b->bev = bev;
+	b->v.naccepted++;
+	bufferevent_setcb(bev, bv_read, NULL, bv_event, b);
+	if (b->reading)
+		bufferevent_enable(bev, EV_READ);
+}
+
+/* The raw peer sends @p len pattern bytes of the stream at @p off. */
+static void
+bv_send(struct rawpeer *rp, uint64_t off, size_t len)
+{
+	pat_fill(rp->mem + RP_SCRATCH, off, len, BV_SEED);
+	rp_data(rp, RP_SCRATCH, len);
+	ck_assert_int_eq(rp_status_of(rp, rp->next_wr - 1, 10000, 1),
+	    IBV_WC_SUCCESS);
+}
+
+enum { BV_EDGES, BV_CREDITS, BV_LONG, BV_COUNT };
+static const char *const bv_names[BV_COUNT] = {
+	"lengths at the edges of the slot and of the sink",
+	"DATA beyond its credits, the bufferevent not reading",
+	"a message longer than a slot, the bufferevent reading"
+};
+
+/*
+ * A raw channel client against an evrdma bufferevent (the adapter, whose
+ * channel offers small arrivals straight to the bufferevent's input):
+ * _i 0: messages of 1 B, either side of the sink's 1 KiB and of a slot
+ * arrive byte for byte, and nothing else; 1: DATA beyond the credits while
+ * the bufferevent does not read is caught by the channel at once, and the
+ * bufferevent, once it reads, gets what came within the credits, then its
+ * one end, PROTOCOL; 2: a message longer than a slot (the device fails it) ends it
+ * once, and the read callback never saw a byte that was not sent. In
+ * each, the peer's connection goes with it and nothing leaks.
+ */
+START_TEST(attack_bufferevent)
+{
+	static const size_t edges[] = {
+		1, 1023, 1024, 1025, 2, AT_SLOT - 1, AT_SLOT, 3
+	};
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct bvictim b;
+	struct rawpeer rp;
+	struct rp_chs vh;
+	struct evrdma_stats st;
+	size_t sent = 0;
+	unsigned i;
+
+	memset(&b, 0, sizeof(b));
+	memset(&rp, 0, sizeof(rp));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	b.v.env = &env;
+	b.reading = _i != BV_CREDITS;
+	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
+	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b,
+	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
+	ck_assert_ptr_nonnull(b.v.lst);
+	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),
+	    evrdma_listener_get_port(b.v.lst));
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, &b.v);
+	rp_channel(&rp, &b.v, 0, 0, &vh);
+	ck_assert_ptr_nonnull(b.bev);
+
+	switch (_i) {
+	case BV_EDGES:
+		/* one at a time, each whole before the next (the sink
+		 * takes it only while nothing waits in the channel) */
+		for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+			bv_send(&rp, sent, edges[i]);
+			sent += edges[i];
+			CH_WAIT(env.eb, b.rx >= sent || b.ends, 10000);
+			ck_assert_uint_eq(b.rx, sent);
+		}
+		/* then a burst of small ones: the first may be taken, the
+		 * rest queue in the channel behind it, in order */
+		for (i = 0; i < 4; i++) {
+			pat_fill(rp.mem + RP_SCRATCH + i * 512, sent, 100,
+			    BV_SEED);
+			rp_data(&rp, RP_SCRATCH + i * 512, 100);
+			sent += 100;
+		}
+		CH_WAIT(env.eb, b.rx >= sent || b.ends, 10000);
+		rp_run(&rp, 200);
+		ck_assert_uint_eq(b.rx, sent);
+		ck_assert_int_eq(b.events, 0);
+		break;
+	case BV_CREDITS:
+		for (i = 0; i < AT_SLOTS + 1; i++) {
+			pat_fill(rp.mem + RP_SCRATCH + i * 64, sent, 16,
+			    BV_SEED);
+			rp_data(&rp, RP_SCRATCH + i * 64, 16);
+			sent += 16;
+		}
+		/* caught at once (logged), but, as on a socket that is not
+		 * read, told when the application reads */
+		CH_WAIT(env.eb, strstr(b.v.log, "beyond") != NULL, 10000);
+		rp_run(&rp, 300);
+		bufferevent_enable(b.bev, EV_READ);
+		break;
+	case BV_LONG:
+		bv_send(&rp, 0, 100);
+		sent = 100;
+		CH_WAIT(env.eb, b.rx >= sent, 10000);
+		rp_data(&rp, RP_SCRATCH, AT_SLOT + 64);
+		break;
+	}
+	if (_i != BV_EDGES) {
+		uint64_t dl = tu_now_ms() + 10000;
+
+		while (!b.ends && tu_now_ms() < dl)
+			rp_run(&rp, 20);
+		ck_assert_int_eq(rp_wait_disconnect(&rp, 10000), 0);
+		rp_run(&rp, 300);
+		fprintf(stderr, "bufferevent attack, %s: %zu of %zu bytes "
+		    "read, then 0x%x, %s; logged: %s\n", bv_names[_i], b.rx,
+		    sent, b.what, evrdma_reason_str(b.reason), b.v.log[0] ?
+		    b.v.log : "(nothing)");
+		ck_assert_int_eq(b.ends, 1);
+		ck_assert_int_eq(b.events, 1);
+		ck_assert(b.what & BEV_EVENT_ERROR);
+		if (_i == BV_CREDITS) {
+			ck_assert_int_eq(b.reason, EVRDMA_REASON_PROTOCOL);
+			ck_assert_msg(strstr(b.v.log, "data beyond its "
+			    "credits") != NULL, "logged: %s", b.v.log);
+		} else {
+			ck_assert(b.reason == EVRDMA_REASON_QP_FATAL ||
+			    b.reason == EVRDMA_REASON_DISCONNECTED);
+		}
+	}
+	/* never a byte that was not sent (_i 1: at most what came within
+	 * the credits) */
+	ck_assert_uint_eq(b.bad_at, 0);
+	ck_assert_uint_le(b.rx, _i == BV_CREDITS ? AT_SLOTS * 16 : sent);
+	/* the connection is gone with its QP, the bufferevent still the
+	 * application's to free */
+	if (_i != BV_EDGES) {
+		CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st),
+		    st.qps == 0), 10000);
+		ck_assert_uint_eq(st.qps, 0);
+	}
+	bufferevent_free(b.bev);
+	rp_close(&rp);
+	evrdma_listener_free(b.v.lst);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_attack(void)
 {
@@ -1594,6 +1801,7 @@ dt_suite_chan_attack(void)
 	tcase_add_test(tc, attack_isolation);
 	tcase_add_test(tc, attack_isolation_raw);
 	tcase_add_test(tc, attack_pool_credits);
+	tcase_add_loop_test(tc, attack_bufferevent, 0, BV_COUNT);
 	tcase_add_test(tc, attack_rewrite_delivered);
 	tcase_add_loop_test(tc, attack_forbidden_then_gone, 0, FO_COUNT);
 	tcase_add_test(tc, attack_pull_done_early);
