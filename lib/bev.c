@@ -317,6 +317,28 @@ ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	return n < 0 ? BEV_ERROR : n ? BEV_OK : BEV_NEED_MORE;
 }
 
+/* Room in the bufferevent's input @p dst below its read high watermark
+ * (SIZE_MAX: none set), as libevent's filter path reckons it. */
+static size_t
+ad_read_room(const struct bufferevent *bev, const struct evbuffer *dst)
+{
+	size_t len;
+
+	if (!bev->wm_read.high)
+		return SIZE_MAX;
+	len = evbuffer_get_length(dst);
+	return len < bev->wm_read.high ? bev->wm_read.high - len : 0;
+}
+
+/* Bytes arrived in the bufferevent's input: its read timeout starts
+ * again, as a socket's read does. */
+static void
+ad_read_restart(struct bufferevent *bev)
+{
+	if (evutil_timerisset(&bev->timeout_read))
+		event_add(&bev->ev_read, &bev->timeout_read);
+}
+
 /*
  * What libevent's input filter path does for a flush of EV_READ in
  * BEV_NORMAL mode (be_filter_process_input()), without its cost: up to
@@ -328,22 +350,16 @@ ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 static size_t
 ad_take(struct ad *ad, struct bufferevent *bev, struct evbuffer *dst)
 {
-	ev_ssize_t limit = -1, n;
+	size_t room = ad_read_room(bev, dst);
+	ev_ssize_t n;
 
-	if (!(bev->enabled & EV_READ))
+	if (!(bev->enabled & EV_READ) || !room)
 		return 0;
-	if (bev->wm_read.high) {
-		size_t len = evbuffer_get_length(dst);
-
-		if (len >= bev->wm_read.high)
-			return 0;
-		limit = (ev_ssize_t)(bev->wm_read.high - len);
-	}
-	n = ad_move_in(ad, dst, limit);
+	n = ad_move_in(ad, dst, room == SIZE_MAX || room > EV_SSIZE_MAX ? -1 :
+	    (ev_ssize_t)room);
 	if (n <= 0)
 		return 0;
-	if (evutil_timerisset(&bev->timeout_read))
-		event_add(&bev->ev_read, &bev->timeout_read);
+	ad_read_restart(bev);
 	return (size_t)n;
 }
 
@@ -884,8 +900,7 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	    ad_rate_max(ad, 0) != SIZE_MAX)
 		return 0;
 	in = bufferevent_get_input(bev);
-	if (bev->wm_read.high &&
-	    evbuffer_get_length(in) + len > bev->wm_read.high)
+	if (ad_read_room(bev, in) < len)
 		return 0;
 	return evbuffer_add(in, p, len) == 0;
 }
@@ -900,8 +915,7 @@ tp_ch_taken(void *arg)
 
 	if (!bev)
 		return;
-	if (evutil_timerisset(&bev->timeout_read))
-		event_add(&bev->ev_read, &bev->timeout_read);
+	ad_read_restart(bev);
 	/* no reference of ours: bufferevent_trigger() holds one around the
 	 * callback, and nothing here touches bev after it (a free by the
 	 * user reaches ad only later, from the loop: ad_user_freed()) */

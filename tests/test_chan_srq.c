@@ -155,6 +155,32 @@ full_setup(struct dt_env *env, struct chl *l)
 	return srq;
 }
 
+/* The 5 channels a full pool holds each move 64 KiB; with one credit
+ * each, and none to lend: slow, but whole. */
+static void
+full_xfer(struct dt_env *env, struct ep *cli, struct chl *l)
+{
+	int i;
+
+	for (i = 0; i < 5; i++)
+		ep_xfer(env, &cli[i], &l->acc[i], 64 * KiB, 20000);
+}
+
+/* The full pool's bed goes: @p n clients, the listener, the pool. */
+static void
+full_done(struct dt_env *env, struct chl *l, struct ep *cli, int n,
+    struct evrdma_srq *srq)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		ep_free(&cli[i]);
+	chl_close(l);
+	evrdma_srq_free(srq);
+	ch_drain(env, 20000);
+	dt_env_fini(env);
+}
+
 /* A pool of 16 buffers (1 kept back) has room for 5 channels (2 control
  * credits and 1 data credit each): the 6th is rejected, the 5 move data,
  * and once one of them goes a new one is accepted. */
@@ -184,9 +210,7 @@ START_TEST(chsrq_full)
 	ck_assert_int_eq(cli[5].error, 1);
 	ck_assert_int_eq(cli[5].reason, EVRDMA_REASON_REJECTED);
 	ck_assert_int_eq(l.naccepted, 5);
-	/* with one credit each, and none to lend: slow, but whole */
-	for (i = 0; i < 5; i++)
-		ep_xfer(&env, &cli[i], &l.acc[i], 64 * KiB, 20000);
+	full_xfer(&env, cli, &l);
 	/* one goes: its place is free again */
 	ep_free(&cli[0]);
 	CH_WAIT(env.eb, l.acc[0].ends, 10000);
@@ -199,12 +223,7 @@ START_TEST(chsrq_full)
 	    cli[6].ends, 15000);
 	ck_assert_int_eq(cli[6].connected, 1);
 	ep_xfer(&env, &cli[6], &l.acc[5], 64 * KiB, 20000);
-	for (i = 0; i < 7; i++)
-		ep_free(&cli[i]);
-	chl_close(&l);
-	evrdma_srq_free(srq);
-	ch_drain(&env, 20000);
-	dt_env_fini(&env);
+	full_done(&env, &l, cli, 7, srq);
 }
 END_TEST
 
@@ -236,14 +255,8 @@ START_TEST(chsrq_full_active)
 	ck_assert_int_eq(cli[5].reason, EVRDMA_REASON_RESOURCE);
 	ch_loop_for(env.eb, 200);
 	ck_assert_int_eq(l.naccepted, 5);
-	for (i = 0; i < 5; i++)
-		ep_xfer(&env, &cli[i], &l.acc[i], 64 * KiB, 20000);
-	for (i = 0; i < 6; i++)
-		ep_free(&cli[i]);
-	chl_close(&l);
-	evrdma_srq_free(srq);
-	ch_drain(&env, 20000);
-	dt_env_fini(&env);
+	full_xfer(&env, cli, &l);
+	full_done(&env, &l, cli, 6, srq);
 }
 END_TEST
 
