@@ -187,6 +187,29 @@ START_TEST(lifetime_base_free_live)
 }
 END_TEST
 
+/* A stream channel listener on @p env and a client channel connected to
+ * it (l->srv the accepted one); the listener's address in @p ss. */
+static struct evrdma_listener *
+lv_pair(struct dt_env *env, struct live *l, struct evrdma_channel **cli,
+    struct sockaddr_storage *ss, int *len)
+{
+	struct evrdma_listener *clst;
+
+	memset(l, 0, sizeof(*l));
+	dt_env_init(env, NULL);
+	*len = dt_sockaddr(ss, dt_addr(), 0);
+	clst = evrdma_channel_listener_new(env->base, (struct sockaddr *)ss,
+	    *len, 4, EVRDMA_CHANNEL_STREAM, lv_accept, l);
+	ck_assert_ptr_nonnull(clst);
+	*len = dt_sockaddr(ss, dt_addr(), evrdma_listener_get_port(clst));
+	*cli = evrdma_channel_new(env->base, EVRDMA_CHANNEL_STREAM);
+	evrdma_channel_setcb(*cli, NULL, NULL, lv_ch_event, l);
+	ck_assert_int_eq(evrdma_channel_connect(*cli, (struct sockaddr *)ss,
+	    *len), 0);
+	CH_WAIT(env->eb, l->ch_connected && l->srv, 15000);
+	return clst;
+}
+
 /* A channel freed by the user (lingering) and a connection closing, when
  * the base goes: finished at once, no callback. */
 START_TEST(lifetime_base_free_closing)
@@ -199,18 +222,7 @@ START_TEST(lifetime_base_free_closing)
 	static uint8_t big[512 * 1024];
 	int len;
 
-	memset(&l, 0, sizeof(l));
-	dt_env_init(&env, NULL);
-	len = dt_sockaddr(&ss, dt_addr(), 0);
-	clst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, lv_accept, &l);
-	ck_assert_ptr_nonnull(clst);
-	cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
-	evrdma_channel_setcb(cli, NULL, NULL, lv_ch_event, &l);
-	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(clst));
-	ck_assert_int_eq(evrdma_channel_connect(cli, (struct sockaddr *)&ss,
-	    len), 0);
-	CH_WAIT(env.eb, l.ch_connected && l.srv, 15000);
+	clst = lv_pair(&env, &l, &cli, &ss, &len);
 	ck_assert_int_eq(evrdma_channel_write(cli, big, sizeof(big)), 0);
 	ch_loop_for(env.eb, 20);
 	evrdma_channel_free(cli);	/* lingers for its EOF */
@@ -252,20 +264,8 @@ START_TEST(lifetime_base_free_ended)
 	struct live l;
 	int len;
 
-	memset(&l, 0, sizeof(l));
-	dt_env_init(&env, NULL);
-	len = dt_sockaddr(&ss, dt_addr(), 0);
-	clst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, lv_accept, &l);
-	ck_assert_ptr_nonnull(clst);
-	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(clst));
-
-	cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
-	evrdma_channel_setcb(cli, NULL, NULL, lv_ch_event, &l);
+	clst = lv_pair(&env, &l, &cli, &ss, &len);
 	evrdma_channel_enable(cli, EV_READ);
-	ck_assert_int_eq(evrdma_channel_connect(cli, (struct sockaddr *)&ss,
-	    len), 0);
-	CH_WAIT(env.eb, l.ch_connected && l.srv, 15000);
 	srv = l.srv;
 	l.srv = NULL;
 	evrdma_channel_free(srv);
