@@ -39,6 +39,7 @@
  * timeout_write, readcb). */
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
+#include <evrdma/srq.h>
 
 #include "bev.h"
 
@@ -1512,6 +1513,20 @@ evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
 		return 0;
 	ad->state = AD_IDLE;
 	return -1;
+}
+
+int
+evrdma_bufferevent_set_srq(struct bufferevent *bev, struct evrdma_srq *srq)
+{
+	struct ad *ad = ad_of(bev);
+
+	if (!ad || !ad->ch)
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_set_srq: not "
+		    "an RDMA bufferevent");
+	if (ad->state != AD_IDLE)
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_set_srq: "
+		    "already connecting or connected");
+	return evrdma_channel_set_srq(ad->ch, srq);
 }
 
 int

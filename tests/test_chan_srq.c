@@ -486,7 +486,7 @@ END_TEST
 /* ---- bufferevents on a queue: the server of the drop-in ---- */
 
 struct bsrv {
-	struct bufferevent *bev[2];
+	struct bufferevent *bev[6];
 	int n, ends;
 };
 
@@ -516,7 +516,7 @@ bsrv_accept(struct evrdma_listener *lst, struct bufferevent *bev,
 	(void)lst;
 	(void)peer;
 	(void)socklen;
-	ck_assert_int_lt(b->n, 2);
+	ck_assert_int_lt(b->n, 6);
 	b->bev[b->n++] = bev;
 	bufferevent_setcb(bev, bsrv_read, NULL, bsrv_event, b);
 	bufferevent_enable(bev, EV_READ);
@@ -558,24 +558,30 @@ bcli_event(struct bufferevent *bev, short what, void *arg)
 
 /* A bufferevent listener (evrdma_bufferevent_listener_new) on a queue of
  * channels: two bufferevent clients echo 512 KiB each through it, byte
- * for byte, at once. */
+ * for byte, at once; _i 1: the clients on a queue of their own too
+ * (evrdma_bufferevent_set_srq), which refuses misuse. */
 START_TEST(chsrq_bufferevents)
 {
 	struct dt_env env;
 	struct evrdma_listener *lst;
-	struct evrdma_srq *srq;
+	struct evrdma_srq *srq, *csrq = NULL;
 	struct sockaddr_storage ss;
 	struct bsrv b;
 	struct bcli c[2];
 	struct bufferevent *cli[2];
 	static uint8_t data[512 * KiB];
-	int len, i;
+	int len, i, ends0;
 
 	memset(&b, 0, sizeof(b));
 	memset(c, 0, sizeof(c));
 	srq_env(&env, SLOT);
 	srq = evrdma_channel_srq_new(env.base, NULL, POOL);
 	ck_assert_ptr_nonnull(srq);
+	if (_i) {
+		/* 16 buffers: room for 5 channels (see chsrq_full) */
+		csrq = evrdma_channel_srq_new(env.base, NULL, 16);
+		ck_assert_ptr_nonnull(csrq);
+	}
 	len = dt_sockaddr(&ss, dt_addr(), 0);
 	lst = evrdma_bufferevent_listener_new(env.base, bsrv_accept, &b, 8,
 	    (struct sockaddr *)&ss, len);
@@ -588,29 +594,93 @@ START_TEST(chsrq_bufferevents)
 		ck_assert_ptr_nonnull(cli[i]);
 		bufferevent_setcb(cli[i], bcli_read, NULL, bcli_event, &c[i]);
 		bufferevent_enable(cli[i], EV_READ | EV_WRITE);
+		if (csrq) {
+			errno = 0;
+			ck_assert_int_eq(evrdma_bufferevent_set_srq(cli[i],
+			    NULL), -1);
+			ck_assert_int_eq(errno, EINVAL);
+			ck_assert_int_eq(evrdma_bufferevent_set_srq(cli[i],
+			    csrq), 0);
+		}
 		ck_assert_int_eq(evrdma_bufferevent_connect(cli[i],
 		    (struct sockaddr *)&ss, len), 0);
+		if (csrq) {
+			/* once connecting, as a channel's */
+			errno = 0;
+			ck_assert_int_eq(evrdma_bufferevent_set_srq(cli[i],
+			    csrq), -1);
+			ck_assert_int_eq(errno, EINVAL);
+		}
 		CH_WAIT(env.eb, c[i].connected || c[i].ends, 15000);
 		ck_assert_int_eq(c[i].connected, 1);
 	}
+	if (csrq) {
+		/* not an RDMA bufferevent, or not one of ours: refused */
+		errno = 0;
+		ck_assert_int_eq(evrdma_bufferevent_set_srq(NULL, csrq), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		errno = 0;
+		ck_assert_int_eq(evrdma_bufferevent_set_srq(b.bev[0], csrq),
+		    -1);
+		ck_assert_int_eq(errno, EINVAL);
+	}
+	if (csrq) {
+		/* the clients really are on their queue: it holds 3 more
+		 * (before any was lent more than it joined with), and a 6th
+		 * bufferevent on it cannot connect; the 3 go again */
+		struct bufferevent *more[4];
+		struct bcli mc[4];
+
+		memset(mc, 0, sizeof(mc));
+		for (i = 0; i < 4; i++) {
+			more[i] = evrdma_bufferevent_new(env.base, 0);
+			ck_assert_ptr_nonnull(more[i]);
+			bufferevent_setcb(more[i], NULL, NULL, bcli_event,
+			    &mc[i]);
+			ck_assert_int_eq(evrdma_bufferevent_set_srq(more[i],
+			    csrq), 0);
+			ck_assert_int_eq(evrdma_bufferevent_connect(more[i],
+			    (struct sockaddr *)&ss, len), 0);
+			CH_WAIT(env.eb, mc[i].connected || mc[i].ends, 15000);
+		}
+		for (i = 0; i < 3; i++)
+			ck_assert_int_eq(mc[i].connected, 1);
+		ck_assert_int_eq(mc[3].connected, 0);
+		ck_assert_int_eq(mc[3].ends, 1);
+		ck_assert_int_eq(evrdma_bufferevent_get_error(more[3]),
+		    EVRDMA_REASON_RESOURCE);
+		for (i = 0; i < 4; i++)
+			bufferevent_free(more[i]);
+		CH_WAIT(env.eb, b.ends == 3, 10000);
+		ck_assert_int_eq(b.ends, 3);
+	}
+	ends0 = b.ends;
 	for (i = 0; i < 2; i++) {
 		pat_fill(data, 0, sizeof(data), c[i].seed);
 		ck_assert_int_eq(bufferevent_write(cli[i], data, sizeof(data)),
 		    0);
 	}
 	CH_WAIT(env.eb, (c[0].got == sizeof(data) &&
-	    c[1].got == sizeof(data)) || c[0].ends || c[1].ends || b.ends,
-	    30000);
+	    c[1].got == sizeof(data)) || c[0].ends || c[1].ends ||
+	    b.ends > ends0, 30000);
 	for (i = 0; i < 2; i++) {
-		ck_assert_uint_eq(c[i].got, sizeof(data));
+		ck_assert_msg(c[i].got == sizeof(data), "client %d: %zu of "
+		    "%zu bytes back; client ends %d (%s), server ends %d; "
+		    "posted: server's queue %u, clients' %u", i,
+		    c[i].got, sizeof(data), c[i].ends,
+		    evrdma_reason_str(evrdma_bufferevent_get_error(cli[i])),
+		    b.ends, evrdma_srq_get_posted(srq),
+		    csrq ? evrdma_srq_get_posted(csrq) : 0);
 		ck_assert_uint_eq(c[i].bad, 0);
-		bufferevent_free(cli[i]);
 	}
-	CH_WAIT(env.eb, b.ends == 2, 10000);
+	for (i = 0; i < 2; i++)
+		bufferevent_free(cli[i]);
+	CH_WAIT(env.eb, b.ends == b.n, 10000);
 	for (i = 0; i < b.n; i++)
 		bufferevent_free(b.bev[i]);
 	evrdma_listener_free(lst);
 	evrdma_srq_free(srq);
+	evrdma_srq_free(csrq);
 	ch_drain(&env, 20000);
 	dt_env_fini(&env);
 }
@@ -628,7 +698,7 @@ dt_suite_chan_srq(void)
 	tcase_add_test(tc, chsrq_full_active);
 	tcase_add_test(tc, chsrq_end_in_order);
 	tcase_add_test(tc, chsrq_misuse);
-	tcase_add_test(tc, chsrq_bufferevents);
+	tcase_add_loop_test(tc, chsrq_bufferevents, 0, 2);
 	tcase_add_loop_test(tc, chsrq_free_order, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;

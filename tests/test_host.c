@@ -694,6 +694,9 @@ START_TEST(test_srq_args)
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_int_eq(evrdma_listener_set_srq(NULL, NULL), -1);
 	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_bufferevent_set_srq(NULL, NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
 	if (tu_have_rdma_cm() || evrdma_rdma_load() < 0)
 		return;	/* a base with RDMA: the device tests */
 	/* the TCP fallback's base has no device to make a queue on */
@@ -705,6 +708,16 @@ START_TEST(test_srq_args)
 	errno = 0;
 	ck_assert_ptr_null(evrdma_srq_new(base, NULL, 16));
 	ck_assert_int_eq(errno, ENODEV);
+	{
+		/* its bufferevents are TCP ones: no queue for them */
+		struct bufferevent *bev = evrdma_bufferevent_new(base, 0);
+
+		ck_assert_ptr_nonnull(bev);
+		errno = 0;
+		ck_assert_int_eq(evrdma_bufferevent_set_srq(bev, NULL), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		bufferevent_free(bev);
+	}
 	evrdma_base_free(base);
 	evrdma_config_free(cfg);
 	event_base_free(eb);

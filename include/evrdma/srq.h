@@ -32,8 +32,10 @@
  *   given number of receives remain posted: post more from it.
  *
  * Lifetime: the queue lives until evrdma_srq_free() and the last
- * connection using it are gone, whichever comes last. Channels have rings
- * of their own and do not use an SRQ.
+ * connection using it are gone, whichever comes last.
+ *
+ * Channels, and bufferevents over them, use queues of their own kind
+ * (evrdma_channel_srq_new()), whose buffers evrdma posts itself.
  */
 
 #include <stddef.h>
@@ -51,6 +53,7 @@ struct evrdma_mr;
 /** An opaque shared receive queue. */
 struct evrdma_srq;
 struct evrdma_channel;
+struct bufferevent;
 
 /**
  * Called (from the loop) once after fewer than the armed limit of receives
@@ -146,7 +149,8 @@ EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
  * @p device (NULL: the only one): @p nbuf receive buffers of the base's
  * channel slot size (evrdma_config_set_channel_ring()), which evrdma
  * keeps posted itself. Channels use it through evrdma_channel_set_srq()
- * or evrdma_listener_set_srq(); raw connections, evrdma_srq_post_recv()
+ * or evrdma_listener_set_srq(), bufferevents through
+ * evrdma_bufferevent_set_srq() or the listener's; raw connections, evrdma_srq_post_recv()
  * and evrdma_srq_mr_reg() refuse it. Free it with evrdma_srq_free().
  *
  * A channel on the queue lends its peer credits from the pool instead of
@@ -179,6 +183,21 @@ EVRDMA_EXPORT struct evrdma_srq *evrdma_channel_srq_new(
  *   freed)
  */
 EVRDMA_EXPORT int evrdma_channel_set_srq(struct evrdma_channel *ch,
+    struct evrdma_srq *srq);
+
+/**
+ * Make the RDMA bufferevent @p bev (of evrdma_bufferevent_new()) draw its
+ * receives from @p srq (a queue of evrdma_channel_srq_new()), as
+ * evrdma_channel_set_srq() does for a channel: before
+ * evrdma_bufferevent_connect(). A connect that falls back to TCP
+ * (evrdma_config_set_tcp_fallback()) leaves the queue unused. Bufferevents
+ * that a listener accepts use the listener's queue
+ * (evrdma_listener_set_srq()).
+ * @return 0, or -1 with errno EINVAL (not an RDMA bufferevent of
+ *   evrdma_bufferevent_new(), already connecting or connected, or as
+ *   evrdma_channel_set_srq()), EPIPE (the queue was freed)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_set_srq(struct bufferevent *bev,
     struct evrdma_srq *srq);
 
 #ifdef __cplusplus
