@@ -1984,8 +1984,10 @@ static const struct evrdma__chan_ops rc_ops = {
 
 /* ---- set-up ---- */
 
+/* A channel; @p pooled: its receives will come from a queue's pool
+ * (rc_use_pool() next), so it gets no receive ring of its own. */
 static struct ch_rdma *
-rc_new(struct evrdma_base *base, int flags)
+rc_new(struct evrdma_base *base, int flags, int pooled)
 {
 	const struct evrdma_config *cfg = &base->cfg;
 	struct ch_rdma *rc;
@@ -2021,24 +2023,27 @@ rc_new(struct evrdma_base *base, int flags)
 	    flags & EVRDMA_CHANNEL_MESSAGE) < 0)
 		goto nomem;
 	rc->ch.refcnt++;	/* the connection's, until closed() */
-	rc->rring = ring_new(rc, rc->nbuf, rc->slot_size, 0);
+	if (!pooled) {
+		rc->rring = ring_new(rc, rc->nbuf, rc->slot_size, 0);
+		rc->rb = calloc(rc->nbuf, sizeof(*rc->rb));
+		rc->rfree = calloc(rc->nbuf, sizeof(*rc->rfree));
+		if (!rc->rring || !rc->rb || !rc->rfree)
+			goto nomem;
+		for (i = 0; i < rc->nbuf; i++)
+			rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
+	}
 	/* after the send slots: a pull descriptor for each */
 	rc->sring = ring_new(rc, rc->slots, rc->slot_size,
 	    (size_t)rc->slots * EVRDMA_CH_PULL_DESC_LEN);
-	rc->rb = calloc(rc->nbuf, sizeof(*rc->rb));
-	rc->rfree = calloc(rc->nbuf, sizeof(*rc->rfree));
 	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
 	rc->sstate = calloc(rc->slots, 1);
 	rc->sflags = calloc(rc->slots, 1);
 	rc->sfifo = calloc(rc->slots, sizeof(*rc->sfifo));
 	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
 	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
-	if (!rc->rring || !rc->sring || !rc->rb || !rc->rfree || !rc->rxq ||
-	    !rc->sstate || !rc->sflags || !rc->sfifo || !rc->spq ||
-	    !rc->linger_ev)
+	if (!rc->sring || !rc->rxq || !rc->sstate || !rc->sflags ||
+	    !rc->sfifo || !rc->spq || !rc->linger_ev)
 		goto nomem;
-	for (i = 0; i < rc->nbuf; i++)
-		rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
 	rc->sfree = rc->slots;
 	return rc;
 nomem:
@@ -2090,8 +2095,9 @@ rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
 	/* control messages carry no bytes but take a whole buffer of the
 	 * pool each: the fewest the protocol allows */
 	rc->ctrl = EVRDMA_CH_CTRL_MIN;
-	/* the ring of our own made by rc_new() is not needed */
-	ring_unref(rc->rring);
+	/* a ring of our own, if rc_new() made one, is not needed */
+	if (rc->rring)
+		ring_unref(rc->rring);
 	free(rc->rb);
 	free(rc->rfree);
 	rc->rfree = NULL;
@@ -2237,7 +2243,7 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 
 	if (evrdma__base_rdma(base, __func__) < 0)
 		return NULL;
-	rc = rc_new(base, flags);
+	rc = rc_new(base, flags, 0);
 	if (!rc)
 		return NULL;
 	rc->conn = evrdma_conn_new(base, 0);
@@ -2277,7 +2283,8 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
     int *code)
 {
 	struct ch_listen *cl = arg;
-	struct ch_rdma *rc = rc_new(evrdma_conn_get_base(conn), cl->flags);
+	struct ch_rdma *rc = rc_new(evrdma_conn_get_base(conn), cl->flags,
+	    lst->srq != NULL);
 
 	*code = EVRDMA_REJECT_RESOURCES;
 	if (!rc)
