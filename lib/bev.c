@@ -356,8 +356,7 @@ ad_take(struct ad *ad, struct bufferevent *bev, struct evbuffer *dst)
 
 	if (!(bev->enabled & EV_READ) || !room)
 		return 0;
-	n = ad_move_in(ad, dst, room == SIZE_MAX || room > EV_SSIZE_MAX ? -1 :
-	    (ev_ssize_t)room);
+	n = ad_move_in(ad, dst, room > EV_SSIZE_MAX ? -1 : (ev_ssize_t)room);
 	if (n <= 0)
 		return 0;
 	ad_read_restart(bev);

@@ -1676,6 +1676,15 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc_schedule(rc);
 }
 
+/* The base goes: the channel lets go of it, its pass included, and
+ * becomes a husk. */
+static void
+rc_orphan(struct ch_rdma *rc)
+{
+	evrdma__work_cancel(rc->ch.base, &rc->pump_work);
+	evrdma__chan_orphan(&rc->ch);
+}
+
 static void
 own_closed(void *owner, int husk)
 {
@@ -1694,8 +1703,7 @@ own_closed(void *owner, int husk)
 		ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
 	ch->gone = 1;
 	if (husk) {
-		evrdma__work_cancel(ch->base, &rc->pump_work);
-		evrdma__chan_orphan(ch);
+		rc_orphan(rc);
 	} else {
 		rc_schedule(rc);
 	}
@@ -1926,10 +1934,8 @@ op_base_gone(struct evrdma_channel *ch)
 {
 	struct ch_rdma *rc = to_rc(ch);
 
-	if (rc->conn || !ch->base)
-		return;
-	evrdma__work_cancel(ch->base, &rc->pump_work);
-	evrdma__chan_orphan(ch);
+	if (!rc->conn && ch->base)
+		rc_orphan(rc);
 }
 
 static void

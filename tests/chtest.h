@@ -73,6 +73,23 @@ pat_check(const void *data, uint64_t off, size_t n, uint64_t seed)
 	return (size_t)-1;
 }
 
+/* Take all of @p in, the pattern of @p seed from stream offset *got:
+ * *got grows by what was taken, and *bad (the first wrong byte + 1) is
+ * set once. */
+static inline void
+pat_take(struct evbuffer *in, uint64_t seed, size_t *got, size_t *bad)
+{
+	size_t n = evbuffer_get_length(in), at;
+
+	if (!n)
+		return;
+	at = pat_check(evbuffer_pullup(in, (ev_ssize_t)n), *got, n, seed);
+	if (at != (size_t)-1 && !*bad)
+		*bad = *got + at + 1;
+	*got += n;
+	evbuffer_drain(in, n);
+}
+
 /* xorshift64*: a seeded, repeatable PRNG */
 static inline uint64_t
 rng_next(uint64_t *s)

@@ -1592,16 +1592,8 @@ static void
 bv_read(struct bufferevent *bev, void *arg)
 {
 	struct bvictim *b = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t n = evbuffer_get_length(in), bad;
 
-	if (!n)
-		return;
-	bad = pat_check(evbuffer_pullup(in, (ev_ssize_t)n), b->rx, n, BV_SEED);
-	if (bad != (size_t)-1 && !b->bad_at)
-		b->bad_at = b->rx + bad + 1;
-	b->rx += n;
-	evbuffer_drain(in, n);
+	pat_take(bufferevent_get_input(bev), BV_SEED, &b->rx, &b->bad_at);
 }
 
 static void

@@ -533,15 +533,8 @@ static void
 bcli_read(struct bufferevent *bev, void *arg)
 {
 	struct bcli *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t n = evbuffer_get_length(in);
-	uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)n);
-	size_t bad = pat_check(p, c->got, n, c->seed);
 
-	if (bad != (size_t)-1 && !c->bad)
-		c->bad = c->got + bad + 1;
-	c->got += n;
-	evbuffer_drain(in, n);
+	pat_take(bufferevent_get_input(bev), c->seed, &c->got, &c->bad);
 }
 
 static void

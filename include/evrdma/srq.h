@@ -150,8 +150,9 @@ EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
  * channel slot size (evrdma_config_set_channel_ring()), which evrdma
  * keeps posted itself. Channels use it through evrdma_channel_set_srq()
  * or evrdma_listener_set_srq(), bufferevents through
- * evrdma_bufferevent_set_srq() or the listener's; raw connections, evrdma_srq_post_recv()
- * and evrdma_srq_mr_reg() refuse it. Free it with evrdma_srq_free().
+ * evrdma_bufferevent_set_srq() or the listener's; raw connections,
+ * evrdma_srq_post_recv() and evrdma_srq_mr_reg() refuse it. Free it with
+ * evrdma_srq_free().
  *
  * A channel on the queue lends its peer credits from the pool instead of
  * holding a receive ring of its own: each gets 2 control credits and
