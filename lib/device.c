@@ -296,7 +296,7 @@ cq_arm_all(struct evrdma_dev *dev)
 			any = 1;
 		}
 	}
-	if (any && !evrdma__ev_pending(dev->poll_ev))
+	if (any && !dev->poll_due)
 		dev_poll(dev);
 }
 
@@ -361,7 +361,18 @@ cc_readable(int fd, void *arg)
 static void
 poll_resume(void *arg)
 {
-	dev_poll(arg);
+	struct evrdma_dev *dev = arg;
+
+	dev->poll_due = 0;
+	dev_poll(dev);
+}
+
+/* dev_poll() from the loop, after its other events */
+static void
+poll_later(struct evrdma_dev *dev)
+{
+	if (evrdma__ev_timer_start(dev->poll_ev, 0) == 0)
+		dev->poll_due = 1;
 }
 
 static uint64_t
@@ -501,7 +512,7 @@ dev_poll(struct evrdma_dev *dev)
 			if (cq->armed_pending)
 				break;
 		if (cq)
-			evrdma__ev_timer_start(dev->poll_ev, 0);
+			poll_later(dev);
 	}
 	/* what this pass's completions made due, before the loop sleeps */
 	if (!--base->work.in_poll)
@@ -513,8 +524,7 @@ dev_poll(struct evrdma_dev *dev)
 		 * in progress decides that itself. */
 		if (!dev->spinning && found)
 			evrdma__ev_timer_start(dev->spin_ev, 0);
-		else if (!dev->spinning &&
-		    !evrdma__ev_pending(dev->poll_ev))
+		else if (!dev->spinning && !dev->poll_due)
 			cq_arm_all(dev);
 	}
 	evrdma__dev_put(dev);
@@ -534,7 +544,7 @@ evrdma__dev_poll_soon(struct evrdma_dev *dev)
 
 	LIST_FOREACH(cq, &dev->cqs, link)
 		cq->armed_pending = 1;
-	evrdma__ev_timer_start(dev->poll_ev, 0);
+	poll_later(dev);
 }
 
 void

@@ -382,7 +382,7 @@ evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx, unsigned n)
 
 /* Complete @p req of @p ep: its callback gets @p conn (the endpoint's
  * connection, or for a shared receive queue the one whose QP took it). */
-static void
+static inline __attribute__((always_inline)) void
 ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
     const struct evrdma_wc *wc, struct evrdma_conn *conn)
 {
@@ -406,7 +406,9 @@ ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
 		cb(conn, wc, arg);
 }
 
-static inline void
+/* (both inlined: a call per completion was 30 instructions per 64 B round
+ * trip, callgrind) */
+static inline __attribute__((always_inline)) void
 ep_deliver(struct evrdma__ep *ep, struct evrdma_req *req,
     const struct evrdma_wc *wc)
 {
@@ -506,10 +508,13 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 	struct evrdma__ep *ep = req->ep;
 	struct evrdma_wc w;
 
-	memset(&w, 0, sizeof(w));
+	/* every field set, no memset: this runs twice per message */
 	w.status = wc->status == IBV_WC_SUCCESS ? 0 : wc_errno(wc->status);
 	w.wc_status = wc->status;
 	w.opcode = req->opcode;
+	w.byte_len = 0;
+	w.imm_data = 0;
+	w.has_imm = 0;
 	/* With an error status only wr_id, status, qp_num and vendor_err
 	 * are valid: opcode and byte_len must not be read. */
 	if (wc->status == IBV_WC_SUCCESS) {
