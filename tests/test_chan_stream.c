@@ -3,7 +3,8 @@
  * of edge sizes up to 64 MiB, random writes in both directions at once
  * (by every write method, under several ring and queue configurations),
  * zero-copy writes, message boundaries (and a queued message too big for
- * the peer), and flow control under a reader that stops.
+ * the peer), a reader that waits for messages as large as its whole ring,
+ * and flow control under a reader that stops.
  *
  * Every stream is a pattern that is a function of (seed, offset), so no test
  * stores what it sends and every received byte is checked where it arrives.
@@ -76,6 +77,75 @@ END_TEST
 START_TEST(channel_stream_64mib)
 {
 	stream_transfer(64 * MiB, 280000);
+}
+END_TEST
+
+/* ==== a message as large as the whole receive ring ==== */
+
+#define WHOLE	(1 * MiB)	/* the default ring: 16 slots of 64 KiB */
+
+/* The read callback of a reader that takes a message only once all of it
+ * is in input (and leaves partial input where it is). */
+static void
+whole_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+
+	e->drain = evbuffer_get_length(evrdma_channel_get_input(ch)) >= WHOLE;
+	ep_readcb(ch, arg);
+}
+
+/*
+ * A reader waits for whole 1 MiB messages on the default ring (16 x 64
+ * KiB, 1 MiB in all), as a bufferevent reader would: _i = 0 with a read
+ * low watermark of 1 MiB, _i = 1 with a read callback that returns
+ * without draining until all of it is there. Half the slots go to input
+ * by reference and the rest by copy, so the message always fits; this
+ * once stalled (bench/README.md, stop 27). Four messages, one at a time.
+ */
+START_TEST(channel_message_as_large_as_the_ring)
+{
+	struct dt_env env;
+	struct chp p;
+	uint8_t *buf = malloc(WHOLE);
+	int k;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 0);
+	CH_WAIT(env.eb, p.srv->ch != NULL, 5000);
+	if (_i == 0) {
+		evrdma_channel_setwatermark(p.srv->ch, EV_READ, WHOLE, 0);
+		p.srv->drain = 1;
+	} else {
+		evrdma_channel_setcb(p.srv->ch, whole_readcb, ep_writecb,
+		    ep_eventcb, p.srv);
+	}
+	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	p.srv->rx_seed = p.cli.tx_seed = 0x3401e000ull + (unsigned)_i;
+	for (k = 1; k <= 4; k++) {
+		pat_fill(buf, p.cli.tx_queued, WHOLE, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, WHOLE),
+		    0);
+		p.cli.tx_queued += WHOLE;
+		CH_WAIT(env.eb, p.srv->rx >= (uint64_t)k * WHOLE ||
+		    p.srv->ends || p.cli.ends, 30000);
+		ck_assert_msg(p.srv->rx == (uint64_t)k * WHOLE, "message %d: "
+		    "%llu of %d bytes taken, %zu in input", k,
+		    (unsigned long long)(p.srv->rx - (uint64_t)(k - 1) * WHOLE),
+		    WHOLE, evbuffer_get_length(evrdma_channel_get_input(
+		    p.srv->ch)));
+	}
+	/* all of a message, never more (one at a time), never less */
+	ck_assert_uint_eq(p.srv->max_in, WHOLE);
+	if (_i == 0)	/* the watermark held the callback back */
+		ck_assert_int_eq(p.srv->nread, 4);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.ends, 0);
+	free(buf);
+	chp_close(&p);
+	dt_env_fini(&env);
 }
 END_TEST
 
@@ -712,6 +782,7 @@ dt_suite_chan_stream(void)
 	tcase_add_test(tc, channel_message_mode);
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
+	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stream-64mib");
