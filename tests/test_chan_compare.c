@@ -10,8 +10,9 @@
  * timeout while held there, no second write timeout while EV_WRITE is off,
  * a write callback that writes and flushes does not recurse, enabling
  * EV_WRITE gives a write callback, writing after the peer reset the
- * connection gives ERROR|WRITING). Then libevent's sample/hello-world.c,
- * ported, on both. Where a channel differs from a socket on purpose
+ * connection gives ERROR|WRITING), and a reader waiting, by its read low
+ * watermark, for messages as large as the channel's ring. Then libevent's
+ * sample/hello-world.c, ported, on both. Where a channel differs from a socket on purpose
  * (evrdma/channel.h says where), test_chan_semantics.c checks the
  * channel's documented behaviour instead.
  */
@@ -924,6 +925,31 @@ sc_write_after_error(struct sc *sc)
 
 /* ==== the cases ==== */
 
+/*
+ * A reader that waits for whole messages as large as the channel's
+ * default ring (16 x 64 KiB) with a read low watermark of that size: one
+ * read callback per message, with all of it, as over a socket (the
+ * channel holds half its slots by reference and copies the rest; see
+ * channel_message_as_large_as_the_ring in test_chan_stream.c).
+ */
+static void
+sc_whole_ring(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	int k;
+
+	sc_setwm(s, EV_READ, SC_BIG, 0);
+	for (k = 1; k <= 2; k++) {
+		sc_mark(sc, k == 1 ? "msg1" : "msg2");
+		sc_write(c, SC_BIG);
+		SC_WAIT(sc, SC_INLEN(s) >= SC_BIG);
+		sc_quiet(sc);
+		sc_drain(s, SC_INLEN(s));
+	}
+	sc_setwm(s, EV_READ, 0, 0);
+	sc_quiet(sc);
+}
+
 struct sc_case {
 	const char *name;
 	void (*run)(struct sc *);
@@ -978,6 +1004,9 @@ static const struct sc_case sc_cases[] = {
 	    " ev:CONNECTED eW |unread W |reset ev:ERROR|READING,eW,in0 |write"
 	    " ev:ERROR|WRITING,e-,in0 out100 |end",
 	    " A eW |unread |reset |write |end" },
+	{ "a message as large as the ring", sc_whole_ring, 0, 0, 0,
+	    " ev:CONNECTED eW |msg1 W |msg2 W |end",
+	    " A eW |msg1 R1048576 |msg2 R1048576 |end" },
 };
 
 /* The scenario @p k; @p sc has its transport and loop set. */
