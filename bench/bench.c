@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma-bench: latency and bandwidth of evrdma channels, reported the way
  * perftest reports them, so that the two can be put side by side; and the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma-bench: what bench.c (ping-pong, message rate, bandwidth, the
  * server) and conns.c (connection setup rate, many connections on one

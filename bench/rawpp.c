@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma-rawpp: a minimal event-driven ping-pong on raw verbs, the
  * baseline for evrdma's event-driven paths: rdma_cm to connect, one RC

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026 the evrdma authors
 # bench/summary.awk: run-bench's tables. Input files, in this order:
 #   series       id|group|mode|label
 #   comparisons  numerator|denominator or -|label|lower or higher|goal|

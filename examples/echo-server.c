@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /* evrdma-echo-server ADDR PORT [NBUF]: send back every byte each channel
  * receives; with NBUF, the channels share one receive queue of NBUF
  * buffers instead of a ring each (evrdma_channel_srq_new()). */

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * rdma-echo-client ADDR PORT MESSAGE: send MESSAGE to an echo server, print
  * what comes back, exit 0 when it is MESSAGE.

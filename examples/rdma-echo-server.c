@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * rdma-echo-server ADDR PORT: send back every byte each connection sends.
  * `diff tcp-echo-server.c rdma-echo-server.c`: moving a libevent program

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma-srq-echo: a raw echo server whose connections share one receive
  * queue, and a client that opens several connections to it.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma-tls-echo: an echo server and client over TLS over RDMA. TLS is
  * libevent's own bufferevent_openssl, stacked with

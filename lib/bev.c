@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the bufferevent adapter (evrdma/bufferevent.h says what it is,
  * how it is built and why). An adapter ("ad") is:

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the bufferevent adapter, private (evrdma/bufferevent.h is the
  * public side). bev.c makes and runs the adapter, a libevent bufferevent

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: bufferevent listeners (evrdma_bufferevent_listener_new()). Over
  * RDMA a channel listener whose accepted channels bev.c wraps; with the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the channel's semantics, those of libevent's bufferevent over a
  * socket, independent of how the bytes move (see chan.h). What a user of

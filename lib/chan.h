@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: channels, private. A channel is the bufferevent's semantics
  * (chan.c: input and output, watermarks, enable/disable, timeouts, EOF,

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the channel's RDMA transport: rings, posts, receives and their
  * refill, completions, pulls, and the graceful close. The semantics are in

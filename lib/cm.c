@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: a base's rdma_cm event channel, opened on first use (by the
  * first listener or connection) so that a program may create its base and

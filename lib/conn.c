@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: connections: one RC QP on a shared CQ, the rdma_cm state machine
  * and the evrdma handshake.

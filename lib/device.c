@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: per (base, device) resources: one completion channel on the loop,
  * the completion queues shared by every connection on the device, the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: private declarations of the core (everything below channels).
  * Never installed. Includes no libevent header: the libevent glue is

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the libevent glue of the core. This is the only core file that
  * includes libevent headers (channels use evbuffers, which are their API);

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: work requests. The table that maps a wr_id to its request, the
  * request queues of each QP (struct evrdma__ep), posting, and completion:

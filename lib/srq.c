@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: shared receive queues (SRQ) for raw connections: one pool of
  * posted receives that the connections of one device draw from.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: encoding, decoding and validation of what goes on the wire (see
  * wire.h). Every decoder takes bytes from the network: it reads nothing

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the wire formats, as typed structs with pure encode / decode /
  * validate functions, and the channel's credit rules as named predicates.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma tests of the bufferevent adapter (evrdma/bufferevent.h): the
  * backends a test runs on, and fixtures that open connected bufferevents

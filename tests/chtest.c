@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: the channel fixtures of chtest.h. One channel end
  * (struct ep) checks what it receives against the sender's pattern where

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: fixtures shared by the channel tests (test_chan_*.c).
  * Byte patterns, a seeded PRNG, loop steps with deadlines, teardown waits

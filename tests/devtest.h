@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: shared fixture helpers (need a real RDMA device:
  * rxe0 in the Soft-RoCE guest, or hardware). Each test runs forked by Check.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: a raw verbs peer, the attacker. It speaks rdma_cm and
  * libibverbs directly (its own event channel, protection domain, CQ and QP),

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma tests, the bufferevent adapter used as libevent programs use
  * bufferevents: filters stacked on it (bufferevent_filter_new() with a

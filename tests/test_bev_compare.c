@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma tests, the bufferevent adapter: one scenario body run on every
  * backend of bevtest.h (bufferevent_socket over TCP, the RDMA bufferevent,

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: channels against a stranger. A raw verbs peer
  * (rawpeer.h) speaks the channel protocol by hand and then does the wrong

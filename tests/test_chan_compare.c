@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels: the callbacks a channel makes, compared
  * with those of libevent's socket bufferevent. Each scripted scenario runs

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels whose peer fails or goes: a peer process
  * killed mid-stream, a peer that frees with unsent output (while the reader

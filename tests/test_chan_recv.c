@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels: the receive callback
  * (evrdma_channel_set_recv_cb()), which takes arrivals straight from the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels at scale: 200 channels on one loop, all
  * streaming at once, each arriving whole on its own channel, served fairly

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels: the rules of the API that a bufferevent
  * user relies on, checked on a channel alone. Shutdown then EOF after all

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: channels on a shared receive queue
  * (evrdma_channel_srq_new). Channels on both ends of a pool smaller than

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, channels: the bytes themselves. Byte-exact streams
  * of edge sizes up to 64 MiB, random writes in both directions at once

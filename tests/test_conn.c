@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: connections and work requests on a real device.
  * Echo over SEND/RECV (evrdma handshake and raw), private data, RDMA

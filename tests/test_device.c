@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: the entry point and the smoke suite. Needs a real
  * RDMA device; tests/device-tests runs this in the Soft-RoCE guest when the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: two RDMA devices in one guest. A second Soft-RoCE
  * device (rxe1 on netdev rdma1, 198.51.100.1) beside the test device:

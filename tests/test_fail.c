@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: failure and teardown paths, each asserting the exact
  * error delivered, exactly once, and that nothing of ours is left behind.

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: fork. A child of a process with live RDMA
  * connections execs or exits, or misuses what it inherited, and the

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: lifetimes across objects and threads. The base
  * freed under live connections, listeners, channels and regions; two bases

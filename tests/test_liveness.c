@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: liveness. Keepalive probes of idle connections and
  * the transport's retry budget, in one kernel: a peer whose QP vanishes

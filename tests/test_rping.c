@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: the examples as real processes. evrdma-rping against
  * rdma-core's rping (package rdmacm-utils) in both directions, and

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests: shared receive queues (evrdma/srq.h). Several raw
  * connections on one queue, each message delivered with the connection

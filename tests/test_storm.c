@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma device tests, disconnect storms (issue 15): 200 channels on one
  * loop, traffic on all of them, and then all of one side goes at once --

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma two-guest tests (issue 15): two kernels, each with its own rxe0 on
  * a virtio NIC, joined by an emulated wire (tests/vm/evrdma-vm2). Guest A

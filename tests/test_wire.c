@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma host tests: the wire formats and the channel's credit rules
  * (lib/wire.c), compiled into this program: every decoder of peer input,

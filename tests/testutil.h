@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma tests: helpers shared by the host and device test programs.
  * Header-only (static inline) so that each test program stays one link.

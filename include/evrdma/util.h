@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: RDMA (rdma_cm + verbs) driven by a libevent event_base.
  * Common definitions: export macro, error reasons, logging, versions.

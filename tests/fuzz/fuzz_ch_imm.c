@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * libFuzzer harness: the immediate data of channel messages, and the
  * credit rules a peer's returns are checked against (lib/wire.c).

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * libFuzzer harness: a pull descriptor a peer sends, checked against its
  * send ring and our receive buffer (lib/wire.c).

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * libFuzzer harness: the evrdma connection handshake at the start of a
  * peer's rdma_cm private data (lib/wire.c).

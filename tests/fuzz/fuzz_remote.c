@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
 /*
  * libFuzzer harness: evrdma_remote_decode(), for descriptors received from
  * an untrusted peer (lib/wire.c).
