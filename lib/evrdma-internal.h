@@ -356,10 +356,6 @@ struct evrdma__ep *evrdma__srq_ep(struct evrdma_srq *srq);
 /* its CQ share, NULL once its device objects are gone */
 struct evrdma_cq *evrdma__srq_cq(const struct evrdma_srq *srq);
 int evrdma__srq_alive(const struct evrdma_srq *srq);
-/* Poll @p cq until it is empty, completing what it holds, outside a poll
- * pass (device.c): what arrived before an event on another fd is taken
- * before that event's consequences. */
-void evrdma__cq_drain(struct evrdma_cq *cq);
 
 /* ---- devices (device.c) ---- */
 
@@ -370,6 +366,9 @@ struct evrdma_cq {
 	unsigned reserved;	/* sum of sq+rq of its QPs */
 	unsigned unacked;	/* CQ events got but not yet acked */
 	int armed_pending;	/* needs polling */
+	/* polls that found it empty so far: a poll that saw this move
+	 * took everything that had arrived before it started */
+	unsigned long emptied;
 	int armed;		/* notification requested, no event since */
 	LIST_ENTRY(evrdma_cq) link;
 };
