@@ -76,7 +76,7 @@ lv_open(struct dt_env *env, struct lv_srv *s, struct rawpeer *rp)
 	ck_assert_ptr_nonnull(lst);
 	sl = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	memset(&h, 0, sizeof(h));
-	h.version = 2;
+	h.version = RP_CH_VERSION;
 	h.slots = 4;
 	h.ctrl = 4;
 	h.slot_size = 4096;
