@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -613,8 +614,40 @@ expect_missing_lib(const char *env, const char *pkg)
 	errno = 0;
 	ck_assert_ptr_null(evrdma_base_new(eb, NULL));
 	ck_assert_int_eq(errno, ENOSYS);
+	/* and so does a symbol look-up */
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_get_device_list"));
+	ck_assert_int_eq(errno, ENOSYS);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), pkg));
 	event_base_free(eb);
 }
+
+/* rdma-core's functions from the libraries evrdma loaded, by name; dladdr
+ * names their files. */
+START_TEST(test_rdma_sym)
+{
+	Dl_info di;
+	void *f;
+
+	if (evrdma_rdma_load() < 0)
+		return;	/* rdma-core not installed: the ENOSYS tests apply */
+	f = evrdma_rdma_sym("ibv_open_device");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "libibverbs.so"));
+	f = evrdma_rdma_sym("rdma_create_id");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "librdmacm.so"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_no_such_function"));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "ibv_no_such_function"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym(NULL));
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
 
 START_TEST(test_missing_libibverbs)
 {
@@ -814,6 +847,7 @@ host_suite(void)
 	tcase_add_test(tc, test_missing_libibverbs);
 	tcase_add_test(tc, test_missing_librdmacm);
 	tcase_add_test(tc, test_no_rdma_device);
+	tcase_add_test(tc, test_rdma_sym);
 	suite_add_tcase(s, tc);
 
 	return s;
