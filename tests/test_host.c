@@ -256,6 +256,42 @@ START_TEST(test_config_channel_ring)
 }
 END_TEST
 
+/* What a channel pins: its receive ring (slots + 4 control + up to 4
+ * spare buffers, as the receive queue allows) and its send ring with a
+ * pull descriptor per slot, each in whole pages. */
+START_TEST(test_config_channel_pinned)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t kib4 = 4096;
+
+	ck_assert_ptr_nonnull(cfg);
+	/* the defaults: 16 slots of 64 KiB, queues of 128 */
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(NULL),
+	    24 * 65536 + ((16 * 65536 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    evrdma_config_get_channel_pinned(NULL));
+	/* spares only where the receive queue has room beyond slots + 4 */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 4096, 0), 0);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 22), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    22 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 20), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    20 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	/* tiny rings take a page each */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 2, 64, 0), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 2 * pg);
+	/* queues too shallow for the ring: no channel, so nothing */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 64, 4096, 0), 0);
+	errno = 0;
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 0);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "queue depths"));
+	evrdma_config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_config_errmsg)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
@@ -822,6 +858,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_rnr_retry);
 	tcase_add_test(tc, test_config_errmsg);
 	tcase_add_test(tc, test_config_channel_ring);
+	tcase_add_test(tc, test_config_channel_pinned);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("remote");
