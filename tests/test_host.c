@@ -28,6 +28,7 @@
 
 #include "testutil.h"
 #include "bevtest.h"
+#include "infotest.h"
 
 #define TEST_TIMEOUT_S 10
 
@@ -898,6 +899,7 @@ main(void)
 
 	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, bt_suite_bev());
+	srunner_add_suite(sr, ti_suite_host());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
