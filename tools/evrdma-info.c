@@ -445,16 +445,21 @@ text_base(const char *what, const struct info_base *b)
 		printf("fails with %s: %s\n", errno_name(b->err), b->error);
 }
 
+/* " dev port N (addresses)", a comma before all but the first */
 static void
 text_active(const struct info_dev *d, const struct info_port *p, void *arg)
 {
-	(void)arg;
-	printf(" %s port %u", d->name, p->num);
+	unsigned *nth = arg;
+	const char *sep = " (";
+
+	printf("%s %s port %u", (*nth)++ ? "," : "", d->name, p->num);
 	for (unsigned n = 0; n < p->nnetdevs; n++)
-		for (unsigned a = 0; a < p->netdevs[n].naddrs; a++)
-			printf("%s%s", n || a ? " " : " (",
-			    p->netdevs[n].addrs[a]);
-	printf("%s", p->nnetdevs && p->netdevs[0].naddrs ? ")" : "");
+		for (unsigned a = 0; a < p->netdevs[n].naddrs; a++) {
+			printf("%s%s", sep, p->netdevs[n].addrs[a]);
+			sep = " ";
+		}
+	if (sep[1] == '\0')
+		printf(")");
 }
 
 static void
@@ -464,8 +469,10 @@ print_text(const struct info *in)
 	printf("rdma-core:      %s\n", in->loaded ? "loaded" :
 	    in->load_error);
 	if (in->loaded) {
-		printf("  libibverbs:   %s (%s)\n", in->ibv.path, in->ibv.file);
-		printf("  librdmacm:    %s (%s)\n", in->cm.path, in->cm.file);
+		printf("  libibverbs:   %s (%s)\n", in->ibv.path[0] ?
+		    in->ibv.path : "?", in->ibv.file[0] ? in->ibv.file : "?");
+		printf("  librdmacm:    %s (%s)\n", in->cm.path[0] ?
+		    in->cm.path : "?", in->cm.file[0] ? in->cm.file : "?");
 	}
 	printf("rdma_cm:        " CM_PATH " %s%s\n", in->cm_usable ?
 	    "opens" : "cannot be opened: ", in->cm_error);
@@ -489,8 +496,10 @@ print_text(const struct info *in)
 	text_base("with evrdma_config_set_tcp_fallback()",
 	    &in->base_fallback);
 	if (in->available) {
+		unsigned nth = 0;
+
 		printf("RDMA is available: %s; ACTIVE:", in->reason);
-		active_ports(in, text_active, NULL);
+		active_ports(in, text_active, &nth);
 		printf("\n");
 	} else {
 		printf("RDMA is not available on this host: %s\n", in->reason);
