@@ -250,12 +250,20 @@ to_rc(struct evrdma_channel *ch)
 
 /* ---- rings ---- */
 
+/* @p len bytes in whole pages: what a ring maps, and what its
+ * registration pins */
 static size_t
-ring_map_len(const struct ch_ring *r)
+page_len(size_t len)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 
-	return (r->len + pg - 1) & ~(pg - 1);
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+static size_t
+ring_map_len(const struct ch_ring *r)
+{
+	return page_len(r->len);
 }
 
 /* @p n slots of @p size bytes and @p extra bytes after them, in pages of
@@ -2377,6 +2385,49 @@ static const struct evrdma__chan_ops rc_ops = {
 
 /* ---- set-up ---- */
 
+/* control receives of a channel (R + C) */
+#define RC_CTRL		4
+/* after the send slots: a pull descriptor for each */
+#define RC_SRING_EXTRA(slots)	((size_t)(slots) * EVRDMA_CH_PULL_DESC_LEN)
+
+static int
+rc_depths_check(const struct evrdma_config *cfg)
+{
+	if (cfg->rq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2 ||
+	    cfg->sq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2)
+		return evrdma__fail(EINVAL, "channel: queue depths %u/%u are "
+		    "below ring slots + 4", cfg->sq_depth, cfg->rq_depth);
+	return 0;
+}
+
+/* Receive buffers of a channel with a ring of its own: R + C receives
+ * are the least; the spare ones where the queue has room. */
+static unsigned
+rc_nbuf(const struct evrdma_config *cfg)
+{
+	unsigned spare = cfg->rq_depth - cfg->ch_slots - RC_CTRL;
+
+	return cfg->ch_slots + RC_CTRL +
+	    (spare < SPARE_RECVS ? spare : SPARE_RECVS);
+}
+
+size_t
+evrdma_config_get_channel_pinned(const struct evrdma_config *cfg)
+{
+	struct evrdma_config dflt;
+
+	if (!cfg) {
+		memset(&dflt, 0, sizeof(dflt));
+		evrdma__config_defaults(&dflt);
+		cfg = &dflt;
+	}
+	if (rc_depths_check(cfg) < 0)
+		return 0;
+	return page_len((size_t)rc_nbuf(cfg) * cfg->ch_slot_size) +
+	    page_len((size_t)cfg->ch_slots * cfg->ch_slot_size +
+	    RC_SRING_EXTRA(cfg->ch_slots));
+}
+
 /* A channel; @p pooled: its receives will come from a queue's pool
  * (rc_use_pool() next), so it gets no receive ring of its own. */
 static struct ch_rdma *
@@ -2390,23 +2441,15 @@ rc_new(struct evrdma_base *base, int flags, int pooled)
 		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
 		return NULL;
 	}
-	if (cfg->rq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2 ||
-	    cfg->sq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2) {
-		evrdma__fail(EINVAL, "channel: queue depths %u/%u are below "
-		    "ring slots + 4", cfg->sq_depth, cfg->rq_depth);
+	if (rc_depths_check(cfg) < 0)
 		return NULL;
-	}
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		goto nomem;
 	rc->slots = cfg->ch_slots;
-	rc->ctrl = 4;
-	/* R + C receives are the least; the spare ones where the queue
-	 * has room */
-	rc->spare = cfg->rq_depth - rc->slots - rc->ctrl;
-	if (rc->spare > SPARE_RECVS)
-		rc->spare = SPARE_RECVS;
-	rc->nbuf = rc->slots + rc->ctrl + rc->spare;
+	rc->ctrl = RC_CTRL;
+	rc->nbuf = rc_nbuf(cfg);
+	rc->spare = rc->nbuf - rc->slots - rc->ctrl;
 	rc->slot_size = cfg->ch_slot_size;
 	rc->max_input = cfg->ch_max_input;
 	rc->resv = -1;
@@ -2425,9 +2468,8 @@ rc_new(struct evrdma_base *base, int flags, int pooled)
 		for (i = 0; i < rc->nbuf; i++)
 			rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
 	}
-	/* after the send slots: a pull descriptor for each */
 	rc->sring = ring_new(rc, rc->slots, rc->slot_size,
-	    (size_t)rc->slots * EVRDMA_CH_PULL_DESC_LEN);
+	    RC_SRING_EXTRA(rc->slots));
 	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
 	rc->sstate = calloc(rc->slots, 1);
 	rc->sflags = calloc(rc->slots, 1);

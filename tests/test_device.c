@@ -7,6 +7,7 @@
  */
 #include "devtest.h"
 #include "bevtest.h"
+#include "infotest.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -133,6 +134,7 @@ static const struct {
 	{ "device-srq", dt_suite_srq, 0 },
 	{ "device-chan-srq", dt_suite_chan_srq, 1 },
 	{ "device-smoke", dt_suite_smoke, 0 },
+	{ "device-info", dt_suite_info, 0 },
 	{ "device-liveness", dt_suite_liveness, 1 },
 	{ "device-storm", dt_suite_storm, 1 },
 	{ "device-chan-scale", dt_suite_chan_scale, 1 },

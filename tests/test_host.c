@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 
 #include "testutil.h"
 #include "bevtest.h"
+#include "infotest.h"
 
 #define TEST_TIMEOUT_S 10
 
@@ -251,6 +253,42 @@ START_TEST(test_config_channel_ring)
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_int_eq(evrdma_config_set_channel_pull(NULL, 1), -1);
 	ck_assert_int_eq(errno, EINVAL);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
+/* What a channel pins: its receive ring (slots + 4 control + up to 4
+ * spare buffers, as the receive queue allows) and its send ring with a
+ * pull descriptor per slot, each in whole pages. */
+START_TEST(test_config_channel_pinned)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t kib4 = 4096;
+
+	ck_assert_ptr_nonnull(cfg);
+	/* the defaults: 16 slots of 64 KiB, queues of 128 */
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(NULL),
+	    24 * 65536 + ((16 * 65536 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    evrdma_config_get_channel_pinned(NULL));
+	/* spares only where the receive queue has room beyond slots + 4 */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 4096, 0), 0);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 22), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    22 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 20), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    20 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	/* tiny rings take a page each */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 2, 64, 0), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 2 * pg);
+	/* queues too shallow for the ring: no channel, so nothing */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 64, 4096, 0), 0);
+	errno = 0;
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 0);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "queue depths"));
 	evrdma_config_free(cfg);
 }
 END_TEST
@@ -613,8 +651,40 @@ expect_missing_lib(const char *env, const char *pkg)
 	errno = 0;
 	ck_assert_ptr_null(evrdma_base_new(eb, NULL));
 	ck_assert_int_eq(errno, ENOSYS);
+	/* and so does a symbol look-up */
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_get_device_list"));
+	ck_assert_int_eq(errno, ENOSYS);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), pkg));
 	event_base_free(eb);
 }
+
+/* rdma-core's functions from the libraries evrdma loaded, by name; dladdr
+ * names their files. */
+START_TEST(test_rdma_sym)
+{
+	Dl_info di;
+	void *f;
+
+	if (evrdma_rdma_load() < 0)
+		return;	/* rdma-core not installed: the ENOSYS tests apply */
+	f = evrdma_rdma_sym("ibv_open_device");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "libibverbs.so"));
+	f = evrdma_rdma_sym("rdma_create_id");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "librdmacm.so"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_no_such_function"));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "ibv_no_such_function"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym(NULL));
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
 
 START_TEST(test_missing_libibverbs)
 {
@@ -789,6 +859,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_rnr_retry);
 	tcase_add_test(tc, test_config_errmsg);
 	tcase_add_test(tc, test_config_channel_ring);
+	tcase_add_test(tc, test_config_channel_pinned);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("remote");
@@ -814,6 +885,7 @@ host_suite(void)
 	tcase_add_test(tc, test_missing_libibverbs);
 	tcase_add_test(tc, test_missing_librdmacm);
 	tcase_add_test(tc, test_no_rdma_device);
+	tcase_add_test(tc, test_rdma_sym);
 	suite_add_tcase(s, tc);
 
 	return s;
@@ -827,6 +899,7 @@ main(void)
 
 	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, bt_suite_bev());
+	srunner_add_suite(sr, ti_suite_host());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
