@@ -46,8 +46,7 @@
 #include "bev.h"
 
 #define AD_MAGIC	0x65766265u	/* "evbe" */
-#define AD_OPTIONS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_THREADSAFE | \
-			 BEV_OPT_DEFER_CALLBACKS | BEV_OPT_UNLOCK_CALLBACKS)
+#define AD_OPTIONS	EVRDMA__BEV_OPTIONS
 /* TCP: what the adapter hands the socket bufferevent beyond the kernel */
 #define SOCK_CAP	(256 * 1024)
 #define RESUME_MS_MAX	64
@@ -1324,9 +1323,9 @@ fail:
  * transport is freed when that fails. */
 static struct bufferevent *
 ad_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
-    struct bufferevent *sock)
+    struct bufferevent *sock, int options)
 {
-	struct ad *ad = ad_new(base, 0);
+	struct ad *ad = ad_new(base, options);
 
 	if (!ad) {
 		int err = errno;
@@ -1347,15 +1346,17 @@ ad_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
 }
 
 struct bufferevent *
-evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch)
+evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
+    int options)
 {
-	return ad_accepted(base, ch, NULL);
+	return ad_accepted(base, ch, NULL, options);
 }
 
 struct bufferevent *
-evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock)
+evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock,
+    int options)
 {
-	return ad_accepted(base, NULL, sock);
+	return ad_accepted(base, NULL, sock, options);
 }
 
 struct bufferevent *

@@ -680,28 +680,59 @@ struct evrdma_listener {
 	void *accept_arg;
 	evrdma_prepare_cb prepare_cb;
 	void *prepare_arg;
-	evrdma_listener_error_cb error_cb;
-	void *error_arg;
+	evrdma_listener_errorcb error_cb;	/* gets accept_arg */
+	int error;			/* evrdma_listener_get_error() */
+	int disabled;			/* evrdma_listener_disable() */
 	const struct evrdma__listen_ops *ops;
 	void *ops_arg;
+	const struct evrdma__listen_side *side;
+	void *side_arg;
 	int port;			/* bound port, host order */
 	struct evrdma_srq *srq;		/* for the connections it accepts */
 	unsigned backlog;
 	unsigned n_queued;		/* waiting for a half-open place */
 	unsigned n_half_open;		/* accepted, not established */
 	LIST_HEAD(, evrdma_conn) half_open;
+	/* established while disabled, waiting to be handed out */
+	LIST_HEAD(, evrdma_conn) held;
 	TAILQ_HEAD(, evrdma__queued) queued;
 	struct event *queue_ev;		/* serves and expires the queue */
 	LIST_ENTRY(evrdma_listener) link;
 };
 
-/* A listener without an rdma_cm id (its owner listens on TCP; a base
- * without RDMA): nothing but the handle, its ops and its port. */
-#define EVRDMA__LISTEN_BARE	0x100
+/* What listens beside a listener's rdma_cm id (a bufferevent listener's
+ * TCP side): it follows evrdma_listener_enable() and _disable(). */
+struct evrdma__listen_side {
+	void (*set_enabled)(void *arg, int enabled);
+};
 
+/* A listener without an rdma_cm id (its owner listens on TCP; a base
+ * without RDMA): nothing but the handle, its ops and its port. Above
+ * LEV_OPT_* and evrdma's public flags. */
+#define EVRDMA__LISTEN_BARE	0x40000000
+/* The LEV_OPT_* flags a listener takes (evrdma/listener.h says what each
+ * means there); the others fail with EINVAL. */
+#define EVRDMA__LEV_OPTS	(LEV_OPT_CLOSE_ON_FREE | \
+				 LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE | \
+				 LEV_OPT_DISABLED | LEV_OPT_DEFERRED_ACCEPT)
+/* A negative backlog's, as libevent's listen(fd, 128) */
+#define EVRDMA__BACKLOG_DEFAULT	128
+
+/* @p flags: EVRDMA__LEV_OPTS, EVRDMA_LISTEN_RAW, EVRDMA__LISTEN_BARE;
+ * @p fn names the caller in errors. */
 struct evrdma_listener *evrdma__listener_new(struct evrdma_base *base,
     const struct sockaddr *sa, int socklen, int backlog, int flags,
-    const struct evrdma__listen_ops *ops, void *ops_arg);
+    const struct evrdma__listen_ops *ops, void *ops_arg, const char *fn);
+/* 0, or -1 with errno EINVAL when @p flags has bits other than
+ * EVRDMA__LEV_OPTS and @p own, naming @p fn. */
+int evrdma__listener_flags(int flags, int own, const char *fn);
+/* @p backlog as the user gave it (negative: the default), or -1 with
+ * errno EINVAL for 0, naming @p fn. */
+int evrdma__listener_backlog(int backlog, const char *fn);
+/* Tell the user (the error callback, errno @p err): @p reason. May free
+ * the listener (not inside the CM dispatch, which holds a reference). */
+void evrdma__listener_error(struct evrdma_listener *lst, int reason,
+    int err);
 /* Returns nonzero when the event's id must be destroyed after the ack. */
 int evrdma__listener_cm_event(struct evrdma_listener *lst,
     struct rdma_cm_event *ev);

@@ -153,7 +153,8 @@ enum evrdma_transport {
 /**
  * Accept callback of evrdma_bufferevent_listener_new(): the callback owns
  * @p bev (free it with bufferevent_free()); it is connected, with EV_WRITE
- * enabled and EV_READ disabled, as bufferevent_socket_new() makes one.
+ * enabled and EV_READ disabled, as bufferevent_socket_new() makes one,
+ * with the options of evrdma_bufferevent_listener_set_options().
  * @param lst the listener
  * @param bev the new connection's bufferevent (RDMA, or TCP with the
  *   fallback)
@@ -220,15 +221,17 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
  * evconnlistener_new_bind() and bufferevent_socket_new() in one. With the
  * TCP fallback it listens over RDMA and on the same TCP port number (port
  * 0: one number free in both), or, on a base without RDMA, over TCP only.
- * The listener is an evrdma listener: evrdma_listener_get_port(),
- * evrdma_listener_set_error_cb() and evrdma_listener_free() apply (the
- * error callback hears of the RDMA device going away; TCP accept errors
- * are logged and accepting goes on, as evconnlistener does without an
- * error callback). Free it from anywhere, also from @p cb.
+ * The listener is an evrdma listener (evrdma/listener.h): its flags and
+ * backlog, evrdma_listener_get_port(), _get_base(), _enable(),
+ * _disable(), _set_error_cb() (which hears of TCP accept errors, after
+ * which the TCP side backs off, and of the RDMA device going away) and
+ * _free() apply. Free it from anywhere, also from @p cb.
  * @param base the evrdma base
  * @param cb the accept callback, required
- * @param arg its argument
- * @param backlog connect requests that may wait (> 0), as for listen(2)
+ * @param arg its argument, and the error callback's
+ * @param flags LEV_OPT_* flags, as evrdma/listener.h says (no evrdma flag)
+ * @param backlog connect requests that may wait, as for listen(2), or -1
+ *   for the default
  * @param sa IPv4 or IPv6 address to bind; port 0 picks one
  * @param socklen its length
  * @return the listener, or NULL with errno (EINVAL, EADDRINUSE, ENODEV
@@ -236,7 +239,24 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
  */
 EVRDMA_EXPORT struct evrdma_listener *evrdma_bufferevent_listener_new(
     struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg,
-    int backlog, const struct sockaddr *sa, int socklen);
+    int flags, int backlog, const struct sockaddr *sa, int socklen);
+
+/**
+ * The BEV_OPT_* options of the bufferevents a bufferevent listener hands
+ * out from now on, over RDMA and over TCP alike, as the @p options of the
+ * bufferevent_socket_new() an evconnlistener's accept callback would
+ * call: BEV_OPT_DEFER_CALLBACKS, BEV_OPT_THREADSAFE and
+ * BEV_OPT_UNLOCK_CALLBACKS as libevent has them; BEV_OPT_CLOSE_ON_FREE is
+ * implied (freeing always ends the connection), and is all they have
+ * until this is called. Call it before the loop runs (or with the
+ * listener made disabled, LEV_OPT_DISABLED) for it to apply to the first.
+ * @param lst a listener of evrdma_bufferevent_listener_new()
+ * @param options BEV_OPT_* flags
+ * @return 0, or -1 with errno EINVAL (not a bufferevent listener, an
+ *   option not listed)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_listener_set_options(
+    struct evrdma_listener *lst, int options);
 
 /**
  * Why the connection failed or ended, after BEV_EVENT_ERROR: an
