@@ -1668,6 +1668,8 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc->ended = 1;
 	if (!rc->ch.gone_reason)
 		rc->ch.gone_reason = reason;
+	if (reason == EVRDMA_REASON_DNS)
+		rc->ch.dns_error = conn->dns_error;
 	rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
 	 * closed() (a pool's are not flushed: the pass takes what arrived

@@ -100,6 +100,9 @@ struct evrdma__resolve_req *evrdma__resolve(struct evrdma_base *base,
     struct evdns_base *dns, int family, const char *host, int port,
     evrdma__resolve_cb cb, void *arg);
 void evrdma__resolve_cancel(struct evrdma__resolve_req *req);
+/* The base's own evdns_base (what a NULL @p dns above uses), made on
+ * first use and freed with the base; NULL with errno ENOMEM. */
+struct evdns_base *evrdma__base_evdns(struct evrdma_base *base);
 /* The base's resolver state: made on first use, freed by base free. */
 struct evrdma__resolver;
 void evrdma__resolver_free(struct evrdma__resolver *r);
@@ -570,6 +573,7 @@ struct evrdma_conn {
 	int ka_probing;			/* silent for an idle time: probing */
 	int ka_probe;			/* a probe is in flight */
 	struct evrdma__resolve_req *dns_req;
+	int dns_error;			/* EVUTIL_EAI_* of a failed lookup */
 	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
 	uint8_t pdata_len;
 	uint8_t peer_pdata[EVRDMA_PDATA_ACCEPT_MAX];
@@ -771,7 +775,12 @@ struct evrdma_base {
 	 * callback, and forgets it (a hook's owner unlinks itself when it
 	 * goes first) */
 	LIST_HEAD(, evrdma__hook) hooks;
+	LIST_ENTRY(evrdma_base) tcp_link;	/* no_rdma: on base.c's list */
 };
+
+/* A base without RDMA on @p eb (the one whose resolver a TCP bufferevent
+ * of @p eb uses), or NULL. */
+struct evrdma_base *evrdma__base_without_rdma_of(struct event_base *eb);
 
 struct evrdma__hook {
 	void (*base_gone)(struct evrdma__hook *h);

@@ -100,8 +100,10 @@
  *    TCP use shutdown(bufferevent_getfd(bev), SHUT_WR). BEV_FLUSH sends
  *    what output holds now, past the ring's size; BEV_NORMAL does nothing
  *    more than the loop does.
- *  - bufferevent_socket_get_dns_error(): use evrdma_bufferevent_get_error()
- *    (EVRDMA_REASON_DNS, errno as for evrdma_conn_connect_hostname()).
+ *  - bufferevent_socket_get_dns_error() returns 0: it reads a field of
+ *    libevent's private struct bufferevent_private, which only libevent's
+ *    own socket bufferevent sets. Use evrdma_bufferevent_get_dns_error(),
+ *    which gives the same EVUTIL_EAI_* code for every bufferevent.
  *  - Rate limits: a bufferevent's own (bufferevent_set_rate_limit())
  *    apply to both directions; rate-limit groups do not (libevent 2.1 has
  *    no public way to charge them). bufferevent_set_max_single_read() and
@@ -203,15 +205,23 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect(struct bufferevent *bev,
 /**
  * Resolve @p host and connect, as bufferevent_socket_connect_hostname(): a
  * failed resolution reaches the event callback as BEV_EVENT_ERROR with
- * evrdma_bufferevent_get_error() EVRDMA_REASON_DNS (no fallback: TCP would
- * fail the same way).
+ * evrdma_bufferevent_get_error() EVRDMA_REASON_DNS and
+ * evrdma_bufferevent_get_dns_error() the resolver's EVUTIL_EAI_* code
+ * (no fallback: TCP would fail the same way).
  * @param bev a bufferevent from evrdma_bufferevent_new()
- * @param dns the resolver, or NULL for a blocking-free resolution on a
- *   thread (see evrdma_conn_connect_hostname())
+ * @param dns the resolver, or NULL for the base's own (an evdns_base on
+ *   the base's loop with /etc/resolv.conf and /etc/hosts, made on first
+ *   use). Name resolution never blocks the loop, on a TCP bufferevent of
+ *   a base without RDMA too, where libevent's own NULL would resolve
+ *   with a blocking getaddrinfo(). Without a nameserver in
+ *   /etc/resolv.conf, a name that is neither numeric nor in /etc/hosts
+ *   fails at once with EVUTIL_EAI_FAIL (an evdns_base would wait for a
+ *   nameserver for ever).
  * @param family AF_INET, AF_INET6 or AF_UNSPEC
  * @param host a host name or numeric address
  * @param port the port
- * @return 0, or -1 with errno as evrdma_bufferevent_connect()
+ * @return 0, or -1 with errno as evrdma_bufferevent_connect() (EINVAL also
+ *   for a NULL @p dns with a bufferevent no evrdma base made)
  */
 EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
     struct evdns_base *dns, int family, const char *host, int port);
@@ -268,6 +278,20 @@ EVRDMA_EXPORT int evrdma_bufferevent_listener_set_options(
  *   does)
  */
 EVRDMA_EXPORT int evrdma_bufferevent_get_error(struct bufferevent *bev);
+
+/**
+ * The resolver's error after evrdma_bufferevent_connect_hostname() failed
+ * to resolve its name, as bufferevent_socket_get_dns_error(), so that
+ * evutil_gai_strerror() prints the line a TCP bufferevent's code would.
+ * libevent's bufferevent_socket_get_dns_error() cannot answer for an RDMA
+ * bufferevent (it reads libevent's private struct, which evrdma cannot
+ * set); this answers for both: on a socket bufferevent (the fallback of a
+ * base without RDMA, or any other) it calls it. Bufferevents stacked on
+ * an evrdma bufferevent are looked through.
+ * @param bev a bufferevent
+ * @return an EVUTIL_EAI_* code, or 0 (no name lookup failed, NULL)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_get_dns_error(struct bufferevent *bev);
 
 /**
  * What carries the bufferevent's bytes, looking through bufferevents
