@@ -1277,8 +1277,9 @@ struct lb {
 	struct bt_env env;
 	struct bt_listener l;
 	struct bufferevent *cli[LB_CLIENTS], *srv[LB_CLIENTS];
-	int accepted, connected;
+	int accepted, connected, ended;
 	int before;			/* accepted while disabled */
+	int disable_in_cb;		/* the first accept disables */
 };
 
 static void
@@ -1288,6 +1289,8 @@ lb_accept(struct bufferevent *bev, void *arg)
 
 	ck_assert_int_lt(b->accepted, LB_CLIENTS);
 	b->srv[b->accepted++] = bev;
+	if (b->disable_in_cb && b->accepted == 1)
+		bt_listener_enable(&b->l, 0);
 }
 
 static void
@@ -1295,15 +1298,44 @@ lb_client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct lb *b = arg;
 
-	ck_assert_int_eq(what, BEV_EVENT_CONNECTED);
-	b->connected++;
+	if (what & BEV_EVENT_CONNECTED)
+		b->connected++;
+	else
+		b->ended++;
+}
+
+/* LB_CLIENTS clients of @p b's listener, reading. */
+static void
+lb_clients(struct lb *b)
+{
+	int i;
+
+	for (i = 0; i < LB_CLIENTS; i++) {
+		b->cli[i] = bt_new(&b->env, 0);
+		bufferevent_setcb(b->cli[i], NULL, NULL, lb_client_event, b);
+		bufferevent_enable(b->cli[i], EV_READ);
+		bt_connect(&b->l, b->cli[i], 0);
+	}
+}
+
+static void
+lb_free(struct lb *b)
+{
+	int i;
+
+	for (i = 0; i < LB_CLIENTS; i++) {
+		bufferevent_free(b->cli[i]);
+		if (b->srv[i])
+			bufferevent_free(b->srv[i]);
+	}
+	bt_listener_free(&b->l);
+	bt_env_fini(&b->env);
 }
 
 static void
 lb_run(struct lb *b, int backend)
 {
 	struct bt_listener none;
-	int i;
 
 	bt_env_init(&b->env, backend, NULL);
 	errno = 0;
@@ -1317,11 +1349,7 @@ lb_run(struct lb *b, int backend)
 	if (b->l.lst)
 		ck_assert_ptr_eq(evrdma_listener_get_base(b->l.lst),
 		    b->env.eb);
-	for (i = 0; i < LB_CLIENTS; i++) {
-		b->cli[i] = bt_new(&b->env, 0);
-		bufferevent_setcb(b->cli[i], NULL, NULL, lb_client_event, b);
-		bt_connect(&b->l, b->cli[i], 0);
-	}
+	lb_clients(b);
 	bt_loop_for(b->env.eb, backend == BT_RDMA ? 1000 : 300);
 	b->before = b->accepted;
 	bt_listener_enable(&b->l, 1);
@@ -1330,12 +1358,7 @@ lb_run(struct lb *b, int backend)
 	fprintf(stderr, "backlog -1, disabled, on %s: %d accepted before "
 	    "enabling, %d after\n", bt_name(backend), b->before,
 	    b->accepted);
-	for (i = 0; i < LB_CLIENTS; i++) {
-		bufferevent_free(b->cli[i]);
-		bufferevent_free(b->srv[i]);
-	}
-	bt_listener_free(&b->l);
-	bt_env_fini(&b->env);
+	lb_free(b);
 }
 
 START_TEST(bev_listen_backlog_default)
@@ -1350,6 +1373,61 @@ START_TEST(bev_listen_backlog_default)
 		ck_assert_int_eq(tcp->before, 0);
 		ck_assert_int_eq(b->before, tcp->before);
 		ck_assert_int_eq(b->accepted, tcp->accepted);
+	}
+	free(tcp);
+	free(b);
+}
+END_TEST
+
+/*
+ * A listener disabled from its accept callback (a server at its limit of
+ * connections) accepts no more: the other clients wait, and are accepted
+ * once it is enabled (over RDMA, held established, or queued, by the
+ * listener), or, when it is freed instead, each ends (TCP's kernel resets
+ * them; the RDMA listener frees what it held and rejects what waited).
+ */
+static void
+ld_run(struct lb *b, int backend, int then_free)
+{
+	bt_env_init(&b->env, backend, NULL);
+	ck_assert_int_eq(bt_listen_opts(&b->l, &b->env, lb_accept, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1), 0);
+	b->disable_in_cb = 1;
+	lb_clients(b);
+	BT_WAIT(b->env.eb, b->accepted, 30000);
+	bt_loop_for(b->env.eb, backend == BT_RDMA ? 1500 : 500);
+	b->before = b->accepted;
+	if (then_free) {
+		bt_listener_free(&b->l);
+		BT_WAIT(b->env.eb, b->ended == LB_CLIENTS - b->accepted,
+		    30000);
+		bt_loop_for(b->env.eb, 300);
+	} else {
+		bt_listener_enable(&b->l, 1);
+		BT_WAIT(b->env.eb, b->accepted == LB_CLIENTS &&
+		    b->connected == LB_CLIENTS, 30000);
+	}
+	fprintf(stderr, "disabled in the accept callback on %s: %d "
+	    "accepted, then %s: %d accepted, %d clients ended\n",
+	    bt_name(backend), b->before, then_free ? "freed" : "enabled",
+	    b->accepted, b->ended);
+	lb_free(b);
+}
+
+START_TEST(bev_listen_disable_in_accept)
+{
+	struct lb *tcp = calloc(1, sizeof(*tcp)), *b = calloc(1, sizeof(*b));
+	int backend = _i % BT_N, then_free = _i / BT_N;
+
+	ck_assert(tcp && b);
+	signal(SIGPIPE, SIG_IGN);
+	if (backend != BT_TCP && bt_available(backend)) {
+		ld_run(tcp, BT_TCP, then_free);
+		ld_run(b, backend, then_free);
+		ck_assert_int_eq(tcp->before, 1);
+		ck_assert_int_eq(b->before, tcp->before);
+		ck_assert_int_eq(b->accepted, tcp->accepted);
+		ck_assert_int_eq(b->ended, tcp->ended);
 	}
 	free(tcp);
 	free(b);
@@ -2000,6 +2078,7 @@ bt_suite_compare(void)
 	tc = tcase_create("listener");
 	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_listen_backlog_default, 0, BT_N);
+	tcase_add_loop_test(tc, bev_listen_disable_in_accept, 0, 2 * BT_N);
 	tcase_add_loop_test(tc, bev_listen_options, 0, 2 * BT_N);
 	tcase_add_loop_test(tc, bev_listen_nofile, 0, BT_N);
 	tcase_add_loop_test(tc, bev_listen_rebind, 0, BT_N);
