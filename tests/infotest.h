@@ -95,7 +95,7 @@ ti_has_line(const char *out, const char *line)
 
 /* Fail unless @p out has the line @p fmt says. */
 #define TI_LINE(out, ...) do {						\
-	char ti_l_[512];						\
+	char ti_l_[1024];						\
 	snprintf(ti_l_, sizeof(ti_l_), __VA_ARGS__);			\
 	ck_assert_msg(ti_has_line(out, ti_l_), "no line \"%s\" in:\n%s", \
 	    ti_l_, out);						\

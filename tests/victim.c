@@ -85,9 +85,8 @@ v_listen(struct victim *v, struct dt_env *env)
 {
 	v->env = env;
 	v->sslen = dt_sockaddr(&v->ss, dt_addr(), 0);
-	v->lst = evrdma_channel_listener_new(env->base,
-	    (struct sockaddr *)&v->ss, v->sslen, 16, EVRDMA_CHANNEL_STREAM,
-	    v_accept, v);
+	v->lst = evrdma_channel_listener_new(env->base, v_accept, v,
+	    EVRDMA_CHANNEL_STREAM, 16, (struct sockaddr *)&v->ss, v->sslen);
 	ck_assert_ptr_nonnull(v->lst);
 	v->sslen = dt_sockaddr(&v->ss, dt_addr(),
 	    evrdma_listener_get_port(v->lst));
