@@ -219,12 +219,13 @@ uint32_t
 evrdma__ch_imm_encode(const struct evrdma__ch_imm *m)
 {
 	int loan = m->type == EVRDMA_CH_LOAN;
+	int bit = loan ? m->yield : m->type == EVRDMA_CH_EOF ? m->reset :
+	    m->pull;
 
 	return (uint32_t)m->type << 30 |
 	    (uint32_t)((loan ? m->loan : m->dret) & EVRDMA_CH_DRET_MAX) << 16 |
 	    (uint32_t)m->cret << 8 | (m->starved ? 0x80u : 0) |
-	    ((loan ? m->yield : m->pull) ? 0x40u : 0) |
-	    (m->pdone & EVRDMA_CH_PDONE_MAX);
+	    (bit ? 0x40u : 0) | (m->pdone & EVRDMA_CH_PDONE_MAX);
 }
 
 int
@@ -237,19 +238,27 @@ evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m)
 	m->cret = (uint8_t)(imm >> 8);
 	m->starved = (imm & 0x80u) != 0;
 	m->pdone = (uint8_t)(imm & EVRDMA_CH_PDONE_MAX);
-	if (m->type == EVRDMA_CH_LOAN) {
-		m->dret = 0;
-		m->pull = 0;
+	m->pull = m->reset = m->yield = 0;
+	m->dret = m->loan = 0;
+	switch (m->type) {
+	case EVRDMA_CH_LOAN:
 		m->loan = n;
 		m->yield = bit;
-	} else {
+		break;
+	case EVRDMA_CH_EOF:
+		m->dret = n;
+		m->reset = bit;
+		break;
+	case EVRDMA_CH_CREDIT:
+		m->dret = n;
+		if (bit)
+			return -1;
+		break;
+	default:
 		m->dret = n;
 		m->pull = bit;
-		m->loan = 0;
-		m->yield = 0;
+		break;
 	}
-	if (m->pull && m->type != EVRDMA_CH_DATA)
-		return -1;
 	return 0;
 }
 

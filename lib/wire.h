@@ -113,7 +113,8 @@ const char *evrdma__ch_hs_strerror(int err);
  * type (2 bits), data credits returned (14), control credits returned (8),
  * STARVED (1), PULL (1), pulls done (6). A LOAN message carries in the
  * 14 bits the credits it reclaims or yields instead of returns, and in
- * the PULL bit which of the two it is (YIELD).
+ * the PULL bit which of the two it is (YIELD); an EOF in the PULL bit
+ * whether it is a RESET (the sender was freed with bytes it never read).
  */
 enum evrdma__ch_type {
 	EVRDMA_CH_DATA = 0,
@@ -132,6 +133,7 @@ struct evrdma__ch_imm {
 	uint8_t starved;	/* the sender waits for credits or pulls */
 	uint8_t pull;		/* DATA: a pull descriptor, not the bytes */
 	uint8_t pdone;		/* pulls of the receiver's messages done */
+	uint8_t reset;		/* EOF: a RESET, not an orderly end */
 	/* LOAN only (dret is then 0): */
 	uint8_t yield;		/* 1: YIELD, the borrower gives back @p loan
 				 * data credits; 0: RECLAIM, the lender asks
@@ -140,7 +142,7 @@ struct evrdma__ch_imm {
 };
 
 uint32_t evrdma__ch_imm_encode(const struct evrdma__ch_imm *m);
-/* 0, or -1 for PULL on CREDIT or EOF. */
+/* 0, or -1 for PULL on CREDIT. */
 int evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m);
 
 /* A pull: which slot of the sender's send ring holds the message, and

@@ -213,7 +213,7 @@ END_TEST
 
 START_TEST(wire_imm)
 {
-	struct evrdma__ch_imm in = { EVRDMA_CH_DATA, 0x3fff, 0xff, 1, 1, 0x3f, 0, 0 },
+	struct evrdma__ch_imm in = { EVRDMA_CH_DATA, 0x3fff, 0xff, 1, 1, 0x3f, 0, 0, 0 },
 	    out;
 	uint32_t v;
 
@@ -242,9 +242,15 @@ START_TEST(wire_imm)
 	    out.cret == 3);
 	ck_assert_int_eq(evrdma__ch_imm_decode(3u << 30 | 7u << 16, &out), 0);
 	ck_assert(out.loan == 7 && !out.yield && !out.dret);
-	/* PULL on a control message */
+	/* PULL on a CREDIT */
 	ck_assert_int_eq(evrdma__ch_imm_decode(1u << 30 | 0x40, &out), -1);
-	ck_assert_int_eq(evrdma__ch_imm_decode(2u << 30 | 0x40, &out), -1);
+	/* an EOF with it is a RESET */
+	ck_assert_int_eq(evrdma__ch_imm_decode(2u << 30 | 0x40 | 5u << 16,
+	    &out), 0);
+	ck_assert(out.type == EVRDMA_CH_EOF && out.reset && !out.pull &&
+	    out.dret == 5);
+	ck_assert_uint_eq(evrdma__ch_imm_encode(&out),
+	    2u << 30 | 0x40 | 5u << 16);
 	/* every other pattern decodes to what it encodes back to */
 	for (v = 0; v < 1u << 16; v++) {
 		uint32_t imm = (v & 0xc000u) << 16 | (v & 0x3fffu) << 8 | v;

@@ -29,7 +29,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	granted %= 4097;
 	if (evrdma__ch_imm_decode(imm, &m) == 0) {
 		if (evrdma__ch_imm_encode(&m) != imm ||
-		    (m.pull && m.type != EVRDMA_CH_DATA))
+		    (m.pull && m.type != EVRDMA_CH_DATA) ||
+		    (m.reset && m.type != EVRDMA_CH_EOF))
 			abort();
 		/* a LOAN returns no data credit; nothing else lends */
 		if (m.type == EVRDMA_CH_LOAN ? m.dret != 0 :
