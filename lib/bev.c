@@ -102,9 +102,12 @@ struct ad {
 	uint8_t finish_due;		/* BEV_FINISHED before connected */
 	uint8_t shut;			/* our end shut down (BEV_FINISHED) */
 	uint8_t shut_due;		/* TCP: shutdown once output drained */
+	uint8_t reset_due;		/* TCP closing: a reset, unread bytes */
 	uint8_t delivering;
 	uint8_t moving;			/* enum ad_move: in ad_move_out() */
 	int error;			/* evrdma_bufferevent_get_error() */
+	int err;			/* the errno of the end, for the
+					 * event callback (ECONNRESET...) */
 	int dns_error;			/* evrdma_bufferevent_get_dns_error() */
 	struct event *work;		/* ad_work_cb(), from the loop */
 	struct event *move;		/* ad_move_cb(): a burst's output */
@@ -379,6 +382,10 @@ ad_read_end(struct ad *ad)
 	evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: %s", (void *)bev,
 	    ad->rd_end & BEV_EVENT_EOF ? "end of stream" :
 	    evrdma_reason_str(ad->error));
+	/* errno as a socket's read leaves it (libevent keeps it across a
+	 * deferred callback) */
+	if (ad->rd_end & BEV_EVENT_ERROR)
+		errno = ad->err ? ad->err : ECONNRESET;
 	bufferevent_trigger_event(bev, ad->rd_end, 0);
 }
 
@@ -521,6 +528,7 @@ ad_write_end(struct ad *ad)
 		ad->error = EVRDMA_REASON_DISCONNECTED;
 	bufferevent_incref(bev);
 	bufferevent_disable(bev, EV_WRITE);
+	errno = ad->err && ad->err != ECONNRESET ? ad->err : EPIPE;
 	bufferevent_trigger_event(bev, BEV_EVENT_ERROR | BEV_EVENT_WRITING, 0);
 	bufferevent_decref(bev);
 }
@@ -871,6 +879,8 @@ ad_tp_event(struct ad *ad, short what, int reason, int err)
 		if (!ad->error)
 			ad->error = reason ? reason :
 			    EVRDMA_REASON_DISCONNECTED;
+		if (!ad->err)
+			ad->err = err ? err : evrdma__reason_errno(ad->error);
 	}
 	ad_deliver(ad);
 	ad_write_end(ad);
@@ -944,7 +954,8 @@ tp_ch_event(struct evrdma_channel *ch, short what, void *arg)
 	struct ad *ad = arg;
 
 	ad->dns_error = ch->dns_error;
-	ad_tp_event(ad, what, evrdma_channel_get_error(ch), errno);
+	ad_tp_event(ad, what, evrdma_channel_get_error(ch),
+	    (what & BEV_EVENT_ERROR) ? errno : 0);
 }
 
 static void
@@ -1043,10 +1054,17 @@ ad_tcp_start(struct ad *ad)
 static void
 ad_linger_done(struct ad *ad)
 {
-	if (ad->ch)
+	if (ad->ch) {
 		evrdma_channel_free(ad->ch);
-	else if (ad->sock)
+	} else if (ad->sock) {
+		if (ad->reset_due) {
+			struct linger lg = { 1, 0 };	/* a reset */
+
+			(void)setsockopt(bufferevent_getfd(ad->sock),
+			    SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
 		bufferevent_free(ad->sock);
+	}
 	ad->ch = NULL;
 	ad->sock = NULL;
 	ad_destroy(ad);
@@ -1073,31 +1091,17 @@ ad_linger_timeout(evutil_socket_t fd, short what, void *arg)
 	ad_linger_done(ad);
 }
 
-/* Closing: received bytes mean the peer still sends to a closed end (a
- * socket answers with a reset), output drained means done, any end is. */
-static void
-linger_ch_read(struct evrdma_channel *ch, void *arg)
-{
-	ad_linger_done(arg);
-}
-
-static void
-linger_ch_write(struct evrdma_channel *ch, void *arg)
-{
-	if (!evbuffer_get_length(evrdma_channel_get_output(ch)))
-		ad_linger_done(arg);
-}
-
-static void
-linger_ch_event(struct evrdma_channel *ch, short what, void *arg)
-{
-	ad_linger_done(arg);
-}
-
+/* Closing over TCP: received bytes mean the peer still sends to a closed
+ * end (a socket answers with a reset), output drained means done, any end
+ * is. (A channel closes by itself: evrdma_channel_free() of a channel
+ * whose output is taken sends it first.) */
 static void
 linger_sock_read(struct bufferevent *sock, void *arg)
 {
-	ad_linger_done(arg);
+	struct ad *ad = arg;
+
+	ad->reset_due = 1;
+	ad_linger_done(ad);
 }
 
 static void
@@ -1106,7 +1110,7 @@ linger_sock_write(struct bufferevent *sock, void *arg)
 	struct ad *ad = arg;
 
 	if (!evbuffer_get_length(bufferevent_get_output(sock))) {
-		if (ad->shut_due)
+		if (ad->shut_due && !ad->reset_due)
 			shutdown(bufferevent_getfd(sock), SHUT_WR);
 		ad_linger_done(ad);
 	}
@@ -1120,47 +1124,30 @@ linger_sock_event(struct bufferevent *sock, short what, void *arg)
 
 /*
  * The user freed the bufferevent: end the connection as closing a socket
- * does. Bytes received and not yet taken reset it (the peer sees an
- * error); otherwise what the transport holds is sent, then the end (EOF):
- * at once when its output is empty (a channel then finishes in the
- * background by itself), else once it drained, waiting as long as it
- * drains, up to the teardown timeout without progress.
+ * does. What the transport took (it passed the write callback) is sent
+ * first, as a kernel sends what the socket accepted; then the end: a
+ * reset when received bytes were never taken (the peer sees an error),
+ * else EOF. A channel does all that itself; over TCP the adapter waits
+ * while the socket's output drains, as long as it drains, up to the
+ * teardown timeout without progress.
  */
 static void
 ad_close(struct ad *ad)
 {
 	struct timeval tv;
-	int unread = (ad->ch || ad->sock) &&
-	    evbuffer_get_length(tp_in(ad)) > 0;
 
-	if (!ad->ch && !ad->sock) {
-		ad_destroy(ad);
-		return;
-	}
-	if (ad->sock && unread) {
-		struct linger lg = { 1, 0 };	/* a reset, as unread data */
-
-		(void)setsockopt(bufferevent_getfd(ad->sock), SOL_SOCKET,
-		    SO_LINGER, &lg, sizeof(lg));
-	}
-	ad->linger_left = evbuffer_get_length(tp_out(ad));
-	if (ad->state != AD_UP || ad->gone || unread || !ad->linger_left ||
+	if (ad->sock)
+		ad->reset_due = evbuffer_get_length(tp_in(ad)) > 0;
+	ad->linger_left = ad->sock ? evbuffer_get_length(tp_out(ad)) : 0;
+	if (!ad->sock || ad->state != AD_UP || ad->gone || !ad->linger_left ||
 	    !ad->base) {
 		ad_linger_done(ad);
 		return;
 	}
-	if (ad->ch) {
-		(void)evrdma__chan_set_sink(ad->ch, NULL, NULL);
-		evrdma_channel_setcb(ad->ch, linger_ch_read, linger_ch_write,
-		    linger_ch_event, ad);
-		evrdma_channel_setwatermark(ad->ch, EV_WRITE, 0, 0);
-		evrdma_channel_enable(ad->ch, EV_READ | EV_WRITE);
-	} else {
-		bufferevent_setcb(ad->sock, linger_sock_read, linger_sock_write,
-		    linger_sock_event, ad);
-		bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
-		bufferevent_enable(ad->sock, EV_READ | EV_WRITE);
-	}
+	bufferevent_setcb(ad->sock, linger_sock_read, linger_sock_write,
+	    linger_sock_event, ad);
+	bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
+	bufferevent_enable(ad->sock, EV_READ | EV_WRITE);
 	tv.tv_sec = ad->teardown_ms / 1000;
 	tv.tv_usec = (suseconds_t)(ad->teardown_ms % 1000) * 1000;
 	evtimer_add(ad->linger, &tv);
@@ -1258,6 +1245,9 @@ ad_attach_channel(struct ad *ad, struct evrdma_channel *ch)
 	ad->cap = (size_t)cfg->ch_slots * cfg->ch_slot_size;
 	evrdma_channel_setcb(ch, tp_ch_read, tp_ch_write, tp_ch_event, ad);
 	(void)evrdma__chan_set_sink(ch, &tp_ch_sink, ad);	/* a stream */
+	/* what moved into the channel passed the write callback: a free
+	 * sends it, as a kernel sends what a socket accepted */
+	evrdma__chan_output_taken(ch);
 	evrdma_channel_setwatermark(ch, EV_WRITE, ad->cap / 2, 0);
 	/* the receive buffer: what the bufferevent does not take waits in
 	 * input up to this mark, then in the ring, holding the peer back */

@@ -82,6 +82,13 @@ evrdma__chan_event(struct evrdma_channel *ch, short what)
 {
 	if (!ch->eventcb || ch->freed || !evrdma__base_user_ok(ch->base))
 		return;
+	/* as a socket's error leaves errno, so does ours: a write after the
+	 * peer went is EPIPE, the rest as its reason says (ECONNRESET,
+	 * ETIMEDOUT, EPROTO...) */
+	if (what & BEV_EVENT_ERROR)
+		errno = (what & BEV_EVENT_WRITING) &&
+		    ch->error == EVRDMA_REASON_DISCONNECTED ? EPIPE :
+		    evrdma__reason_errno(ch->error);
 	evrdma__chan_ref(ch);
 	ch->eventcb(ch, what, ch->cbarg);
 	evrdma__chan_unref(ch);
@@ -306,17 +313,18 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 		ch->rd_ended = 1;
 		ch->enabled &= ~EV_READ;
 		evrdma__ev_stop(ch->rd_timer);
-		if (ch->peer_eof) {
+		if (ch->peer_eof && !ch->peer_reset) {
 			what = BEV_EVENT_EOF | BEV_EVENT_READING;
 		} else {
 			what = BEV_EVENT_ERROR | BEV_EVENT_READING;
-			ch->error = ch->gone_reason;
+			ch->error = ch->peer_reset ?
+			    EVRDMA_REASON_DISCONNECTED : ch->gone_reason;
 		}
 		if (ch->gone)
 			evrdma__ev_stop(ch->wr_timer);
 		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
-		    ch->peer_eof ? "end of stream" :
-		    evrdma_reason_str(ch->gone_reason));
+		    what & BEV_EVENT_EOF ? "end of stream" : ch->peer_reset ?
+		    "reset by the peer" : evrdma_reason_str(ch->gone_reason));
 		evrdma__chan_event(ch, what);
 		return;
 	}
@@ -453,6 +461,12 @@ evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
 	ch->writecb = writecb;
 	ch->eventcb = eventcb;
 	ch->cbarg = arg;
+}
+
+void
+evrdma__chan_output_taken(struct evrdma_channel *ch)
+{
+	ch->out_taken = 1;
 }
 
 int

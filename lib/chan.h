@@ -108,8 +108,15 @@ struct evrdma_channel {
 	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
 	uint8_t out_own;		/* the channel itself changes output */
 	uint8_t in_read_cb;		/* inside the read or receive callback */
+	/* output holds bytes the user was told are written (the bufferevent
+	 * adapter's channel: they passed its write callback); a free sends
+	 * them instead of discarding them, as a kernel sends what a socket
+	 * accepted */
+	uint8_t out_taken;
 	/* what the transport reports about the end */
 	uint8_t peer_eof;		/* the peer shut down in order */
+	uint8_t peer_reset;		/* ... or reset the connection (it was
+					 * freed with bytes it never read) */
 	uint8_t gone;			/* the connection is over */
 	int gone_reason;
 	/* what the user was told */
@@ -190,6 +197,9 @@ struct evrdma__chan_sink {
 	int (*take)(void *arg, const void *p, size_t len);
 	void (*taken)(void *arg);
 };
+/* Output holds bytes its user was told are written (the adapter's): a
+ * free sends them before the end, instead of discarding them. */
+void evrdma__chan_output_taken(struct evrdma_channel *ch);
 /* Set (or with NULL clear) @p ch's sink. -1 (EINVAL) in message mode. */
 int evrdma__chan_set_sink(struct evrdma_channel *ch,
     const struct evrdma__chan_sink *sink, void *arg);

@@ -109,6 +109,9 @@ struct ch_rdma {
 	int established;		/* the user has it, connected */
 	int ended;			/* the connection ended */
 	int closing;			/* the user freed the channel */
+	int reset_due;			/* ... with bytes it never read: the
+					 * end is a RESET, not an EOF */
+	int fail_reason;		/* rc_fail(): its RESET is on its way */
 	int pre_send;			/* inside the pass's read callbacks */
 	int again;			/* ... which asked for another pass */
 	int flush_sent;			/* a flush sent bytes: the next pass
@@ -502,9 +505,10 @@ rc_eof_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 }
 
-/* A CREDIT or EOF: 1 posted, 0 no control credit in hand, -1 failed. */
+/* A CREDIT, EOF or RESET (an EOF with @p reset): 1 posted, 0 no control
+ * credit in hand, -1 failed. */
 static int
-rc_post_ctrl(struct ch_rdma *rc, int type, int starved)
+rc_post_ctrl(struct ch_rdma *rc, int type, int starved, int reset)
 {
 	struct evrdma__ch_imm m;
 	int eof = type == EVRDMA_CH_EOF;
@@ -514,6 +518,7 @@ rc_post_ctrl(struct ch_rdma *rc, int type, int starved)
 	if (rc_take_returns(rc, type, &m) < 0)
 		return -1;
 	m.starved = (uint8_t)starved;
+	m.reset = (uint8_t)reset;
 	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
 	    evrdma__ch_imm_encode(&m), eof ? rc_eof_cb : rc_ctrl_cb, rc) < 0)
 		return -1;
@@ -615,6 +620,45 @@ rc_violation(struct ch_rdma *rc, const char *why)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
 }
 
+static void
+rc_reset_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	if (rc->conn && !rc->conn_freed && !rc->ended)
+		evrdma__conn_abort(rc->conn, rc->fail_reason);
+}
+
+/*
+ * End the connection for a failure of ours (a resource, the user's
+ * misuse, an impossible state), not for the peer's violation: a RESET
+ * goes first, so that the peer reports an error and not the orderly end
+ * that a bare disconnect with nothing unconsumed reads as (own_ended());
+ * the abort follows once it went, or at once with no control credit in
+ * hand. Nothing else is sent meanwhile (rc_up()).
+ */
+static void
+rc_fail(struct ch_rdma *rc, int reason)
+{
+	struct evrdma__ch_imm m;
+
+	if (!rc->conn || rc->conn_freed || rc->ended || rc->fail_reason)
+		return;
+	rc->fail_reason = reason;
+	if (!rc->eof_sent && rc->c_credits) {
+		memset(&m, 0, sizeof(m));
+		m.type = EVRDMA_CH_EOF;
+		m.reset = 1;
+		if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+		    evrdma__ch_imm_encode(&m), rc_reset_cb, rc) == 0) {
+			rc->c_credits--;
+			rc->eof_sent = 1;
+			return;
+		}
+	}
+	evrdma__conn_abort(rc->conn, reason);
+}
+
 /* An impossible state of our own: the connection ends, nothing more is
  * freed or returned for it. */
 static void
@@ -623,8 +667,7 @@ rc_internal(struct ch_rdma *rc, const char *what)
 	evrdma__log(EVRDMA_LOG_ERROR, "channel %p: internal error: %s",
 	    (void *)rc, what);
 	rc->ch.peer_eof = 0;
-	if (rc->conn && !rc->conn_freed)
-		evrdma__conn_abort(rc->conn, EVRDMA_REASON_INTERNAL);
+	rc_fail(rc, EVRDMA_REASON_INTERNAL);
 }
 
 static void
@@ -964,8 +1007,7 @@ rc_deliver(struct ch_rdma *rc)
 		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 		    evrdma__lenq_push(&ch->in_msgs, take) < 0) {
 			if (rc->conn)
-				evrdma__conn_abort(rc->conn,
-				    EVRDMA_REASON_RESOURCE);
+				rc_fail(rc, EVRDMA_REASON_RESOURCE);
 			return;
 		}
 		moved = 1;
@@ -978,7 +1020,7 @@ rc_deliver(struct ch_rdma *rc)
 	}
 	/* before the read callback: what it reads may let more in */
 	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
-		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	if (moved)
 		evrdma__chan_input_added(ch, have);
 }
@@ -1057,7 +1099,11 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	rc->rx_recent = 1;
 	if (rc->closing) {
 		/* freed: nobody reads; the peer gets its credits (and its
-		 * pulls reported done) so that it is not held up */
+		 * pulls reported done) so that it is not held up, and, unless
+		 * our EOF went already, a RESET instead, as data arriving at
+		 * a closed socket does */
+		if (!rc->eof_sent)
+			rc->reset_due = 1;
 		if (b->state == RB_PULL) {
 			b->state = RB_READY;
 			rc->pull_wait--;
@@ -1154,6 +1200,7 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 				return;
 			}
 			rc->ch.peer_eof = 1;
+			rc->ch.peer_reset = m.reset;
 		}
 	}
 	/* After the poll pass, not from inside it: sending there lets
@@ -1393,8 +1440,8 @@ rc_send_data(struct ch_rdma *rc)
 			return -1;
 		sent = 1;
 	}
-	while ((ch->enabled & EV_WRITE) && evrdma__ch_can_send(rc->s_credits)
-	    && (olen = ch->out_len)) {
+	while (((ch->enabled & EV_WRITE) || rc->closing) &&
+	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len)) {
 		struct evbuffer_iovec v;
 		size_t n, off;
 		int idx = -1;
@@ -1407,8 +1454,7 @@ rc_send_data(struct ch_rdma *rc)
 				evrdma__fail(EMSGSIZE, "queued message of %zu "
 				    "bytes exceeds the peer's %zu", n,
 				    rc_chunk(rc));
-				evrdma__conn_abort(rc->conn,
-				    EVRDMA_REASON_RESOURCE);
+				rc_fail(rc, EVRDMA_REASON_RESOURCE);
 				return -1;
 			}
 		} else {
@@ -1459,7 +1505,8 @@ rc_send_data(struct ch_rdma *rc)
 static int
 rc_up(const struct ch_rdma *rc)
 {
-	return rc->conn && !rc->conn_freed && !rc->ended && rc->established;
+	return rc->conn && !rc->conn_freed && !rc->ended && rc->established &&
+	    !rc->fail_reason;
 }
 
 /* The sends of a pass, under one doorbell: pulls, data, EOF, credits.
@@ -1473,14 +1520,20 @@ rc_send_all(struct ch_rdma *rc)
 	evrdma__conn_cork(rc->conn);
 	if (rc->pull_wait && rc_post_pulls(rc) < 0)
 		sent = -1;
-	if (sent >= 0 && !rc->closing)
+	/* (a freed channel sends what its user was told is written: the
+	 * adapter's output; a channel's own was discarded at the free) */
+	if (sent >= 0 && (!rc->closing || ch->out_taken))
 		sent = rc_send_data(rc);
 	if (sent >= 0 && (rc->reclaim_want || rc->yield_asked) &&
 	    rc_send_loans(rc) < 0)
 		sent = -1;
-	if (sent >= 0 && !rc->eof_sent && (rc->closing || (ch->shut_wr &&
-	    !ch->out_len && rc->wopen < 0))) {
-		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0);
+	/* the end after everything sent: EOF, or a RESET when freed with
+	 * bytes unread (a socket closed so resets the connection, but sends
+	 * what its kernel accepted first) */
+	if (sent >= 0 && !rc->eof_sent && (rc->closing || ch->shut_wr) &&
+	    !ch->out_len && rc->wopen < 0) {
+		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0,
+		    rc->closing && rc->reset_due);
 
 		if (r < 0)
 			sent = -1;
@@ -1490,7 +1543,7 @@ rc_send_all(struct ch_rdma *rc)
 	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
 	    rc->peer_starved) || (rc->grant_due && rc->ret_data))) {
-		int r = rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0);
+		int r = rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0, 0);
 
 		if (r < 0)
 			sent = -1;
@@ -1588,7 +1641,9 @@ rc_drop_pending_writes(struct ch_rdma *rc)
 static void
 rc_wopen_settle(struct ch_rdma *rc)
 {
-	if (!rc_up(rc) || rc->closing) {
+	if (rc->closing)
+		return;		/* (kept only when taken: out_taken) */
+	if (!rc_up(rc)) {
 		slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
 		rc->wopen = -1;
 		return;
@@ -1598,7 +1653,7 @@ rc_wopen_settle(struct ch_rdma *rc)
 			slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
 			rc->wopen = -1;
 		}
-		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	}
 }
 
@@ -1689,13 +1744,12 @@ rc_pass(struct ch_rdma *rc)
 	}
 	if (rc->wopen >= 0)
 		rc_wopen_settle(rc);
-	if (rc->conn && !rc->conn_freed && !rc->ended &&
+	if (rc->conn && !rc->conn_freed && !rc->ended && !rc->fail_reason &&
 	    (rc->established || rc->closing)) {
 		sent = rc_send_all(rc);
 		if (sent < 0) {
 			if (rc->conn)
-				evrdma__conn_abort(rc->conn,
-				    EVRDMA_REASON_RESOURCE);
+				rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		} else if (rc->nfree >= (rc->spare ? rc->spare : 1) &&
 		    rc_post_free(rc) < 0 && errno != EPIPE) {
 			/* the sends are out: now top up the receives, once
@@ -1703,8 +1757,17 @@ rc_pass(struct ch_rdma *rc)
 			 * instructions less per 64 B round trip, callgrind;
 			 * the credits' cover, rc_returns_ready(), still posts
 			 * first whenever a return needs it) */
-			evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+			rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		}
+	}
+	/* The peer reset the connection: nothing more comes; once what we
+	 * pull of its messages is in, ours ends too (what output holds
+	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
+	if (ch->peer_reset && rc->conn && !rc->conn_freed && !rc->ended &&
+	    !rc->pull_wait && !rc->pull_out && !rc->closing) {
+		if (!ch->gone_reason)
+			ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
+		rc_conn_free(rc);
 	}
 	/* The connection ended and every receive has come back (flushed):
 	 * nothing more arrives, and nothing more can be sent. (closed()
@@ -2026,7 +2089,7 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 	if (rc->pool && rc_pool_join(rc) < 0) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
 		    evrdma_errmsg());
-		evrdma__conn_abort(conn, EVRDMA_REASON_RESOURCE);
+		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		return 0;
 	}
 	if (!rc->passive) {
@@ -2045,6 +2108,16 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc->ended = 1;
 	if (!rc->ch.gone_reason)
 		rc->ch.gone_reason = reason;
+	/* A disconnect with no EOF, once every message we sent was
+	 * consumed (all our credits back, nothing in flight, nothing to
+	 * pull): the peer's process went with nothing of ours unread, which
+	 * over TCP its kernel answers with a FIN. (A peer on a pool lends
+	 * its credits: there the count cannot tell.) */
+	if (reason == EVRDMA_REASON_DISCONNECTED && rc->established &&
+	    !rc->ch.peer_eof && !rc->peer_lends &&
+	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
+	    rc->wopen < 0)
+		rc->ch.peer_eof = 1;
 	if (reason == EVRDMA_REASON_DNS)
 		rc->ch.dns_error = conn->dns_error;
 	rc_drop_pending_writes(rc);
@@ -2143,7 +2216,7 @@ op_flush(struct evrdma_channel *ch)
 		return 0;	/* the pass sends when the callback returns */
 	switch (rc_send_all(rc)) {
 	case -1:
-		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
+		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		return -1;
 	case 1:
 		rc->flush_sent = 1;
@@ -2162,28 +2235,39 @@ op_close(struct evrdma_channel *ch)
 	if (evrdma__forked)
 		return;	/* the parent's connection: this process lets it be */
 	rc->closing = 1;
-	rc_drop_pending_writes(rc);
-	/* unsent output is discarded, as bufferevent_free() does */
-	ch->out_own = 1;
-	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
-	ch->out_own = 0;
+	if (rc->resv >= 0) {
+		slot_drop(rc, (unsigned)rc->resv, rc->resv_max);
+		rc->resv = -1;
+	}
+	if (!ch->out_taken) {
+		/* unsent output is discarded, as bufferevent_free() does,
+		 * and an open write with it (evrdma/channel.h) */
+		rc_drop_pending_writes(rc);
+		ch->out_own = 1;
+		evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
+		ch->out_own = 0;
+	}
 	if (!ch->base)
 		return;		/* a husk: nothing left to close */
-	if (!rc_up(rc)) {
+	if (!rc_up(rc) || ch->peer_reset) {
 		rc_conn_free(rc);
 		return;
 	}
-	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail) {
-		/* freed with bytes it never read: not an orderly end, as a
-		 * socket closed with unread data resets the connection */
-		evrdma__conn_abort(rc->conn, EVRDMA_REASON_DISCONNECTED);
-		return;
-	}
-	/* What left output arrives: tell the peer the end (EOF), wait until
-	 * it has it and has pulled what it was to pull, then disconnect;
-	 * at most the teardown timeout. */
+	/* freed with bytes it never read: not an orderly end, as a socket
+	 * closed with unread data resets the connection */
+	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
+		rc->reset_due = 1;
+	/* What was sent (and, for the adapter, what output holds) arrives,
+	 * then the end: EOF, or RESET; we wait until the peer has it and
+	 * has pulled what it was to pull, then disconnect, at most the
+	 * teardown timeout. The sends go now, not at the next pass: a
+	 * program that frees and returns from main (the usual end of a
+	 * short client) runs no pass again, and its peer must still get
+	 * the end, with the credits we owe it, as a socket's FIN. */
 	evrdma__ev_timer_start(rc->linger_ev,
 	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
+	if (!rc->pre_send && !rc->fail_reason && rc_send_all(rc) < 0)
+		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	rc_schedule(rc);
 }
 
@@ -2192,8 +2276,7 @@ op_abort(struct evrdma_channel *ch, int reason)
 {
 	struct ch_rdma *rc = to_rc(ch);
 
-	if (rc->conn && !rc->conn_freed)
-		evrdma__conn_abort(rc->conn, reason);
+	rc_fail(rc, reason);
 }
 
 static int

@@ -44,6 +44,9 @@ void evrdma__set_errmsg(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 void evrdma__log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The errno an event of @p reason leaves (EVRDMA_REASON_*: ECONNRESET,
+ * ETIMEDOUT, EPROTO...), for callbacks that report an error. */
+int evrdma__reason_errno(int reason);
 /* errno = err; return -1, recording a message (rdma-core's ERR()). */
 int evrdma__fail(int err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -94,6 +94,44 @@ evrdma__fail(int err, const char *fmt, ...)
 	return -1;
 }
 
+int
+evrdma__reason_errno(int reason)
+{
+	switch (reason) {
+	case EVRDMA_REASON_ADDR_ERROR:
+		return EADDRNOTAVAIL;
+	case EVRDMA_REASON_ROUTE_ERROR:
+		return ENETUNREACH;
+	case EVRDMA_REASON_CONNECT_ERROR:
+	case EVRDMA_REASON_REJECTED:
+		return ECONNREFUSED;
+	case EVRDMA_REASON_UNREACHABLE:
+		return EHOSTUNREACH;
+	case EVRDMA_REASON_TIMEOUT:
+	case EVRDMA_REASON_PEER_DEAD:
+		return ETIMEDOUT;
+	case EVRDMA_REASON_DISCONNECTED:
+		return ECONNRESET;
+	case EVRDMA_REASON_DEVICE_REMOVAL:
+		return ENODEV;
+	case EVRDMA_REASON_PORT_ERROR:
+		return ENETDOWN;
+	case EVRDMA_REASON_RESOURCE:
+		return ENOMEM;
+	case EVRDMA_REASON_DNS:
+		return EHOSTUNREACH;
+	case EVRDMA_REASON_PROTOCOL:
+		return EPROTO;
+	case EVRDMA_REASON_MISUSE:
+		return EINVAL;
+	case EVRDMA_REASON_QP_FATAL:
+	case EVRDMA_REASON_DEVICE_FATAL:
+	case EVRDMA_REASON_INTERNAL:
+		return EIO;
+	}
+	return EIO;
+}
+
 const char *
 evrdma_reason_str(int reason)
 {
