@@ -736,6 +736,73 @@ sc_write_after_error(struct sc *sc)
 	sc_tok(c, "out%zu", SC_OUTLEN(c));
 }
 
+/* The write callback of hello-world's server: free once output is
+ * empty (the bytes passed to the transport, as to a kernel). */
+static void
+sc_free_when_drained(struct sc_end *e)
+{
+	if (SC_OUTLEN(e))
+		return;
+	sc_tok(e, "W free");
+	sc_free(e);
+}
+
+/*
+ * Issue 26, libevent's sample/hello-world.c with a client that sends a
+ * request first: the server does not read; it writes its reply and frees
+ * itself in the write callback once output drained. The unread request
+ * makes the close a reset, but what the write callback reported written
+ * arrives before it, as a kernel sends what it accepted: the client reads
+ * the reply, then ERROR.
+ */
+static void
+sc_hello_request(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_disable(s, EV_READ);
+	sc_mark(sc, "request");
+	sc_write(c, 16);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reply");
+	s->on_write = sc_free_when_drained;
+	sc_write(s, 14);
+	SC_WAIT(sc, !s->bev && c->eof);
+	sc_quiet(sc);
+	sc_tok(c, "in%zu", SC_INLEN(c));
+}
+
+/* The client keeps writing to a server that does not read; the server
+ * frees itself: the client's writes then fail (ERROR, at once, as after
+ * a reset), and nothing holds it. */
+static void
+sc_free_unread_writing(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	uint64_t t0;
+	int i;
+
+	sc_disable(s, EV_READ);
+	/* (the client writes only: which of a socket's read and write
+	 * meets the reset first is a race) */
+	sc_disable(c, EV_READ);
+	sc_mark(sc, "unread");
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "free");
+	sc_free(s);
+	t0 = tu_now_ms();
+	for (i = 0; !c->eof && i < 20; i++) {
+		sc_write(c, 1000);
+		bt_loop_for(sc->eb, 50);
+	}
+	SC_WAIT(sc, c->eof);
+	ck_assert_uint_lt(tu_now_ms() - t0, 2000);
+	sc_quiet(sc);
+}
+
 /* Writes before the connection is up are sent once it is (sc_run()
  * wrote sc->early bytes before connecting). */
 static void
@@ -953,6 +1020,19 @@ static const struct sc_case sc_cases[] = {
 	    " A eW |write ev:EOF|READING,eW,in0 |end",
 	    " ev:CONNECTED eW |write |end",
 	    " A eW |write R4000 ev:EOF|READING,eW,in4000 |end" },
+	{ "26: hello-world, a request first", sc_hello_request, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |request W |reply R14"
+	    " ev:ERROR|READING,eW,in14 in14 |end",
+	    " A eW |request |reply W free |end", NULL, NULL },
+	{ "26: free unread, the peer writing", sc_free_unread_writing, 4,
+	    4096, 8192, 0,
+	    " ev:CONNECTED eW |unread W |free ev:ERROR|WRITING,e-,in0 |end",
+	    " A eW |unread |free |end",
+	    /* an adapter's output takes the write as a kernel would, once
+	     * more than a socket does (evrdma/bufferevent.h) */
+	    " ev:CONNECTED eW |unread W |free W ev:ERROR|WRITING,e-,in0 |end",
+	    " A eW |unread |free |end" },
 	{ "rate limits", sc_rate_limits, 0, 0, 0, 0,
 	    " ev:CONNECTED eW |rdlimit W |wrlimit W |nolimit W |end",
 	    " A eW |rdlimit R* rx163840,held |wrlimit R* rx163840,held"
