@@ -20,6 +20,52 @@
 static LIST_HEAD(, evrdma_base) tcp_bases = LIST_HEAD_INITIALIZER(tcp_bases);
 static pthread_mutex_t tcp_bases_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Every base, for the exit: a process that ends with connections open
+ * ends them as its kernel ends its sockets, a FIN after what was sent, or
+ * a reset when bytes were left unread (evrdma/channel.h). TCP gets that
+ * from the kernel; RDMA only from a library that runs: an atexit handler.
+ * (A process killed gets neither: its peers judge by what arrived.)
+ */
+static LIST_HEAD(, evrdma_base) all_bases = LIST_HEAD_INITIALIZER(all_bases);
+static pthread_mutex_t all_bases_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void
+base_at_exit(void)
+{
+	struct evrdma_base *base;
+	struct evrdma__hook *h;
+
+	if (evrdma__forked)
+		return;
+	pthread_mutex_lock(&all_bases_lock);
+	LIST_FOREACH(base, &all_bases, all_link)
+		if (!base->freeing)
+			LIST_FOREACH(h, &base->hooks, link)
+				if (h->exiting)
+					h->exiting(h);
+	pthread_mutex_unlock(&all_bases_lock);
+}
+
+static void
+base_exit_register(void)
+{
+	if (atexit(base_at_exit) != 0)
+		evrdma__log(EVRDMA_LOG_WARN, "atexit: no room; connections "
+		    "open at exit end as if the process were killed");
+}
+
+static struct evrdma_base *
+base_ready(struct evrdma_base *base)
+{
+	pthread_once(&exit_once, base_exit_register);
+	pthread_mutex_lock(&all_bases_lock);
+	LIST_INSERT_HEAD(&all_bases, base, all_link);
+	pthread_mutex_unlock(&all_bases_lock);
+	return base;
+}
+
 struct evrdma_base *
 evrdma__base_without_rdma_of(struct event_base *eb)
 {
@@ -102,7 +148,7 @@ base_without_rdma(struct evrdma_base *base, int why)
 	pthread_mutex_lock(&tcp_bases_lock);
 	LIST_INSERT_HEAD(&tcp_bases, base, tcp_link);
 	pthread_mutex_unlock(&tcp_bases_lock);
-	return base;
+	return base_ready(base);
 }
 
 struct evrdma_base *
@@ -157,7 +203,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 			return base_without_rdma(base, ENODEV);
 		goto fail;
 	}
-	return base;
+	return base_ready(base);
 fail:
 	err = errno;
 	evrdma__work_fini(base);
@@ -185,6 +231,9 @@ evrdma_base_free(struct evrdma_base *base)
 	/* no user callback from here on; what the user still holds becomes
 	 * a husk that its own free call releases */
 	base->freeing = 1;
+	pthread_mutex_lock(&all_bases_lock);
+	LIST_REMOVE(base, all_link);
+	pthread_mutex_unlock(&all_bases_lock);
 	while ((c = LIST_FIRST(&base->hooks))) {
 		LIST_REMOVE(c, link);
 		c->base_gone(c);

@@ -353,6 +353,16 @@ ch_base_gone(struct evrdma__hook *h)
 	ch->ops->base_gone(ch);
 }
 
+static void
+ch_exiting(struct evrdma__hook *h)
+{
+	struct evrdma_channel *ch = (struct evrdma_channel *)((char *)h -
+	    offsetof(struct evrdma_channel, hook));
+
+	if (!ch->freed && ch->base)
+		ch->ops->exiting(ch);
+}
+
 int
 evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
     const struct evrdma__chan_ops *ops, int mode)
@@ -360,6 +370,7 @@ evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
 	ch->ops = ops;
 	ch->base = base;
 	ch->hook.base_gone = ch_base_gone;
+	ch->hook.exiting = ch_exiting;
 	LIST_INSERT_HEAD(&base->hooks, &ch->hook, link);
 	ch->hooked = 1;
 	ch->refcnt = 1;		/* the user's */

@@ -65,6 +65,9 @@ struct evrdma__chan_ops {
 	 * of the base (evrdma__chan_orphan()), unless a connection that
 	 * base_free releases next does that. No callback. */
 	void (*base_gone)(struct evrdma_channel *ch);
+	/* The process exits with the channel still the user's: end its
+	 * connection as a free would, without waiting (no callback). */
+	void (*exiting)(struct evrdma_channel *ch);
 	/* The last reference went: free the transport and the memory. */
 	void (*destruct)(struct evrdma_channel *ch);
 };

@@ -46,6 +46,8 @@
  * on (and any write into an empty output) are copied straight into a send
  * slot */
 #define STAGE_MIN	1024
+/* credits still owed after this long without an arrival go back (rc_pass) */
+#define RET_IDLE_MS	20
 
 /* receive buffers */
 enum { RB_FREE, RB_POSTED, RB_READY, RB_PULL, RB_PULLING, RB_LOST };
@@ -118,6 +120,11 @@ struct ch_rdma {
 					 * owes the write callback */
 	struct evrdma__work pump_work;
 	struct event *linger_ev;
+	/* credits owed after an idle moment: returned then, so that a peer
+	 * that ends knows we consumed its bytes (own_ended()) */
+	struct event *ret_ev;
+	uint64_t ret_mark;		/* rx_tail when it was armed */
+	uint8_t ret_armed, ret_idle;
 
 	/* ours */
 	unsigned slots, ctrl, spare, nbuf;
@@ -1542,13 +1549,14 @@ rc_send_all(struct ch_rdma *rc)
 	}
 	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
-	    rc->peer_starved) || (rc->grant_due && rc->ret_data))) {
+	    rc->peer_starved) || ((rc->grant_due || rc->ret_idle) &&
+	    rc->ret_data))) {
 		int r = rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0, 0);
 
 		if (r < 0)
 			sent = -1;
 		else if (r > 0)
-			rc->grant_due = 0;
+			rc->grant_due = rc->ret_idle = 0;
 	}
 	evrdma__conn_uncork(rc->conn);
 	return sent;
@@ -1793,12 +1801,41 @@ rc_pass(struct ch_rdma *rc)
 	}
 	if (rc->established && !ch->freed)
 		evrdma__chan_sent(ch, sent > 0);
+	/* credits owed once the traffic paused go back then (RET_IDLE_MS):
+	 * not at once (a stream would send a CREDIT per pass), not never (a
+	 * peer that ends would not know we consumed its last bytes) */
+	if (rc->ret_data && !rc->ret_armed && rc_up(rc) && rc->ret_ev &&
+	    evrdma__ev_timer_start(rc->ret_ev, RET_IDLE_MS) == 0) {
+		rc->ret_armed = 1;
+		rc->ret_mark = rc->rx_tail;
+	}
 	rc_linger_check(rc);
 	if (rc->again) {
 		rc->again = 0;
 		rc_schedule(rc);
 	}
 	evrdma__chan_unref(ch);
+}
+
+static void
+rc_ret_idle(void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	rc->ret_armed = 0;
+	if (!rc->ret_data || !rc_up(rc))
+		return;
+	if (rc->rx_tail != rc->ret_mark) {
+		/* traffic since: the returns ride on it, or on the next
+		 * quarter of the ring; look again later */
+		if (evrdma__ev_timer_start(rc->ret_ev, RET_IDLE_MS) == 0) {
+			rc->ret_armed = 1;
+			rc->ret_mark = rc->rx_tail;
+		}
+		return;
+	}
+	rc->ret_idle = 1;
+	rc_schedule(rc);
 }
 
 static void
@@ -2157,7 +2194,9 @@ own_closed(void *owner, int husk)
 
 	rc->conn = NULL;
 	evrdma__ev_free(rc->linger_ev);
-	rc->linger_ev = NULL;
+	evrdma__ev_free(rc->ret_ev);
+	rc->linger_ev = rc->ret_ev = NULL;
+	rc->ret_armed = 0;
 	evrdma_mr_free(rc->rmr);
 	evrdma_mr_free(rc->smr);
 	rc->rmr = rc->smr = NULL;
@@ -2269,6 +2308,28 @@ op_close(struct evrdma_channel *ch)
 	if (!rc->pre_send && !rc->fail_reason && rc_send_all(rc) < 0)
 		rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	rc_schedule(rc);
+}
+
+/* The process exits (exit(), a return from main) with the channel not
+ * freed: what was sent arrives, then its end, EOF or RESET, as the kernel
+ * ends a socket of an exiting process; nothing is waited for. */
+static void
+op_exiting(struct evrdma_channel *ch)
+{
+	struct ch_rdma *rc = to_rc(ch);
+
+	if (!rc_up(rc) || rc->closing || rc->eof_sent || ch->peer_reset)
+		return;
+	rc->closing = 1;
+	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
+		rc->reset_due = 1;
+	if (!ch->out_taken) {
+		rc->wopen = -1;		/* (its bytes: user space, lost) */
+		ch->out_own = 1;
+		evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
+		ch->out_own = 0;
+	}
+	(void)rc_send_all(rc);
 }
 
 static void
@@ -2427,6 +2488,7 @@ op_destruct(struct evrdma_channel *ch)
 	if (ch->base)
 		evrdma__work_cancel(ch->base, &rc->pump_work);
 	evrdma__ev_free(rc->linger_ev);
+	evrdma__ev_free(rc->ret_ev);
 	/* the evbuffers' cleanups must not reach us any more */
 	if (rc->pool)
 		rc_pool_leave(rc);
@@ -2466,6 +2528,7 @@ static const struct evrdma__chan_ops rc_ops = {
 	.commit = op_commit,
 	.max_message = op_max_message,
 	.base_gone = op_base_gone,
+	.exiting = op_exiting,
 	.destruct = op_destruct,
 };
 
@@ -2562,8 +2625,9 @@ rc_new(struct evrdma_base *base, int flags, int pooled)
 	rc->sfifo = calloc(rc->slots, sizeof(*rc->sfifo));
 	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
 	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
+	rc->ret_ev = evrdma__ev_timer_new(base, rc_ret_idle, rc);
 	if (!rc->sring || !rc->rxq || !rc->sstate || !rc->sflags ||
-	    !rc->sfifo || !rc->spq || !rc->linger_ev)
+	    !rc->sfifo || !rc->spq || !rc->linger_ev || !rc->ret_ev)
 		goto nomem;
 	rc->sfree = rc->slots;
 	return rc;

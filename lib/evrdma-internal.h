@@ -778,6 +778,7 @@ struct evrdma_base {
 	 * goes first) */
 	LIST_HEAD(, evrdma__hook) hooks;
 	LIST_ENTRY(evrdma_base) tcp_link;	/* no_rdma: on base.c's list */
+	LIST_ENTRY(evrdma_base) all_link;	/* base.c's list of them all */
 };
 
 /* A base without RDMA on @p eb (the one whose resolver a TCP bufferevent
@@ -786,6 +787,10 @@ struct evrdma_base *evrdma__base_without_rdma_of(struct event_base *eb);
 
 struct evrdma__hook {
 	void (*base_gone)(struct evrdma__hook *h);
+	/* the process exits (exit(), or a return from main), with the base
+	 * still alive: end the connection as the kernel ends a socket's
+	 * (NULL: nothing to do) */
+	void (*exiting)(struct evrdma__hook *h);
 	LIST_ENTRY(evrdma__hook) link;
 };
 
