@@ -22,6 +22,7 @@
  */
 #include "bevtest.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -1343,6 +1344,143 @@ START_TEST(bev_hello_world)
 }
 END_TEST
 
+/* ==== ends of a process (issue 26) ==== */
+
+/*
+ * The peer runs in a process of its own (tests/evrdma-peer.c): it
+ * connects, says hello, and then frees its bufferevent and returns from
+ * main, or is killed, with the server's reply read or unread. Over TCP
+ * its kernel closes the connection: a FIN (EOF) when nothing was unread,
+ * a reset (ERROR) when the reply was; the server's end must be the same
+ * on every backend, but for kill-read over RDMA: killed right after it
+ * read the reply, the peer's library had not yet returned that message's
+ * credit (it goes with its next message, or after 20 ms idle), so the
+ * server cannot tell read from unread and reports ERROR
+ * (evrdma/bufferevent.h, "Where it differs").
+ */
+enum { PE_EXIT, PE_KILL_READ, PE_KILL_IDLE, PE_KILL_UNREAD, PE_COUNT };
+static const char *const pe_modes[PE_COUNT] = {
+	"exit", "kill-read", "kill-idle", "kill-unread"
+};
+
+struct pe {
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *sbev;
+	int mode, ends;
+	short what;
+	size_t reply;		/* bytes of the reply */
+};
+
+static void
+pe_read(struct bufferevent *bev, void *arg)
+{
+	struct pe *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	static const uint8_t zeros[8192];
+
+	if (evbuffer_get_length(in) < 6 || p->reply)
+		return;
+	evbuffer_drain(in, 6);
+	/* (unread, it must hold the peer's credit: more than the copy
+	 * threshold of a channel, 1 KiB) */
+	p->reply = p->mode == PE_KILL_UNREAD ? sizeof(zeros) : 3;
+	bufferevent_write(bev, zeros, p->reply);
+}
+
+static void
+pe_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pe *p = arg;
+
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	if (!p->ends++)
+		p->what = what;
+}
+
+static void
+pe_accept(struct bufferevent *bev, void *arg)
+{
+	struct pe *p = arg;
+
+	ck_assert_ptr_null(p->sbev);
+	p->sbev = bev;
+	bufferevent_setcb(bev, pe_read, NULL, pe_event, p);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+/* Run the peer against @p backend; the server's first end event. */
+static short
+pe_run(struct pe *p, int backend)
+{
+	const struct sockaddr_in *sin;
+	char addr[64], port[16];
+	pid_t pid;
+	int st;
+
+	bt_env_init(&p->env, backend, NULL);
+	bt_listen(&p->l, &p->env, pe_accept, p, 0);
+	sin = (const struct sockaddr_in *)&p->l.ss;
+	ck_assert(inet_ntop(AF_INET, &sin->sin_addr, addr, sizeof(addr)));
+	snprintf(port, sizeof(port), "%u", ntohs(sin->sin_port));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl(PEER_BIN, "evrdma-peer", backend == BT_TCP ? "tcp" :
+		    "evrdma", addr, port, pe_modes[p->mode], (char *)NULL);
+		_exit(3);
+	}
+	BT_WAIT(p->env.eb, p->ends, 30000);
+	bt_loop_for(p->env.eb, 300);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (p->mode == PE_EXIT)
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		    "evrdma-peer ended with status 0x%x", st);
+	else
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		    "evrdma-peer ended with status 0x%x", st);
+	ck_assert_int_eq(p->ends, 1);
+	if (p->sbev)
+		bufferevent_free(p->sbev);
+	bt_listener_free(&p->l);
+	bt_env_fini(&p->env);
+	return p->what;
+}
+
+START_TEST(bev_process_end)
+{
+	struct pe tcp, b;
+	int backend = _i % BT_N, mode = _i / BT_N;
+	short want;
+
+	if (backend == BT_TCP || !bt_available(backend))
+		return;
+	signal(SIGPIPE, SIG_IGN);
+	memset(&tcp, 0, sizeof(tcp));
+	memset(&b, 0, sizeof(b));
+	tcp.mode = b.mode = mode;
+	want = pe_run(&tcp, BT_TCP);
+	pe_run(&b, backend);
+	fprintf(stderr, "a peer that ends (%s): tcp 0x%x, %s 0x%x\n",
+	    pe_modes[mode], (unsigned)want, bt_name(backend),
+	    (unsigned)b.what);
+	ck_assert_int_eq(want, mode == PE_KILL_UNREAD ?
+	    BEV_EVENT_ERROR | BEV_EVENT_READING :
+	    BEV_EVENT_EOF | BEV_EVENT_READING);
+	if (backend == BT_RDMA && mode == PE_KILL_READ)
+		want = BEV_EVENT_ERROR | BEV_EVENT_READING;	/* above */
+	/* (a peer whose RDMA bufferevent runs over TCP, the guest's
+	 * fallback or the host's adapter, read its socket ahead of the
+	 * bufferevent: its kernel holds nothing unread and sends a FIN;
+	 * evrdma/bufferevent.h) */
+	if (mode == PE_KILL_UNREAD && (backend == BT_ADAPTER ||
+	    (backend == BT_FALLBACK && bt_available(BT_RDMA))))
+		want = BEV_EVENT_EOF | BEV_EVENT_READING;
+	ck_assert_int_eq(b.what, want);
+}
+END_TEST
+
 /* ==== listeners, as evconnlistener ==== */
 
 /*
@@ -2150,6 +2288,11 @@ bt_suite_compare(void)
 	    SC_NCASES * BT_N);
 	tcase_add_loop_test(tc, bev_connect_refused, 0, BT_N);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("process-end");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, bev_process_end, 0, PE_COUNT * BT_N);
+	suite_add_tcase(s, tc);
+
 	/* its own case, so that CK_RUN_CASE=hello-world runs it alone */
 	tc = tcase_create("hello-world");
 	tcase_set_timeout(tc, 180);

@@ -1358,6 +1358,23 @@ hw_run(struct hw *h)
 		CH_WAIT(h->eb, h->freed && h->c_end, 20000);
 		ck_assert_str_eq(h->got, MESSAGE);
 		ck_assert_int_eq(h->c_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	} else if (h->variant == 3) {
+		/* issue 26: the client sends a request first, which the
+		 * server never reads; the server's close is then a reset,
+		 * after the reply it wrote (a kernel sends what it took) */
+		if (h->tcp)
+			ck_assert_int_eq(bufferevent_write(h->cbev, "?", 1), 0);
+		else
+			ck_assert_int_eq(evrdma_channel_write(h->cch, "?", 1),
+			    0);
+		ch_loop_for(h->eb, 300);
+		hw_write(h);
+		CH_WAIT(h->eb, h->freed && h->c_end, 20000);
+		ch_loop_for(h->eb, 200);
+		ck_assert_str_eq(h->got, MESSAGE);
+		ck_assert_int_eq(h->c_what, BEV_EVENT_ERROR |
+		    BEV_EVENT_READING);
+		ck_assert_int_eq(h->c_end, 1);
 	} else {
 		if (h->variant == 2) {
 			if (h->tcp)
@@ -1427,6 +1444,306 @@ START_TEST(channel_hello_world)
 }
 END_TEST
 
+/* ==== issue 26: a proxy's clients, freed in one callback ==== */
+
+#define PX_N		200
+#define PX_WIN		(4 * KiB)
+#define PX_WINDOWS	8
+#define PX_TAIL		(2 * KiB)
+#define PX_BYTES	(PX_WINDOWS * PX_WIN + PX_TAIL)
+#define PX_OUT_HI	(64 * KiB)
+#define PX_OUT_LO	(16 * KiB)
+
+struct px;
+
+/* One end, a TCP bufferevent or a channel. */
+struct px_end {
+	struct px *px;
+	struct bufferevent *bev;
+	struct evrdma_channel *ch;
+	int ended;
+	uint64_t end_ms;
+};
+
+struct px {
+	int tcp;
+	struct event_base *eb;
+	struct dt_env *env;
+	struct evconnlistener *tl;
+	struct evrdma_listener *rl;
+	struct sockaddr_storage ss;
+	int sslen;
+	struct px_end srv[PX_N], cli[PX_N];
+	int nsrv, nup, nend;
+	uint64_t echoed, freed_ms;
+	int freed;
+};
+
+static struct evbuffer *
+px_in(struct px_end *e)
+{
+	return e->bev ? bufferevent_get_input(e->bev) :
+	    evrdma_channel_get_input(e->ch);
+}
+
+static struct evbuffer *
+px_out(struct px_end *e)
+{
+	return e->bev ? bufferevent_get_output(e->bev) :
+	    evrdma_channel_get_output(e->ch);
+}
+
+static void
+px_set(struct px_end *e, short ev, int on)
+{
+	if (e->bev)
+		(on ? bufferevent_enable : bufferevent_disable)(e->bev, ev);
+	else
+		(on ? evrdma_channel_enable : evrdma_channel_disable)(e->ch,
+		    ev);
+}
+
+static void
+px_free(struct px_end *e)
+{
+	if (e->bev)
+		bufferevent_free(e->bev);
+	else if (e->ch)
+		evrdma_channel_free(e->ch);
+	e->bev = NULL;
+	e->ch = NULL;
+}
+
+/* The server echoes, and like any proxy stops reading while its output
+ * holds more than PX_OUT_HI, until it drained to PX_OUT_LO. */
+static void
+px_srv_read(struct px_end *e)
+{
+	evbuffer_add_buffer(px_out(e), px_in(e));
+	if (evbuffer_get_length(px_out(e)) > PX_OUT_HI)
+		px_set(e, EV_READ, 0);
+}
+
+static void
+px_srv_write(struct px_end *e)
+{
+	px_set(e, EV_READ, 1);
+}
+
+static void
+px_srv_event(struct px_end *e, short what)
+{
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	e->ended = 1;
+	e->end_ms = tu_now_ms();
+	e->px->nend++;
+	px_free(e);
+}
+
+/* The clients count the echoes; once half came back, one of them frees
+ * them all, in its read callback. */
+static void
+px_cli_read(struct px_end *e)
+{
+	struct px *px = e->px;
+	size_t n = evbuffer_get_length(px_in(e));
+	int i;
+
+	evbuffer_drain(px_in(e), n);
+	px->echoed += n;
+	if (px->freed || px->echoed < (uint64_t)PX_N * PX_BYTES / 2)
+		return;
+	px->freed = 1;
+	px->freed_ms = tu_now_ms();
+	for (i = 0; i < PX_N; i++)
+		px_free(&px->cli[i]);
+}
+
+static void
+px_cli_event(struct px_end *e, short what)
+{
+	if (what & BEV_EVENT_CONNECTED)
+		e->px->nup++;
+}
+
+/* The callbacks of both kinds, on struct px_end. */
+#define PX_CBS(kind, obj)						\
+static void px_##kind##_rd_##obj(struct obj *o, void *a)		\
+{ (void)o; px_##kind##_read(a); }					\
+static void px_##kind##_ev_##obj(struct obj *o, short w, void *a)	\
+{ (void)o; px_##kind##_event(a, w); }
+PX_CBS(srv, bufferevent)
+PX_CBS(srv, evrdma_channel)
+PX_CBS(cli, bufferevent)
+PX_CBS(cli, evrdma_channel)
+
+static void
+px_srv_wr_bev(struct bufferevent *o, void *a)
+{
+	(void)o;
+	px_srv_write(a);
+}
+
+static void
+px_srv_wr_ch(struct evrdma_channel *o, void *a)
+{
+	(void)o;
+	px_srv_write(a);
+}
+
+static struct px_end *
+px_accepted(struct px *px)
+{
+	ck_assert_int_lt(px->nsrv, PX_N);
+	px->srv[px->nsrv].px = px;
+	return &px->srv[px->nsrv++];
+}
+
+static void
+px_tcp_accept(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *arg)
+{
+	struct px_end *e = px_accepted(arg);
+
+	e->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(e->bev);
+	bufferevent_setcb(e->bev, px_srv_rd_bufferevent, px_srv_wr_bev,
+	    px_srv_ev_bufferevent, e);
+	bufferevent_setwatermark(e->bev, EV_WRITE, PX_OUT_LO, 0);
+	bufferevent_enable(e->bev, EV_READ | EV_WRITE);
+}
+
+static void
+px_ch_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
+    const struct sockaddr *sa, int socklen, void *arg)
+{
+	struct px_end *e = px_accepted(arg);
+
+	e->ch = ch;
+	evrdma_channel_setcb(ch, px_srv_rd_evrdma_channel, px_srv_wr_ch,
+	    px_srv_ev_evrdma_channel, e);
+	evrdma_channel_setwatermark(ch, EV_WRITE, PX_OUT_LO, 0);
+	evrdma_channel_enable(ch, EV_READ | EV_WRITE);
+}
+
+/*
+ * 200 clients of a proxy-style echo server (it stops reading while its
+ * output holds more than 64 KiB), each writing 8 windows of 4 KiB and a
+ * 2 KiB tail, all freed in one callback while echoes still arrive: each
+ * client leaves bytes it never read, which over TCP resets the
+ * connection. Every server end must hear of it within a second, as from
+ * a socket, and (channels) once the server freed them, its base counts
+ * no connection left. _i 0: TCP bufferevents, 1: channels.
+ */
+START_TEST(channel_proxy_clients_freed)
+{
+	struct px *px = calloc(1, sizeof(*px));
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(8, 8 * KiB, 64 * KiB);
+	static uint8_t data[PX_BYTES];
+	uint64_t last = 0, gone_ms = 0;
+	int i;
+
+	ck_assert_ptr_nonnull(px);
+	signal(SIGPIPE, SIG_IGN);
+	px->tcp = _i == 0;
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	px->env = &env;
+	px->eb = env.eb;
+	if (px->tcp) {
+		struct sockaddr_in sin;
+		socklen_t sl = sizeof(sin);
+
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		px->tl = evconnlistener_new_bind(px->eb, px_tcp_accept, px,
+		    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
+		    (struct sockaddr *)&sin, sizeof(sin));
+		ck_assert_ptr_nonnull(px->tl);
+		ck_assert_int_eq(getsockname(evconnlistener_get_fd(px->tl),
+		    (struct sockaddr *)&px->ss, &sl), 0);
+		px->sslen = (int)sl;
+	} else {
+		px->sslen = dt_sockaddr(&px->ss, dt_addr(), 0);
+		px->rl = evrdma_channel_listener_new(env.base, px_ch_accept,
+		    px, EVRDMA_CHANNEL_STREAM, -1, (struct sockaddr *)&px->ss,
+		    px->sslen);
+		ck_assert_ptr_nonnull(px->rl);
+		px->sslen = dt_sockaddr(&px->ss, dt_addr(),
+		    evrdma_listener_get_port(px->rl));
+	}
+	for (i = 0; i < PX_N; i++) {
+		struct px_end *e = &px->cli[i];
+
+		e->px = px;
+		if (px->tcp) {
+			e->bev = bufferevent_socket_new(px->eb, -1,
+			    BEV_OPT_CLOSE_ON_FREE);
+			ck_assert_ptr_nonnull(e->bev);
+			bufferevent_setcb(e->bev, px_cli_rd_bufferevent, NULL,
+			    px_cli_ev_bufferevent, e);
+			bufferevent_enable(e->bev, EV_READ);
+			ck_assert_int_eq(bufferevent_socket_connect(e->bev,
+			    (struct sockaddr *)&px->ss, px->sslen), 0);
+		} else {
+			e->ch = evrdma_channel_new(env.base,
+			    EVRDMA_CHANNEL_STREAM);
+			ck_assert_ptr_nonnull(e->ch);
+			evrdma_channel_setcb(e->ch, px_cli_rd_evrdma_channel,
+			    NULL, px_cli_ev_evrdma_channel, e);
+			evrdma_channel_enable(e->ch, EV_READ);
+			ck_assert_int_eq(evrdma_channel_connect(e->ch,
+			    (struct sockaddr *)&px->ss, px->sslen), 0);
+		}
+	}
+	CH_WAIT(px->eb, px->nup == PX_N && px->nsrv == PX_N, 60000);
+	for (i = 0; i < PX_N; i++) {
+		size_t off;
+
+		for (off = 0; off < PX_BYTES; off += PX_WIN)
+			ck_assert_int_eq(evbuffer_add(px_out(&px->cli[i]),
+			    data + off, PX_BYTES - off < PX_WIN ?
+			    PX_BYTES - off : PX_WIN), 0);
+	}
+	CH_WAIT(px->eb, px->freed, 60000);
+	CH_WAIT(px->eb, px->nend == PX_N, 20000);
+	for (i = 0; i < PX_N; i++)
+		if (px->srv[i].end_ms > last)
+			last = px->srv[i].end_ms;
+	if (!px->tcp) {
+		struct evrdma_stats st;
+		uint64_t t0 = tu_now_ms();
+
+		for (;;) {
+			evrdma_base_get_stats(env.base, &st);
+			if (st.conns == 0)
+				break;
+			ck_assert_msg(tu_now_ms() - t0 < 20000, "%u "
+			    "connections left in the base", st.conns);
+			ch_step(px->eb, 10);
+		}
+		gone_ms = tu_now_ms() - t0;
+	}
+	fprintf(stderr, "proxy, %d clients freed at once (%s): every server "
+	    "end within %llu ms; the base's last connection gone %llu ms "
+	    "after\n", PX_N, px->tcp ? "TCP" : "channels",
+	    (unsigned long long)(last - px->freed_ms),
+	    (unsigned long long)gone_ms);
+	ck_assert_uint_le(last - px->freed_ms, 1000);
+	if (px->tl)
+		evconnlistener_free(px->tl);
+	if (px->rl)
+		evrdma_listener_free(px->rl);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+	free(px);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_compare(void)
 {
@@ -1437,7 +1754,12 @@ dt_suite_chan_compare(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_callbacks_like_bufferevent, 0,
 	    (int)(sizeof(sc_cases) / sizeof(sc_cases[0])));
-	tcase_add_loop_test(tc, channel_hello_world, 0, 3);
+	tcase_add_loop_test(tc, channel_hello_world, 0, 4);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("close");
+	tcase_set_timeout(tc, 180);
+	tcase_add_loop_test(tc, channel_proxy_clients_freed, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
