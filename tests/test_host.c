@@ -478,8 +478,21 @@ END_TEST
 
 START_TEST(test_version)
 {
+	char v[32];
+
 	ck_assert_ptr_nonnull(evrdma_version());
 	ck_assert_str_eq(evrdma_version(), PACKAGE_VERSION);
+	/* <evrdma/version.h>, the compile-time version, agrees with the
+	 * library's and with itself */
+	ck_assert_str_eq(evrdma_version(), EVRDMA_VERSION);
+	snprintf(v, sizeof(v), "%d.%d.%d", EVRDMA_VERSION_MAJOR,
+	    EVRDMA_VERSION_MINOR, EVRDMA_VERSION_PATCH);
+	ck_assert_str_eq(evrdma_version(), v);
+	ck_assert_int_eq(EVRDMA_VERSION_NUMBER, (EVRDMA_VERSION_MAJOR << 16) |
+	    (EVRDMA_VERSION_MINOR << 8) | EVRDMA_VERSION_PATCH);
+#if EVRDMA_VERSION_NUMBER < 0x000100 || EVRDMA_VERSION_NUMBER > 0xffffff
+#error "EVRDMA_VERSION_NUMBER is not a number the preprocessor can compare"
+#endif
 }
 END_TEST
 
