@@ -1379,7 +1379,8 @@ hw_run(struct hw *h)
 			struct evrdma_stats st;
 
 			CH_WAIT(h->eb, (evrdma_base_get_stats(h->env->base,
-			    &st), st.conns <= 1) || h->freed, 20000);
+			    &st, sizeof(st)), st.conns <= 1) || h->freed,
+			    20000);
 			ch_loop_for(h->eb, 300);
 		}
 		if (!h->freed)

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -673,6 +674,68 @@ START_TEST(test_no_rdma_device)
 }
 END_TEST
 
+/* ---- statistics: the size the caller was compiled with (doc/ABI.md) ---- */
+
+START_TEST(test_base_stats_size)
+{
+	struct event_base *eb;
+	struct evrdma_config *cfg;
+	struct evrdma_base *base;
+	union {
+		struct evrdma_stats st;
+		unsigned char b[sizeof(struct evrdma_stats) + 32];
+	} u;
+	/* the struct of 0.1.0, through its last field */
+	size_t v0 = offsetof(struct evrdma_stats, bevs) + sizeof(unsigned);
+	size_t i;
+
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(NULL, &u.st, sizeof(u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* a base on any host: with the TCP fallback, also without RDMA */
+	eb = event_base_new();
+	cfg = evrdma_config_new();
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
+	base = evrdma_base_new(eb, cfg);
+	ck_assert_ptr_nonnull(base);
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(base, NULL, sizeof(u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* the size of a pointer, not of the struct */
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(&u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "sizeof"));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, v0 - 1), -1);
+
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(u.st)), 0);
+	ck_assert_uint_eq(u.st.conns, 0);
+	ck_assert_uint_eq(u.st.listeners, 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	ck_assert_uint_eq(u.st.ch_written, 0);
+	for (i = sizeof(u.st); i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0xa5);
+	/* a caller compiled against a later release, with fields this
+	 * library does not know: they read 0 */
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(u.b)), 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	for (i = sizeof(u.st); i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0);
+	/* one compiled against 0.1.0: its fields, nothing past them */
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, v0), 0);
+	ck_assert_uint_eq(u.st.conns, 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	for (i = v0; i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0xa5);
+	evrdma_base_free(base);
+	evrdma_config_free(cfg);
+	event_base_free(eb);
+}
+END_TEST
+
 /* ---- NULL arguments ---- */
 
 START_TEST(test_free_null)
@@ -818,6 +881,7 @@ host_suite(void)
 	tcase_add_test(tc, test_errmsg_thread_local);
 	tcase_add_test(tc, test_log_callback);
 	tcase_add_test(tc, test_log_min_level_base_new);
+	tcase_add_test(tc, test_base_stats_size);
 	tcase_add_test(tc, test_free_null);
 	tcase_add_test(tc, test_srq_args);
 	tcase_add_test(tc, test_tu_loop_until);
