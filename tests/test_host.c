@@ -676,10 +676,26 @@ END_TEST
 
 /* ---- statistics: the size the caller was compiled with (doc/ABI.md) ---- */
 
+/* A base on any host: with the TCP fallback, also without RDMA. */
+static struct evrdma_base *
+fallback_base(struct event_base **ebp)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_base *base;
+
+	*ebp = event_base_new();
+	ck_assert_ptr_nonnull(*ebp);
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
+	base = evrdma_base_new(*ebp, cfg);
+	ck_assert_ptr_nonnull(base);
+	evrdma_config_free(cfg);
+	return base;
+}
+
 START_TEST(test_base_stats_size)
 {
 	struct event_base *eb;
-	struct evrdma_config *cfg;
 	struct evrdma_base *base;
 	union {
 		struct evrdma_stats st;
@@ -692,12 +708,7 @@ START_TEST(test_base_stats_size)
 	errno = 0;
 	ck_assert_int_eq(evrdma_base_get_stats(NULL, &u.st, sizeof(u.st)), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	/* a base on any host: with the TCP fallback, also without RDMA */
-	eb = event_base_new();
-	cfg = evrdma_config_new();
-	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
-	base = evrdma_base_new(eb, cfg);
-	ck_assert_ptr_nonnull(base);
+	base = fallback_base(&eb);
 	errno = 0;
 	ck_assert_int_eq(evrdma_base_get_stats(base, NULL, sizeof(u.st)), -1);
 	ck_assert_int_eq(errno, EINVAL);
@@ -731,7 +742,6 @@ START_TEST(test_base_stats_size)
 	for (i = v0; i < sizeof(u.b); i++)
 		ck_assert_uint_eq(u.b[i], 0xa5);
 	evrdma_base_free(base);
-	evrdma_config_free(cfg);
 	event_base_free(eb);
 }
 END_TEST
@@ -753,7 +763,6 @@ END_TEST
 START_TEST(test_srq_args)
 {
 	struct event_base *eb;
-	struct evrdma_config *cfg;
 	struct evrdma_base *base;
 	char buf[16];
 
@@ -778,11 +787,7 @@ START_TEST(test_srq_args)
 	if (tu_have_rdma_cm() || evrdma_rdma_load() < 0)
 		return;	/* a base with RDMA: the device tests */
 	/* the TCP fallback's base has no device to make a queue on */
-	eb = event_base_new();
-	cfg = evrdma_config_new();
-	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
-	base = evrdma_base_new(eb, cfg);
-	ck_assert_ptr_nonnull(base);
+	base = fallback_base(&eb);
 	errno = 0;
 	ck_assert_ptr_null(evrdma_srq_new(base, NULL, 16));
 	ck_assert_int_eq(errno, ENODEV);
@@ -797,7 +802,6 @@ START_TEST(test_srq_args)
 		bufferevent_free(bev);
 	}
 	evrdma_base_free(base);
-	evrdma_config_free(cfg);
 	event_base_free(eb);
 }
 END_TEST
