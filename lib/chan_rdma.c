@@ -73,11 +73,30 @@ struct ch_ring {
 	} *slot;
 };
 
+/*
+ * A receive buffer. Its counters are bounded by construction, whatever
+ * the peer sends and however finely the application reads:
+ *  - refs: every reference put into input covers at least one byte of
+ *    [off, len) that no other reference covers (off moves past it), so
+ *    refs <= len <= slot_size <= EVRDMA_CH_SLOT_MAX (4 MiB): it fits its
+ *    32 bits. (It was 16 bits, and a reader taking one byte at a time
+ *    under a read high watermark above max_input wrapped it at 65,536:
+ *    the buffer went back to the peer, or to another channel of a pool,
+ *    while input still pointed into it.)
+ *  - the channel's refs_held counts buffers whose refs went 0 -> 1 and
+ *    not yet back, so it is at most nbuf; a pool's orphans count its
+ *    buffers with refs left and no channel, at most its nbuf; its free
+ *    stack holds each buffer at most once (pool_free() refuses a free
+ *    one), so at most nbuf.
+ * A release that finds refs already 0, or a buffer already free, is an
+ * impossible state: it ends that connection (EVRDMA_REASON_INTERNAL) and
+ * frees nothing twice.
+ */
 struct ch_rbuf {
 	uint32_t len;			/* the message's bytes */
 	uint32_t off;			/* of which already in input */
 	uint32_t pslot;			/* a pull: the peer's send slot */
-	uint16_t refs;			/* input references into it */
+	uint32_t refs;			/* input references into it */
 	uint8_t state;			/* RB_* */
 	uint8_t queued;			/* in rxq: not all in input yet */
 };
@@ -135,6 +154,7 @@ struct ch_rdma {
 	unsigned snext, sfree;
 	int resv;			/* reserved slot, or -1 */
 	size_t resv_len;
+	size_t resv_max;		/* the most it was reserved for */
 	int resv_wanted;		/* a reserve failed: EAGAIN */
 	int wopen;			/* slot of the open write, or -1 */
 	size_t wopen_len;
@@ -145,8 +165,18 @@ struct ch_rdma {
 	 * pool's; nfree and posted stay 0) */
 	struct evrdma__chpool *pool;
 	struct evrdma_srq *srq;		/* its queue, a reference */
-	int pool_joined;
+	int pool_joined;		/* committed: on pool->chans */
+	LIST_ENTRY(ch_rdma) pool_link;
+	unsigned long drain_mark;	/* the CQ's emptied count at the end */
 	unsigned withheld;		/* of our R, credits not lent */
+	uint8_t rx_recent;		/* DATA arrived since the pool's tick */
+	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
+	unsigned reclaim_out;		/* sent: its YIELD is due */
+	unsigned reclaim_ticks;		/* ticks since it was wanted */
+	uint8_t grant_due;		/* joined: the first credit goes now */
+	/* the peer lends (LEND in its handshake): its RECLAIM to answer */
+	uint8_t peer_lends;
+	unsigned yield_asked;
 };
 
 /*
@@ -156,20 +186,35 @@ struct ch_rdma {
  * consumed, as with a ring of its own.
  *
  * Credits are what keeps one channel's peer from taking another's
- * buffers: a channel on the pool announces LEND, its peer starts with
- * one data credit, and when the peer says it is starved the channel lends
- * more (up to its R) while the pool has buffers no other channel was
- * promised, toward an even share; a channel over its share keeps the
- * credits its peer returns (one at least stays lent).
- * committed counts every credit lent and every control credit of the
- * channels; it never exceeds the buffers less a reserve, so the pool
- * backs every promise (the buffers of a gone channel that the application
- * still references, orphans, count against it too). A peer that sends
- * beyond its credits is a violation, as on a ring; what its extra SENDs
- * took from the pool meanwhile makes honest peers meet an RNR, which they
- * retry (a pool channel connects with rnr_retry 7) until the buffers are
- * posted again.
+ * buffers (doc/channel-protocol.md, "Lending"):
+ *  - A channel on the pool announces LEND; its peer starts with no data
+ *    credit. Nothing is committed for a connection before it is
+ *    established (a stranger that never completes its handshake takes
+ *    nothing); then the channel joins (rc_pool_join()): its control
+ *    credits and one data credit are committed, and that credit is
+ *    granted to the peer.
+ *  - When the peer says it is starved the channel lends more (up to its
+ *    R) while the pool has buffers no other channel was promised, toward
+ *    an even share; a channel over its share keeps the credits its peer's
+ *    data frees (one at least stays lent).
+ *  - Lent credits come back from a peer that does not use them: the
+ *    pool's tick (POOL_TICK_MS) asks every peer that sent no DATA for a
+ *    whole tick for all but one (RECLAIM), as it asks those over their
+ *    share when the pool runs out for another channel; the peer answers
+ *    with a YIELD of what it holds unused, and one that does not answer
+ *    within POOL_RECLAIM_TICKS is cut off (a protocol violation).
+ *  - committed counts every credit lent and every control credit of the
+ *    joined channels; it never exceeds the buffers less a reserve, so the
+ *    pool backs every promise (the buffers of a gone channel that the
+ *    application still references, orphans, count against it too).
+ *  - A peer that sends beyond its credits is a violation, as on a ring;
+ *    what its extra SENDs took from the pool meanwhile makes honest peers
+ *    meet an RNR, which they retry (a pool channel asks its peer for
+ *    rnr_retry 7, and its QP says wait 0.64 ms, not rdma_cm's 655: see
+ *    conn.c) until the poll that catches the violator posts them again.
  */
+#define POOL_TICK_MS		1000
+#define POOL_RECLAIM_TICKS	3
 struct evrdma__chpool {
 	struct evrdma_srq *srq;		/* the queue that holds the pool */
 	struct ch_ring *ring;
@@ -182,10 +227,19 @@ struct evrdma__chpool {
 	unsigned committed, orphans, nchan, ctrl_sum;
 	struct evrdma_base *base;
 	struct evrdma__work post_work;	/* post the free buffers */
+	LIST_HEAD(, ch_rdma) chans;	/* the joined channels */
+	struct event *tick_ev;		/* pool_tick(), while anything is lent
+					 * beyond one credit or reclaimed */
+	uint8_t tick_armed;
+	uint8_t want_room;		/* a starved channel found none */
 };
 
 static void rc_schedule(struct ch_rdma *rc);
 static void rc_linger_check(struct ch_rdma *rc);
+static int rc_up(const struct ch_rdma *rc);
+static void rc_violation(struct ch_rdma *rc, const char *why);
+static void pool_room_freed(struct evrdma__chpool *pool);
+static void rc_pool_depart(struct ch_rdma *rc);
 static void slot_release(struct ch_rdma *rc, unsigned idx);
 
 static struct ch_rdma *
@@ -196,12 +250,20 @@ to_rc(struct evrdma_channel *ch)
 
 /* ---- rings ---- */
 
+/* @p len bytes in whole pages: what a ring maps, and what its
+ * registration pins */
 static size_t
-ring_map_len(const struct ch_ring *r)
+page_len(size_t len)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 
-	return (r->len + pg - 1) & ~(pg - 1);
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+static size_t
+ring_map_len(const struct ch_ring *r)
+{
+	return page_len(r->len);
 }
 
 /* @p n slots of @p size bytes and @p extra bytes after them, in pages of
@@ -256,6 +318,13 @@ ring_unref(struct ch_ring *ring)
 static void
 pool_free(struct evrdma__chpool *pool, unsigned idx)
 {
+	if (pool->rb[idx].state == RB_FREE) {
+		/* impossible (see struct ch_rbuf): pushing it again would
+		 * write past the free stack */
+		evrdma__log(EVRDMA_LOG_ERROR, "channel queue: internal error: "
+		    "buffer %u freed twice", idx);
+		return;
+	}
 	pool->own[idx] = NULL;
 	pool->rb[idx].state = RB_FREE;
 	pool->free[pool->nfree++] = idx;
@@ -405,7 +474,14 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	 * pulls reported done later wait for a quarter of the ring that a
 	 * peer holding fewer (it pulls at most that many at once) never
 	 * fills, and both sides wait for ever (seen on the two-guest wire) */
-	if (!rc->ret_data && !rc->ret_pull && !rc->pull_wait && !rc->pull_out)
+	/* On a pool, a starved peer also waits for a loan the pool may
+	 * have had no room for: a message that lends it nothing leaves it
+	 * starved, so that the pass lends once room comes back
+	 * (pool_room_freed()); forgetting it there left the peer with no
+	 * credit and no way to say so (seen: 1 run in 10 of
+	 * isolation_fine_reader). */
+	if (!rc->ret_data && !rc->ret_pull && !rc->pull_wait &&
+	    !rc->pull_out && (d || !rc->pool))
 		rc->peer_starved = 0;
 	return 0;
 }
@@ -445,6 +521,86 @@ rc_post_ctrl(struct ch_rdma *rc, int type, int starved)
 	return 1;
 }
 
+/* A LOAN message: a RECLAIM of @p n (we lend), or a YIELD of @p n (the
+ * peer lends). It returns control credits, never data credits (their
+ * field carries @p n). 1 posted, 0 no control credit in hand, -1 failed. */
+static int
+rc_post_loan(struct ch_rdma *rc, int yield, unsigned n)
+{
+	struct evrdma__ch_imm m;
+
+	if (!rc->c_credits)
+		return 0;
+	if (rc_returns_ready(rc, rc->ret_data, 0) < 0)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	m.type = EVRDMA_CH_LOAN;
+	m.yield = (uint8_t)yield;
+	m.loan = (uint16_t)n;
+	m.cret = (uint8_t)rc->ret_ctrl;
+	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+	    evrdma__ch_imm_encode(&m), rc_ctrl_cb, rc) < 0)
+		return -1;
+	rc->ret_ctrl = 0;
+	rc->c_credits--;
+	return 1;
+}
+
+/* The sends of a pass about loans: our RECLAIM, our YIELD. */
+static int
+rc_send_loans(struct ch_rdma *rc)
+{
+	int r = 0;
+
+	if (rc->reclaim_want) {
+		r = rc_post_loan(rc, 0, rc->reclaim_want);
+		if (r > 0) {
+			rc->reclaim_out = rc->reclaim_want;
+			rc->reclaim_want = 0;
+		}
+	}
+	if (r >= 0 && rc->yield_asked) {
+		unsigned k = evrdma__ch_yield_amount(rc->yield_asked,
+		    rc->s_credits);
+
+		r = rc_post_loan(rc, 1, k);
+		if (r > 0) {
+			rc->s_credits -= k;
+			rc->yield_asked = 0;
+		}
+	}
+	return r < 0 ? -1 : 0;
+}
+
+/* A LOAN from the peer (its control credit is counted): 0, or -1 when it
+ * broke the rules (the connection is then cut off). */
+static int
+rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m)
+{
+	if (m->yield) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		if (!rc->pool || !evrdma__ch_yield_valid(rc->reclaim_out,
+		    m->loan, lent, rc->held + rc->ret_data)) {
+			rc_violation(rc, "a yield of credits not reclaimed");
+			return -1;
+		}
+		rc->withheld += m->loan;
+		rc->pool->committed -= m->loan;
+		rc->reclaim_out = 0;
+		if (m->loan)
+			pool_room_freed(rc->pool);
+		return 0;
+	}
+	if (!rc->peer_lends || rc->yield_asked ||
+	    !evrdma__ch_reclaim_valid(m->loan, rc->peer_slots)) {
+		rc_violation(rc, "a reclaim of credits not lent");
+		return -1;
+	}
+	rc->yield_asked = m->loan;
+	return 0;
+}
+
 /* ---- the end ---- */
 
 /* A rule of the protocol broken: the peer loses its access at once. */
@@ -457,6 +613,18 @@ rc_violation(struct ch_rdma *rc, const char *why)
 	rc->ch.peer_eof = 0;
 	if (rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
+}
+
+/* An impossible state of our own: the connection ends, nothing more is
+ * freed or returned for it. */
+static void
+rc_internal(struct ch_rdma *rc, const char *what)
+{
+	evrdma__log(EVRDMA_LOG_ERROR, "channel %p: internal error: %s",
+	    (void *)rc, what);
+	rc->ch.peer_eof = 0;
+	if (rc->conn && !rc->conn_freed)
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_INTERNAL);
 }
 
 static void
@@ -496,6 +664,10 @@ rb_free(struct ch_rdma *rc, unsigned idx)
 		pool_free(rc->pool, idx);
 		return;
 	}
+	if (rc->rb[idx].state == RB_FREE) {
+		rc_internal(rc, "a receive buffer freed twice");
+		return;
+	}
 	rc->rb[idx].state = RB_FREE;
 	rc->rfree[rc->nfree++] = idx;
 }
@@ -516,16 +688,74 @@ rc_over_share(const struct ch_rdma *rc)
 static void
 rb_release(struct ch_rdma *rc, unsigned idx)
 {
+	if (!rc->held || rc->rb[idx].state == RB_FREE) {
+		rc_internal(rc, "a receive buffer released twice");
+		return;
+	}
 	rb_free(rc, idx);
 	rc->held--;
-	if (rc->pool && rc_over_share(rc)) {
+	if (rc->pool && (!rc->pool_joined || rc_over_share(rc))) {
+		/* (a channel whose connection is over returns every one) */
 		rc->withheld++;
 		rc->pool->committed--;
+		pool_room_freed(rc->pool);
 	} else {
 		rc->ret_data++;
 	}
 	if (!rc->pre_send)
 		rc_schedule(rc);
+}
+
+static void
+pool_tick_arm(struct evrdma__chpool *pool)
+{
+	if (!pool->tick_armed && pool->tick_ev &&
+	    evrdma__ev_timer_start(pool->tick_ev, POOL_TICK_MS) == 0)
+		pool->tick_armed = 1;
+}
+
+/* Ask @p rc's peer for @p n of the credits lent to it (the pass sends the
+ * RECLAIM). */
+static void
+rc_reclaim(struct ch_rdma *rc, unsigned n)
+{
+	if (!n || rc->reclaim_want || rc->reclaim_out)
+		return;
+	rc->reclaim_want = n;
+	rc->reclaim_ticks = 0;
+	pool_tick_arm(rc->pool);
+	rc_schedule(rc);
+}
+
+/* The pool has no room: ask the channels over their share for the rest. */
+static void
+pool_reclaim_over_share(struct evrdma__chpool *pool)
+{
+	unsigned share = pool_share(pool);
+	struct ch_rdma *rc;
+
+	LIST_FOREACH(rc, &pool->chans, pool_link) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		if (lent > share && lent > 1)
+			rc_reclaim(rc, lent - (share ? share : 1));
+	}
+}
+
+/* Buffers were given back (a yield, a withheld return, a channel gone):
+ * the channels whose peers wait for a loan the pool had no room for get
+ * their pass, which lends (rc_pool_pass()). */
+static void
+pool_room_freed(struct evrdma__chpool *pool)
+{
+	struct ch_rdma *rc;
+
+	if (!pool->want_room)
+		return;
+	pool->want_room = 0;
+	LIST_FOREACH(rc, &pool->chans, pool_link)
+		if (rc->peer_starved && rc->withheld)
+			rc_schedule(rc);
 }
 
 /* Lend the peer more of our R while the pool has buffers nobody was
@@ -542,6 +772,50 @@ rc_lend(struct ch_rdma *rc)
 		pool->committed++;
 		rc->ret_data++;
 	}
+	if (rc->withheld && rc->slots - rc->withheld < share &&
+	    !pool_room(pool)) {
+		/* it is owed its share: ask those over theirs, and come
+		 * back when something was given back */
+		pool->want_room = 1;
+		pool_reclaim_over_share(pool);
+	}
+	if (rc->slots - rc->withheld > 1)
+		pool_tick_arm(pool);
+}
+
+/* Every tick: a peer holding more than one credit that sent no DATA for a
+ * whole tick is asked for the rest; one that did not answer a RECLAIM
+ * within POOL_RECLAIM_TICKS is cut off. */
+static void
+pool_tick(void *arg)
+{
+	struct evrdma__chpool *pool = arg;
+	struct ch_rdma *rc, *next;
+	int busy = 0;
+
+	pool->tick_armed = 0;
+	for (rc = LIST_FIRST(&pool->chans); rc; rc = next) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		next = LIST_NEXT(rc, pool_link);
+		if (rc->reclaim_want || rc->reclaim_out) {
+			if (++rc->reclaim_ticks >= POOL_RECLAIM_TICKS) {
+				rc->reclaim_want = rc->reclaim_out = 0;
+				rc_violation(rc, "lent credits not given back "
+				    "when reclaimed");
+			} else {
+				busy = 1;
+			}
+		} else if (lent > 1 && !rc->rx_recent && rc_up(rc)) {
+			rc_reclaim(rc, evrdma__ch_reclaim_amount(lent));
+			busy = 1;
+		} else if (lent > 1) {
+			busy = 1;
+		}
+		rc->rx_recent = 0;
+	}
+	if (busy)
+		pool_tick_arm(pool);
 }
 
 static void
@@ -549,21 +823,29 @@ rc_ref_cleanup(const void *data, size_t len, void *arg)
 {
 	struct ch_slotref *ref = arg;
 	struct ch_ring *ring = ref->ring;
-	struct ch_rdma *rc = ring->pool ? ring->pool->own[ref->idx] :
-	    ring->owner;
+	struct evrdma__chpool *pool = ring->pool;
+	struct ch_rdma *rc = pool ? pool->own[ref->idx] : ring->owner;
 
-	if (!rc && ring->pool) {
+	if (!rc && pool) {
 		/* the channel is gone: the buffer returns to the pool */
-		struct evrdma__chpool *pool = ring->pool;
+		struct ch_rbuf *b = &pool->rb[ref->idx];
 
-		if (--pool->rb[ref->idx].refs == 0) {
+		if (!b->refs || !pool->orphans)
+			evrdma__log(EVRDMA_LOG_ERROR, "channel queue: internal "
+			    "error: buffer %u released more often than it "
+			    "was referenced", ref->idx);
+		else if (--b->refs == 0) {
 			pool->orphans--;
 			pool_free(pool, ref->idx);
+			pool_room_freed(pool);
 		}
 	} else if (rc) {
 		struct ch_rbuf *b = &rc->rb[ref->idx];
 
-		if (--b->refs == 0) {
+		if (!b->refs || !rc->refs_held)
+			rc_internal(rc, "a receive buffer released more often "
+			    "than it was referenced");
+		else if (--b->refs == 0) {
 			rc->refs_held--;
 			if (!b->queued)
 				rb_release(rc, ref->idx);
@@ -649,8 +931,14 @@ rc_deliver(struct ch_rdma *rc)
 			break;
 		}
 		/* (once the connection is over there is no peer to hold
-		 * back: what arrived goes in, as far as the watermark lets) */
-		copy_ok = ch->gone || have + take <= rc->max_input;
+		 * back: what arrived goes in, as far as the watermark lets.
+		 * Within STAGE_MIN of the read high watermark a piece is
+		 * copied even past max_input: input never passes the mark,
+		 * so that costs at most STAGE_MIN more, and a reader that
+		 * frees a few bytes at a time gets them, as from a socket,
+		 * without a reference per piece into one buffer) */
+		copy_ok = ch->gone || have + take <= rc->max_input ||
+		    room < STAGE_MIN;
 		ref_ok = ch->gone || rc->refs_held < rc->slots / 2;
 		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
 			if (evbuffer_add(ch->input, p, take) < 0) {
@@ -766,6 +1054,7 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	b->queued = 1;
 	rc->rxq[rc->rx_tail++ % rc->nbuf] = idx;
 	rc->held++;
+	rc->rx_recent = 1;
 	if (rc->closing) {
 		/* freed: nobody reads; the peer gets its credits (and its
 		 * pulls reported done) so that it is not held up */
@@ -857,6 +1146,8 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 			return;
 		}
 		rc->ret_ctrl++;
+		if (m.type == EVRDMA_CH_LOAN && rc_take_loan(rc, &m) < 0)
+			return;
 		if (m.type == EVRDMA_CH_EOF) {
 			if (rc->ch.peer_eof) {
 				rc_violation(rc, "a second EOF");
@@ -955,6 +1246,18 @@ static uint8_t *
 slot_mem(struct ch_rdma *rc, unsigned idx)
 {
 	return rc->sring->mem + (size_t)idx * rc->slot_size;
+}
+
+/* A slot goes back without having been sent (a cancelled reservation, an
+ * open write or a reservation dropped by a free or the connection's end):
+ * its first @p len bytes, all the application may have written there,
+ * are zeroed first, since a peer that pulls can read the whole ring and
+ * they were never meant for it. */
+static void
+slot_drop(struct ch_rdma *rc, unsigned idx, size_t len)
+{
+	memset(slot_mem(rc, idx), 0, len);
+	slot_release(rc, idx);
 }
 
 /* Output dropped a staged slot without sending it (the user drained
@@ -1172,6 +1475,9 @@ rc_send_all(struct ch_rdma *rc)
 		sent = -1;
 	if (sent >= 0 && !rc->closing)
 		sent = rc_send_data(rc);
+	if (sent >= 0 && (rc->reclaim_want || rc->yield_asked) &&
+	    rc_send_loans(rc) < 0)
+		sent = -1;
 	if (sent >= 0 && !rc->eof_sent && (rc->closing || (ch->shut_wr &&
 	    !ch->out_len && rc->wopen < 0))) {
 		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0);
@@ -1181,10 +1487,16 @@ rc_send_all(struct ch_rdma *rc)
 		else
 			rc->eof_sent = r;
 	}
-	if (sent >= 0 && evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
+	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
 	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
-	    rc->peer_starved) && rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0) < 0)
-		sent = -1;
+	    rc->peer_starved) || (rc->grant_due && rc->ret_data))) {
+		int r = rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0);
+
+		if (r < 0)
+			sent = -1;
+		else if (r > 0)
+			rc->grant_due = 0;
+	}
 	evrdma__conn_uncork(rc->conn);
 	return sent;
 }
@@ -1259,11 +1571,11 @@ static void
 rc_drop_pending_writes(struct ch_rdma *rc)
 {
 	if (rc->wopen >= 0) {
-		slot_release(rc, (unsigned)rc->wopen);
+		slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
 		rc->wopen = -1;
 	}
 	if (rc->resv >= 0) {
-		slot_release(rc, (unsigned)rc->resv);
+		slot_drop(rc, (unsigned)rc->resv, rc->resv_max);
 		rc->resv = -1;
 	}
 }
@@ -1277,13 +1589,13 @@ static void
 rc_wopen_settle(struct ch_rdma *rc)
 {
 	if (!rc_up(rc) || rc->closing) {
-		slot_release(rc, (unsigned)rc->wopen);
+		slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
 		rc->wopen = -1;
 		return;
 	}
 	if (!(rc->ch.enabled & EV_WRITE) && rc_wopen_to_output(rc) < 0) {
 		if (rc->wopen >= 0) {
-			slot_release(rc, (unsigned)rc->wopen);
+			slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
 			rc->wopen = -1;
 		}
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_RESOURCE);
@@ -1330,11 +1642,17 @@ rc_pool_pass(struct ch_rdma *rc)
 		/* A pool's receives are not flushed when the connection
 		 * ends: what the peer sent before it went is in the queue's
 		 * CQ, maybe not polled yet (the end came on the CM's fd).
-		 * Take it, then let the connection go. */
+		 * The end asked for a poll (own_ended()); once a poll has
+		 * found the CQ empty, everything is in, and the connection
+		 * goes. The poll runs from the loop, not from here: a pass
+		 * must not run other connections' completions (and their
+		 * owners' callbacks) inside itself. */
 		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
 
-		if (cq)
-			evrdma__cq_drain(cq);
+		if (cq && !cq->dev->dead && cq->emptied == rc->drain_mark) {
+			rc->again = 1;
+			return;
+		}
 		rc_conn_free(rc);
 	} else if (rc->withheld && rc->peer_starved && rc_up(rc)) {
 		/* lent on demand (the peer said it is starved, and the
@@ -1395,6 +1713,8 @@ rc_pass(struct ch_rdma *rc)
 	    (!rc->pool || rc->conn_freed)) {
 		ch->gone = 1;
 		rc_drop_pending_writes(rc);
+		if (rc->pool)
+			rc_pool_depart(rc);
 	}
 	if (rc->established && (ch->peer_eof || ch->gone))
 		evrdma__chan_check_end(ch, rc_waiting(rc));
@@ -1454,37 +1774,88 @@ rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
 	return r;
 }
 
+/* Whether the pool has room for one more channel: its control credits
+ * and one data credit. If not, those over their share are asked for what
+ * they hold beyond it, so that a later request may find room. */
+static int
+pool_admits(struct evrdma__chpool *pool, unsigned ctrl)
+{
+	if (pool_room(pool) >= ctrl + 1)
+		return 0;
+	pool_reclaim_over_share(pool);
+	return evrdma__fail(ENOBUFS, "the channel queue has no room for "
+	    "another channel (%u of %u buffers promised)",
+	    pool->committed + pool->orphans + pool->reserve, pool->nbuf);
+}
+
 /*
  * On a queue's pool: the send ring in the queue's PD, for local access
  * only (any peer on the queue could reach a remote-readable region in
- * that PD by guessing its rkey, so there are no pulls), and the channel's
- * place in the pool: its control credits and the first data credit.
+ * that PD by guessing its rkey, so there are no pulls). Nothing of the
+ * pool is committed yet (rc_pool_join()): all R credits are withheld.
  */
 static int
 rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
-	struct evrdma__chpool *pool = rc->pool;
-
 	rc->pull_cap = 0;
 	rc->pull_min = 0;
 	rc->src_remote = 0;
-	if (pool_room(pool) < rc->ctrl + EVRDMA_CH_LEND_INITIAL)
-		return evrdma__fail(ENOBUFS, "the channel queue has no room "
-		    "for another channel (%u of %u buffers promised)",
-		    pool->committed + pool->orphans + pool->reserve,
-		    pool->nbuf);
+	if (pool_admits(rc->pool, rc->ctrl) < 0)
+		return -1;
 	if (evrdma__mem_pin_check(rc->sring->len) < 0)
 		return -1;
 	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
 	    rc->sring->mem, rc->sring->len, 0);
 	if (!rc->smr)
 		return -1;
-	rc->withheld = rc->slots - EVRDMA_CH_LEND_INITIAL;
-	pool->committed += rc->ctrl + EVRDMA_CH_LEND_INITIAL;
+	return pool_post(rc->pool);
+}
+
+/* Established: the channel takes its place in the pool (its control
+ * credits and one data credit), and grants that credit to the peer.
+ * 0, or -1 (ENOBUFS) when the pool has no room any more. */
+static int
+rc_pool_join(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+
+	if (pool_admits(pool, rc->ctrl) < 0)
+		return -1;
+	pool->committed += rc->ctrl + 1;
 	pool->ctrl_sum += rc->ctrl;
 	pool->nchan++;
+	LIST_INSERT_HEAD(&pool->chans, rc, pool_link);
 	rc->pool_joined = 1;
-	return pool_post(pool);
+	rc->withheld = rc->slots - 1;
+	rc->ret_data++;
+	rc->grant_due = 1;	/* it has nothing: the grant goes at once */
+	rc_schedule(rc);
+	return 0;
+}
+
+/* The connection is over: the channel gives up its place (its control
+ * credits, its share, the pool's tick) and keeps only the buffers it
+ * still holds for the application, each going back as it lets go
+ * (rb_release()), whether or not the application frees the channel. */
+static void
+rc_pool_depart(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned lent = rc->slots - rc->withheld;
+
+	if (!rc->pool_joined)
+		return;
+	if (lent > rc->held) {
+		pool->committed -= lent - rc->held;
+		rc->withheld = rc->slots - rc->held;
+	}
+	pool->committed -= rc->ctrl;
+	pool->ctrl_sum -= rc->ctrl;
+	pool->nchan--;
+	LIST_REMOVE(rc, pool_link);
+	rc->pool_joined = 0;
+	rc->reclaim_want = rc->reclaim_out = 0;
+	pool_room_freed(pool);
 }
 
 /* Leave the pool: the buffers this channel holds go back to it, or, while
@@ -1506,12 +1877,11 @@ rc_pool_leave(struct ch_rdma *rc)
 			pool_free(pool, i);
 		}
 	}
-	if (rc->pool_joined) {
-		pool->committed -= rc->slots - rc->withheld + rc->ctrl;
-		pool->ctrl_sum -= rc->ctrl;
-		pool->nchan--;
-		rc->pool_joined = 0;
-	}
+	rc_pool_depart(rc);
+	/* the buffers it held are free or orphans now */
+	pool->committed -= rc->slots - rc->withheld;
+	rc->withheld = rc->slots;
+	pool_room_freed(pool);
 }
 
 /* Register the rings and post the receives. */
@@ -1551,7 +1921,7 @@ rc_hs_out(struct ch_rdma *rc, uint8_t *out, size_t *len)
 	struct evrdma__ch_hs hs;
 
 	memset(&hs, 0, sizeof(hs));
-	hs.mode = (uint8_t)rc->ch.mode;
+	hs.mode = rc->ch.mode == EVRDMA_CHANNEL_MESSAGE;
 	hs.slots = (uint16_t)rc->slots;
 	hs.ctrl = (uint8_t)rc->ctrl;
 	hs.slot_size = rc->slot_size;
@@ -1572,7 +1942,8 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	struct evrdma__ch_hs hs;
 	int err = evrdma__ch_hs_decode(p, len, &hs);
 
-	if (err != EVRDMA_CH_HS_OK || hs.mode != rc->ch.mode) {
+	if (err != EVRDMA_CH_HS_OK ||
+	    hs.mode != (rc->ch.mode == EVRDMA_CHANNEL_MESSAGE)) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: bad handshake: %s",
 		    (void *)rc, err ? evrdma__ch_hs_strerror(err) :
 		    "the other mode");
@@ -1586,6 +1957,7 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	rc->peer_pull_min = hs.pull_min;
 	/* a peer on a pool lends its credits as it has buffers */
 	rc->s_credits = hs.lend ? EVRDMA_CH_LEND_INITIAL : hs.slots;
+	rc->peer_lends = hs.lend;
 	rc->c_credits = hs.ctrl;
 	if (hs.src_rkey) {
 		rc->peer_src.rkey = hs.src_rkey;
@@ -1651,6 +2023,12 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 	rc->pullable = rc->peer_pull_min && rc->src_remote;
 	if (!rc->pull_min)
 		rc->peer_src.rkey = 0;	/* we never read it */
+	if (rc->pool && rc_pool_join(rc) < 0) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
+		    evrdma_errmsg());
+		evrdma__conn_abort(conn, EVRDMA_REASON_RESOURCE);
+		return 0;
+	}
 	if (!rc->passive) {
 		rc->established = 1;
 		evrdma__chan_connected(&rc->ch);
@@ -1667,12 +2045,22 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc->ended = 1;
 	if (!rc->ch.gone_reason)
 		rc->ch.gone_reason = reason;
+	if (reason == EVRDMA_REASON_DNS)
+		rc->ch.dns_error = conn->dns_error;
 	rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
 	 * closed() (a pool's are not flushed: the pass takes what arrived
-	 * first) */
-	if (!rc->pool)
+	 * first, after a poll of the queue's CQ, rc_pool_pass()) */
+	if (!rc->pool) {
 		rc_conn_free(rc);
+	} else {
+		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
+
+		if (cq) {
+			rc->drain_mark = cq->emptied;
+			evrdma__dev_poll_soon(cq->dev);
+		}
+	}
 	if (!rc->established && !rc->passive && !rc->closing)
 		evrdma__chan_connect_failed(&rc->ch, reason);
 	rc_schedule(rc);
@@ -1704,6 +2092,8 @@ own_closed(void *owner, int husk)
 	if (!ch->gone_reason)
 		ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
 	ch->gone = 1;
+	if (rc->pool)
+		rc_pool_depart(rc);
 	if (husk) {
 		rc_orphan(rc);
 	} else {
@@ -1850,7 +2240,7 @@ op_write(struct evrdma_channel *ch, const void *data, size_t len)
 	if (idx < 0)
 		return -1;
 	if (slot_stage(rc, ch->output, (unsigned)idx, len) < 0) {
-		slot_release(rc, (unsigned)idx);
+		slot_drop(rc, (unsigned)idx, len);
 		return -1;
 	}
 	return 0;
@@ -1886,8 +2276,11 @@ op_reserve(struct evrdma_channel *ch, size_t len)
 		}
 		rc->sstate[idx] = SLOT_RESERVED;
 		rc->resv = idx;
+		rc->resv_max = 0;
 	}
 	rc->resv_len = len;
+	if (len > rc->resv_max)
+		rc->resv_max = len;
 	return slot_mem(rc, (unsigned)idx);
 }
 
@@ -1905,16 +2298,19 @@ op_commit(struct evrdma_channel *ch, size_t len)
 	idx = (unsigned)rc->resv;
 	rc->resv = -1;
 	if (len == 0) {
-		slot_release(rc, idx);
+		slot_drop(rc, idx, rc->resv_max);
 		return 0;
 	}
 	if (ch->shut_wr) {
-		slot_release(rc, idx);
+		slot_drop(rc, idx, rc->resv_max);
 		return evrdma__fail(EPIPE, "channel is shut down");
 	}
+	/* what was written past @p len is not sent either */
+	if (rc->resv_max > len)
+		memset(slot_mem(rc, idx) + len, 0, rc->resv_max - len);
 	/* (output's callback counts it as one message in message mode) */
 	if (slot_stage(rc, ch->output, idx, len) < 0) {
-		slot_release(rc, idx);
+		slot_drop(rc, idx, len);
 		return evrdma__fail(ENOMEM, "out of memory");
 	}
 	return 0;
@@ -1992,6 +2388,49 @@ static const struct evrdma__chan_ops rc_ops = {
 
 /* ---- set-up ---- */
 
+/* control receives of a channel (R + C) */
+#define RC_CTRL		4
+/* after the send slots: a pull descriptor for each */
+#define RC_SRING_EXTRA(slots)	((size_t)(slots) * EVRDMA_CH_PULL_DESC_LEN)
+
+static int
+rc_depths_check(const struct evrdma_config *cfg)
+{
+	if (cfg->rq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2 ||
+	    cfg->sq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2)
+		return evrdma__fail(EINVAL, "channel: queue depths %u/%u are "
+		    "below ring slots + 4", cfg->sq_depth, cfg->rq_depth);
+	return 0;
+}
+
+/* Receive buffers of a channel with a ring of its own: R + C receives
+ * are the least; the spare ones where the queue has room. */
+static unsigned
+rc_nbuf(const struct evrdma_config *cfg)
+{
+	unsigned spare = cfg->rq_depth - cfg->ch_slots - RC_CTRL;
+
+	return cfg->ch_slots + RC_CTRL +
+	    (spare < SPARE_RECVS ? spare : SPARE_RECVS);
+}
+
+size_t
+evrdma_config_get_channel_pinned(const struct evrdma_config *cfg)
+{
+	struct evrdma_config dflt;
+
+	if (!cfg) {
+		memset(&dflt, 0, sizeof(dflt));
+		evrdma__config_defaults(&dflt);
+		cfg = &dflt;
+	}
+	if (rc_depths_check(cfg) < 0)
+		return 0;
+	return page_len((size_t)rc_nbuf(cfg) * cfg->ch_slot_size) +
+	    page_len((size_t)cfg->ch_slots * cfg->ch_slot_size +
+	    RC_SRING_EXTRA(cfg->ch_slots));
+}
+
 /* A channel; @p pooled: its receives will come from a queue's pool
  * (rc_use_pool() next), so it gets no receive ring of its own. */
 static struct ch_rdma *
@@ -2005,23 +2444,15 @@ rc_new(struct evrdma_base *base, int flags, int pooled)
 		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
 		return NULL;
 	}
-	if (cfg->rq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2 ||
-	    cfg->sq_depth < cfg->ch_slots + EVRDMA_CH_CTRL_MIN * 2) {
-		evrdma__fail(EINVAL, "channel: queue depths %u/%u are below "
-		    "ring slots + 4", cfg->sq_depth, cfg->rq_depth);
+	if (rc_depths_check(cfg) < 0)
 		return NULL;
-	}
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		goto nomem;
 	rc->slots = cfg->ch_slots;
-	rc->ctrl = 4;
-	/* R + C receives are the least; the spare ones where the queue
-	 * has room */
-	rc->spare = cfg->rq_depth - rc->slots - rc->ctrl;
-	if (rc->spare > SPARE_RECVS)
-		rc->spare = SPARE_RECVS;
-	rc->nbuf = rc->slots + rc->ctrl + rc->spare;
+	rc->ctrl = RC_CTRL;
+	rc->nbuf = rc_nbuf(cfg);
+	rc->spare = rc->nbuf - rc->slots - rc->ctrl;
 	rc->slot_size = cfg->ch_slot_size;
 	rc->max_input = cfg->ch_max_input;
 	rc->resv = -1;
@@ -2040,9 +2471,8 @@ rc_new(struct evrdma_base *base, int flags, int pooled)
 		for (i = 0; i < rc->nbuf; i++)
 			rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
 	}
-	/* after the send slots: a pull descriptor for each */
 	rc->sring = ring_new(rc, rc->slots, rc->slot_size,
-	    (size_t)rc->slots * EVRDMA_CH_PULL_DESC_LEN);
+	    RC_SRING_EXTRA(rc->slots));
 	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
 	rc->sstate = calloc(rc->slots, 1);
 	rc->sflags = calloc(rc->slots, 1);
@@ -2099,6 +2529,7 @@ rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
 		return evrdma__fail(EPIPE, "the queue was freed");
 	rc->pool = pool;
 	rc->srq = srq;
+	rc->withheld = rc->slots;	/* nothing lent before rc_pool_join() */
 	evrdma__ep_ref(evrdma__srq_ep(srq));
 	/* control messages carry no bytes but take a whole buffer of the
 	 * pool each: the fewest the protocol allows */
@@ -2181,12 +2612,15 @@ evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
 	pool->reserve = nbuf / 16 < 64 ? nbuf / 16 : 64;
 	pool->slot_size = base->cfg.ch_slot_size;
 	pool->post_work.fn = pool_post_work;
+	LIST_INIT(&pool->chans);
+	pool->tick_ev = evrdma__ev_timer_new(base, pool_tick, pool);
 	pool->ring = ring_new(NULL, nbuf, pool->slot_size, 0);
 	pool->rb = calloc(nbuf, sizeof(*pool->rb));
 	pool->own = calloc(nbuf, sizeof(*pool->own));
 	pool->free = calloc(nbuf, sizeof(*pool->free));
 	args = malloc(nbuf * sizeof(*args));
-	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args)
+	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args ||
+	    !pool->tick_ev)
 		goto nomem;
 	pool->ring->pool = pool;
 	evrdma__srq_set_chpool(srq, pool, &chpool_ops);
@@ -2224,6 +2658,9 @@ fail:
 static void
 chpool_fini(struct evrdma__chpool *pool, int husk)
 {
+	evrdma__ev_free(pool->tick_ev);
+	pool->tick_ev = NULL;
+	pool->tick_armed = 0;
 	if (pool->base)
 		evrdma__work_cancel(pool->base, &pool->post_work);
 	pool->base = NULL;
@@ -2234,6 +2671,7 @@ chpool_fini(struct evrdma__chpool *pool, int husk)
 static void
 chpool_free(struct evrdma__chpool *pool)
 {
+	evrdma__ev_free(pool->tick_ev);
 	if (pool->ring) {
 		pool->ring->pool = NULL;
 		ring_unref(pool->ring);
@@ -2334,11 +2772,16 @@ static const struct evrdma__listen_ops ch_listen_ops = {
 
 struct evrdma_listener *
 evrdma_channel_listener_new(struct evrdma_base *base,
-    const struct sockaddr *sa, int socklen, int backlog, int flags,
-    evrdma_channel_accept_cb cb, void *arg)
+    evrdma_channel_accept_cb cb, void *arg, int flags, int backlog,
+    const struct sockaddr *sa, int socklen)
 {
-	return evrdma__channel_listener_new(base, sa, socklen, backlog, flags,
+	struct evrdma_listener *lst;
+
+	lst = evrdma__channel_listener_new(base, sa, socklen, backlog, flags,
 	    cb, arg, NULL);
+	if (lst)
+		lst->accept_arg = arg;	/* the error callback's */
+	return lst;
 }
 
 struct evrdma_listener *
@@ -2349,9 +2792,12 @@ evrdma__channel_listener_new(struct evrdma_base *base,
 	struct evrdma_listener *lst;
 	struct ch_listen *cl;
 
-	if (!cb || (flags & ~EVRDMA_CHANNEL_MESSAGE)) {
-		evrdma__fail(EINVAL, "evrdma_channel_listener_new: bad "
-		    "argument");
+	if (evrdma__listener_flags(flags, EVRDMA_CHANNEL_MESSAGE,
+	    "evrdma_channel_listener_new") < 0)
+		return NULL;
+	if (!cb) {
+		evrdma__fail(EINVAL, "evrdma_channel_listener_new: no accept "
+		    "callback");
 		return NULL;
 	}
 	cl = calloc(1, sizeof(*cl));
@@ -2362,9 +2808,10 @@ evrdma__channel_listener_new(struct evrdma_base *base,
 	cl->cb = cb;
 	cl->arg = arg;
 	cl->free_arg = free_arg;
-	cl->flags = flags;
-	lst = evrdma__listener_new(base, sa, socklen, backlog, 0,
-	    &ch_listen_ops, cl);
+	cl->flags = flags & EVRDMA_CHANNEL_MESSAGE;
+	lst = evrdma__listener_new(base, sa, socklen, backlog,
+	    flags & ~EVRDMA_CHANNEL_MESSAGE, &ch_listen_ops, cl,
+	    "evrdma_channel_listener_new");
 	if (!lst)
 		free(cl);
 	return lst;

@@ -486,6 +486,33 @@ conn_create_qp(struct evrdma_conn *conn)
 	return 0;
 }
 
+/*
+ * A QP whose receives come from a shared queue can meet a missing receive
+ * through no fault of its peer's (another peer's messages took the
+ * queue's buffers for a moment): the RNR NAK it then sends tells the peer
+ * to wait the QP's min_rnr_timer, which rdma_cm leaves at 0, the IB code
+ * for 655 ms. 0.64 ms instead (code 12; Soft-RoCE rounds it up to a
+ * jiffy): an honest peer retries about when the buffers are posted again
+ * (measured: test_chan_attack's attack_pool_burst). It can be set only in
+ * RTS (RTR and RTS come from rdma_cm), so it takes effect an instant after
+ * the peer may first send.
+ */
+#define EVRDMA__SRQ_MIN_RNR_TIMER	12
+
+static void
+conn_set_min_rnr(struct evrdma_conn *conn)
+{
+	struct ibv_qp_attr attr;
+
+	if (!conn->srq || !conn->qp)
+		return;
+	memset(&attr, 0, sizeof(attr));
+	attr.min_rnr_timer = EVRDMA__SRQ_MIN_RNR_TIMER;
+	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_MIN_RNR_TIMER))
+		evrdma__log(EVRDMA_LOG_WARN, "connection %p: ibv_modify_qp("
+		    "min_rnr_timer): %s", (void *)conn, strerror(errno));
+}
+
 static void
 conn_param_init(struct evrdma_conn *conn, struct rdma_conn_param *p,
     const void *pdata, size_t len)
@@ -641,6 +668,7 @@ conn_resolved(int err, const struct sockaddr *sa, int socklen, void *arg)
 	conn->dns_req = NULL;
 	evrdma__ep_ref(&conn->ep);
 	if (err) {
+		conn->dns_error = err;
 		evrdma__fail(EHOSTUNREACH, "host name resolution failed "
 		    "(%d)", err);
 		conn_fail(conn, EVRDMA_REASON_DNS, EHOSTUNREACH);
@@ -731,6 +759,8 @@ conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 	}
 	evrdma__ev_stop(conn->timer);
 	conn->state = EVRDMA_CONN_ESTABLISHED;
+	if (!conn->passive)
+		conn_set_min_rnr(conn);	/* (passive: at the accept) */
 	conn->rts = 1;
 	if (conn->ka_idle_ms) {
 		conn->ka_seen = conn->ep.activity;
@@ -890,6 +920,7 @@ evrdma__conn_accept(struct evrdma_conn *conn)
 	 * soon as it has the reply, before our ESTABLISHED is read, and a
 	 * reply to that may go at once */
 	conn->rts = 1;
+	conn_set_min_rnr(conn);
 	evrdma__ev_timer_start(conn->timer,
 	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_ACCEPT]);
 	return 0;

@@ -488,6 +488,7 @@ dev_poll(struct evrdma_dev *dev)
 			}
 			if (n == 0) {
 				cq->armed_pending = 0;
+				cq->emptied++;
 				continue;
 			}
 			budget -= (unsigned)n;
@@ -495,8 +496,10 @@ dev_poll(struct evrdma_dev *dev)
 			/* fewer than asked: the CQ is empty, no need to come
 			 * back (what lands later raises an event, or the
 			 * spin or the re-arm's poll finds it) */
-			if (n < want)
+			if (n < want) {
 				cq->armed_pending = 0;
+				cq->emptied++;
+			}
 			for (i = 0; i < n; i++) {
 				struct evrdma_req *req = evrdma__req_lookup(
 				    &base->reqs, wc[i].wr_id);
@@ -814,26 +817,4 @@ evrdma__dev_free_all(struct evrdma_base *base)
 		base->stats.devices--;
 		dev_destroy(dev);
 	}
-}
-
-/*
- * One poll pass after another until @p cq is empty (the others of the
- * device are served too, in their turn). Called from work, not from a
- * poll pass: the work this polling makes due waits for the next run, as
- * it would inside a pass, instead of running inside the caller's.
- */
-void
-evrdma__cq_drain(struct evrdma_cq *cq)
-{
-	struct evrdma_dev *dev = cq->dev;
-	struct evrdma_base *base = dev->base;
-
-	dev->refcnt++;
-	base->work.in_poll++;
-	do {
-		cq->armed_pending = 1;
-		dev_poll(dev);
-	} while (cq->armed_pending && !dev->dead);
-	base->work.in_poll--;
-	evrdma__dev_put(dev);
 }

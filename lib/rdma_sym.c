@@ -24,6 +24,7 @@ struct evrdma_rdma_syms evrdma__syms;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_errno;
 static char load_msg[512];
+static void *ibv_lib, *cm_lib;	/* for evrdma_rdma_sym() */
 
 /* ---- fork ----
  * A child shares the parent's kernel RDMA handles (the uverbs and rdma_cm
@@ -125,6 +126,8 @@ load_all(void)
 	if (sym)
 		memcpy(&evrdma__syms.ibv_reg_mr_iova2, &sym, sizeof(sym));
 	fork_setup();
+	ibv_lib = ibv;
+	cm_lib = cm;
 	return;
 fail:
 	/* Keep the handles: dlclose of a half-used verbs library is unsafe
@@ -150,6 +153,24 @@ int
 evrdma_rdma_load(void)
 {
 	return evrdma__rdma_load();
+}
+
+void *
+evrdma_rdma_sym(const char *name)
+{
+	void *sym;
+
+	if (!name) {
+		evrdma__fail(EINVAL, "evrdma_rdma_sym: no name");
+		return NULL;
+	}
+	if (evrdma__rdma_load() < 0)
+		return NULL;
+	if ((sym = dlsym(ibv_lib, name)) || (sym = dlsym(cm_lib, name)))
+		return sym;
+	evrdma__fail(ENOENT, "evrdma_rdma_sym: neither libibverbs nor "
+	    "librdmacm has %s", name);
+	return NULL;
 }
 
 int

@@ -132,6 +132,8 @@ evrdma_reason_str(int reason)
 		return "the application broke a rule of the API";
 	case EVRDMA_REASON_PEER_DEAD:
 		return "the peer stopped answering";
+	case EVRDMA_REASON_INTERNAL:
+		return "internal error in evrdma";
 	}
 	return "unknown reason";
 }

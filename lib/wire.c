@@ -218,21 +218,37 @@ evrdma__ch_hs_strerror(int err)
 uint32_t
 evrdma__ch_imm_encode(const struct evrdma__ch_imm *m)
 {
-	return (uint32_t)m->type << 30 | (uint32_t)m->dret << 16 |
+	int loan = m->type == EVRDMA_CH_LOAN;
+
+	return (uint32_t)m->type << 30 |
+	    (uint32_t)((loan ? m->loan : m->dret) & EVRDMA_CH_DRET_MAX) << 16 |
 	    (uint32_t)m->cret << 8 | (m->starved ? 0x80u : 0) |
-	    (m->pull ? 0x40u : 0) | m->pdone;
+	    ((loan ? m->yield : m->pull) ? 0x40u : 0) |
+	    (m->pdone & EVRDMA_CH_PDONE_MAX);
 }
 
 int
 evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m)
 {
+	uint16_t n = (uint16_t)((imm >> 16) & EVRDMA_CH_DRET_MAX);
+	uint8_t bit = (imm & 0x40u) != 0;
+
 	m->type = (uint8_t)(imm >> 30);
-	m->dret = (uint16_t)((imm >> 16) & EVRDMA_CH_DRET_MAX);
 	m->cret = (uint8_t)(imm >> 8);
 	m->starved = (imm & 0x80u) != 0;
-	m->pull = (imm & 0x40u) != 0;
 	m->pdone = (uint8_t)(imm & EVRDMA_CH_PDONE_MAX);
-	if (m->type > EVRDMA_CH_EOF || (m->pull && m->type != EVRDMA_CH_DATA))
+	if (m->type == EVRDMA_CH_LOAN) {
+		m->dret = 0;
+		m->pull = 0;
+		m->loan = n;
+		m->yield = bit;
+	} else {
+		m->dret = n;
+		m->pull = bit;
+		m->loan = 0;
+		m->yield = 0;
+	}
+	if (m->pull && m->type != EVRDMA_CH_DATA)
 		return -1;
 	return 0;
 }

@@ -58,7 +58,7 @@ int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
 
 /* ---- the channel protocol, version 2 ---- */
 
-#define EVRDMA_CH_VERSION	2
+#define EVRDMA_CH_VERSION	3
 #define EVRDMA_CH_HS_LEN	32
 #define EVRDMA_CH_SLOTS_MIN	2
 #define EVRDMA_CH_SLOTS_MAX	4096
@@ -68,7 +68,10 @@ int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
 #define EVRDMA_CH_CTRL_MAX	255
 #define EVRDMA_CH_PULL_DESC_LEN	8
 #define EVRDMA_CH_HS_LEND	0x80	/* the mode byte's LEND bit */
-#define EVRDMA_CH_LEND_INITIAL	1
+/* a lending side's peer starts with no data credit: the lender grants
+ * the first once the connection is established and the pool has
+ * committed it (a half-made connection commits nothing) */
+#define EVRDMA_CH_LEND_INITIAL	0
 
 /* What one side tells the other about itself (connect request and accept
  * reply alike). */
@@ -108,12 +111,15 @@ const char *evrdma__ch_hs_strerror(int err);
 /*
  * Immediate data of every channel message (a SEND WITH IMMEDIATE):
  * type (2 bits), data credits returned (14), control credits returned (8),
- * STARVED (1), PULL (1), pulls done (6).
+ * STARVED (1), PULL (1), pulls done (6). A LOAN message carries in the
+ * 14 bits the credits it reclaims or yields instead of returns, and in
+ * the PULL bit which of the two it is (YIELD).
  */
 enum evrdma__ch_type {
 	EVRDMA_CH_DATA = 0,
 	EVRDMA_CH_CREDIT = 1,
-	EVRDMA_CH_EOF = 2
+	EVRDMA_CH_EOF = 2,
+	EVRDMA_CH_LOAN = 3	/* RECLAIM (lender) or YIELD (borrower) */
 };
 #define EVRDMA_CH_DRET_MAX	0x3fffu
 #define EVRDMA_CH_CRET_MAX	0xffu
@@ -126,10 +132,15 @@ struct evrdma__ch_imm {
 	uint8_t starved;	/* the sender waits for credits or pulls */
 	uint8_t pull;		/* DATA: a pull descriptor, not the bytes */
 	uint8_t pdone;		/* pulls of the receiver's messages done */
+	/* LOAN only (dret is then 0): */
+	uint8_t yield;		/* 1: YIELD, the borrower gives back @p loan
+				 * data credits; 0: RECLAIM, the lender asks
+				 * for up to @p loan of those it lent */
+	uint16_t loan;
 };
 
 uint32_t evrdma__ch_imm_encode(const struct evrdma__ch_imm *m);
-/* 0, or -1 for type 3 or PULL on anything but DATA. */
+/* 0, or -1 for PULL on CREDIT or EOF. */
 int evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m);
 
 /* A pull: which slot of the sender's send ring holds the message, and
@@ -192,6 +203,51 @@ evrdma__ch_recvs_cover(unsigned posted, unsigned slots, unsigned ctrl,
 {
 	return (unsigned long)posted + held + data_owed + ctrl_owed >=
 	    (unsigned long)slots + ctrl;
+}
+
+/*
+ * Lending (a side on a shared pool, doc/channel-protocol.md). The lender
+ * asks for credits back (RECLAIM) from a peer that did not use them for a
+ * while, or when the pool needs them for another channel; it never asks
+ * for the last one. The borrower answers every RECLAIM with one YIELD of
+ * the credits it holds unused, at most what was asked.
+ */
+/* Borrower: how many to yield. It keeps one credit in hand whatever was
+ * asked: the credit the lender leaves it may be in a buffer the lender's
+ * application holds, and with none in hand it could neither send nor say
+ * it is starved (seen: a reader slower than the pool's tick). */
+static inline unsigned
+evrdma__ch_yield_amount(unsigned asked, unsigned in_hand)
+{
+	unsigned spare = in_hand ? in_hand - 1 : 0;
+
+	return asked < spare ? asked : spare;
+}
+
+/* Lender: a YIELD of @p yielded is honest when a RECLAIM of @p asked is
+ * outstanding and the peer can hold that many unused: @p lent less what
+ * arrived and was not returned yet (@p unreturned). */
+static inline int
+evrdma__ch_yield_valid(unsigned asked, unsigned yielded, unsigned lent,
+    unsigned unreturned)
+{
+	return asked && yielded <= asked && unreturned <= lent &&
+	    yielded <= lent - unreturned;
+}
+
+/* Borrower: a RECLAIM of @p asked is honest when it leaves at least one
+ * of the @p granted (the lender's R) lent. */
+static inline int
+evrdma__ch_reclaim_valid(unsigned asked, unsigned granted)
+{
+	return asked >= 1 && asked < granted;
+}
+
+/* Lender: what to reclaim from a peer that has @p lent: all but one. */
+static inline unsigned
+evrdma__ch_reclaim_amount(unsigned lent)
+{
+	return lent > 1 ? lent - 1 : 0;
 }
 
 /* Sender: a DATA message may be sent. */

@@ -24,6 +24,8 @@
 #define RP_MAX_WC	512
 
 #define RP_RECV_BIT	(1ull << 63)	/* in the wr_id of receives */
+/* the channel protocol version it speaks (doc/channel-protocol.md) */
+#define RP_CH_VERSION	3
 
 /* What the peer saw of one completion. */
 struct rp_wc {

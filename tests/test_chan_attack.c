@@ -9,9 +9,7 @@
  * one channel with the right reason, once; the peer loses its access at
  * once; every other channel goes on; nothing crashes, hangs or leaks.
  */
-#include "devtest.h"
-#include "chtest.h"
-#include "rawpeer.h"
+#include "victim.h"
 
 #include <linux/capability.h>
 #include <sys/resource.h>
@@ -23,328 +21,18 @@
 #include <evrdma/channel.h>
 #include <evrdma/srq.h>
 
-#define AT_SLOTS	8
-#define AT_SLOT		4096
-/* the raw peer's side of the protocol */
-#define RP_SLOTS	4
-#define RP_CTRL		4
-#define RP_SLOT		4096
-#define RP_SEND_OFF	(256 * 1024)	/* its send ring, in rp->mem */
-#define RP_SCRATCH	(512 * 1024)	/* where its READs land */
-
-/* ---- the victim: a channel listener and what its channels saw ---- */
-
-struct victim;
-
-struct vch {
-	struct victim *v;
-	struct evrdma_channel *ch;
-	int keep;			/* leave input alone */
-	int events, ends, eof, error, freed;
-	short what;
-	int reason;
-	size_t rx;
-	uint64_t rx_seed;		/* checks what arrives, when set */
-	size_t bad_at;			/* first wrong byte + 1 */
-};
-
-struct victim {
-	struct dt_env *env;
-	struct evrdma_listener *lst;
-	struct sockaddr_storage ss;
-	int sslen;
-	int echo;			/* write back what arrives */
-	int keep;			/* leave input alone */
-	int free_on_end;		/* free at EOF / ERROR, as echo-server.c */
-	struct vch ch[8];
-	int naccepted;
-	char log[256];			/* the last protocol violation logged */
-};
-
-static void
-v_read(struct evrdma_channel *ch, void *arg)
-{
-	struct vch *c = arg;
-	struct evbuffer *in = evrdma_channel_get_input(ch);
-	size_t n = evbuffer_get_length(in);
-
-	if (c->v->keep || c->keep)
-		return;
-	if (c->rx_seed && n) {
-		uint8_t *p = evbuffer_pullup(in, (ssize_t)n);
-		size_t bad = pat_check(p, c->rx, n, c->rx_seed);
-
-		if (bad != (size_t)-1 && !c->bad_at)
-			c->bad_at = c->rx + bad + 1;
-	}
-	c->rx += n;
-	if (c->v->echo)
-		evbuffer_add_buffer(evrdma_channel_get_output(ch), in);
-	else
-		evbuffer_drain(in, n);
-}
-
-static void
-v_event(struct evrdma_channel *ch, short what, void *arg)
-{
-	struct vch *c = arg;
-
-	ck_assert_msg(!c->freed, "event 0x%x after free", what);
-	c->events++;
-	c->what = what;
-	if (what & BEV_EVENT_EOF)
-		c->eof++;
-	if (what & BEV_EVENT_ERROR) {
-		c->error++;
-		c->reason = evrdma_channel_get_error(ch);
-	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		c->ends++;
-		if (c->v->free_on_end) {
-			evrdma_channel_free(ch);
-			c->freed = 1;
-			c->ch = NULL;
-		}
-	}
-}
-
-static void
-v_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
-    const struct sockaddr *peer, int socklen, void *arg)
-{
-	struct victim *v = arg;
-	struct vch *c;
-
-	ck_assert_int_lt(v->naccepted, 8);
-	c = &v->ch[v->naccepted++];
-	c->v = v;
-	c->ch = ch;
-	evrdma_channel_setcb(ch, v_read, NULL, v_event, c);
-	evrdma_channel_enable(ch, EV_READ);
-}
-
-/* The log sink records the last protocol violation a victim caught. */
-static void
-v_log(int level, const char *msg, void *arg)
-{
-	struct victim *v = arg;
-
-	if (level == EVRDMA_LOG_WARN && strstr(msg, "protocol violation"))
-		snprintf(v->log, sizeof(v->log), "%s", msg);
-}
-
-static void
-v_listen(struct victim *v, struct dt_env *env)
-{
-	v->env = env;
-	v->sslen = dt_sockaddr(&v->ss, dt_addr(), 0);
-	v->lst = evrdma_channel_listener_new(env->base,
-	    (struct sockaddr *)&v->ss, v->sslen, 16, EVRDMA_CHANNEL_STREAM,
-	    v_accept, v);
-	ck_assert_ptr_nonnull(v->lst);
-	v->sslen = dt_sockaddr(&v->ss, dt_addr(),
-	    evrdma_listener_get_port(v->lst));
-	if (!getenv("EVRDMA_TEST_LOG"))
-		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, v);
-}
-
-static void
-v_close(struct victim *v)
-{
-	int i;
-
-	for (i = 0; i < v->naccepted; i++)
-		if (v->ch[i].ch && !v->ch[i].freed) {
-			evrdma_channel_free(v->ch[i].ch);
-			v->ch[i].freed = 1;
-		}
-	evrdma_listener_free(v->lst);
-	ch_drain(v->env, 20000);
-	if (!getenv("EVRDMA_TEST_LOG"))
-		evrdma_set_log_callback(NULL, 0, NULL);
-}
-
-/* ---- a healthy channel beside the victim ---- */
-
-struct friend {
-	struct evrdma_channel *ch;
-	int connected, ends;
-	size_t rx;
-};
-
-static void
-f_read(struct evrdma_channel *ch, void *arg)
-{
-	struct friend *f = arg;
-	struct evbuffer *in = evrdma_channel_get_input(ch);
-
-	f->rx += evbuffer_get_length(in);
-	evbuffer_drain(in, evbuffer_get_length(in));
-}
-
-static void
-f_event(struct evrdma_channel *ch, short what, void *arg)
-{
-	struct friend *f = arg;
-
-	if (what & BEV_EVENT_CONNECTED)
-		f->connected = 1;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		f->ends++;
-}
-
-static void
-f_open(struct friend *f, struct victim *v)
-{
-	f->ch = evrdma_channel_new(v->env->base, EVRDMA_CHANNEL_STREAM);
-	ck_assert_ptr_nonnull(f->ch);
-	evrdma_channel_setcb(f->ch, f_read, NULL, f_event, f);
-	evrdma_channel_enable(f->ch, EV_READ);
-	ck_assert_int_eq(evrdma_channel_connect(f->ch,
-	    (struct sockaddr *)&v->ss, v->sslen), 0);
-	CH_WAIT(v->env->eb, f->connected || f->ends, 15000);
-	ck_assert_int_eq(f->connected, 1);
-}
-
-/* An echo round trip of @p n bytes through victim channel @p idx. */
-static void
-f_echo(struct friend *f, struct victim *v, size_t n)
-{
-	static const uint8_t zeros[4096];
-	size_t want = f->rx + n, k;
-
-	while (n) {
-		k = n < sizeof(zeros) ? n : sizeof(zeros);
-		ck_assert_int_eq(evrdma_channel_write(f->ch, zeros, k), 0);
-		n -= k;
-	}
-	CH_WAIT(v->env->eb, f->rx >= want || f->ends, 20000);
-	ck_assert_uint_eq(f->rx, want);
-	ck_assert_int_eq(f->ends, 0);
-}
-
-/* ---- the raw peer as a channel client ---- */
-
-static struct rp_chs
-rp_hs(void)
-{
-	struct rp_chs h;
-
-	memset(&h, 0, sizeof(h));
-	h.version = 2;
-	h.mode = 0;
-	h.slots = RP_SLOTS;
-	h.ctrl = RP_CTRL;
-	h.slot_size = RP_SLOT;
-	h.length = -1;
-	return h;
-}
-
-/* Connect with channel handshake @p h (@p hs_len bytes of it; @p claim:
- * the user data length evrdma's header claims). 0 when accepted. With
- * h->src_rkey set, the peer's send ring is offered: that field and
- * src_base are filled in from its memory. */
-static int
-rp_open(struct rawpeer *rp, struct victim *v, struct rp_chs *h,
-    size_t hs_len, size_t claim)
-{
-	uint8_t hs[32], pd[56];
-	size_t len;
-
-	ck_assert_int_eq(rp_prepare(rp, v->env->eb,
-	    (struct sockaddr *)&v->ss, v->sslen), 0);
-	if (h->src_rkey) {
-		h->src_rkey = rp->mr->rkey;
-		h->src_base = (uintptr_t)rp->mem + RP_SEND_OFF;
-	}
-	rp_chs_encode(hs, h);
-	len = rp_pdata(pd, 1, hs, hs_len, claim);
-	ck_assert_int_eq(rp_connect_now(rp, pd, len, 15000), 0);
-	return rp->established ? 0 : -1;
-}
-
-/*
- * A raw channel client: connects with a correct handshake (@p pull_min,
- * and its send ring offered when @p src), checks the victim's reply, posts
- * the receives its credits promise, and waits for the victim to accept.
- */
-static void
-rp_channel(struct rawpeer *rp, struct victim *v, uint32_t pull_min, int src,
-    struct rp_chs *vh)
-{
-	struct rp_chs h = rp_hs();
-	int i, before = v->naccepted;
-
-	h.pull_min = pull_min;
-	h.src_rkey = src ? 1 : 0;
-	ck_assert_int_eq(rp_open(rp, v, &h, 32, 32), 0);
-	ck_assert_int_eq(rp_chs_decode(rp->reply, rp->reply_len, vh), 0);
-	ck_assert_uint_eq(vh->version, 2);
-	ck_assert_int_eq(vh->length, 32);
-	ck_assert_int_eq(vh->bad_check, 0);
-	for (i = 0; i < RP_SLOTS + RP_CTRL; i++)
-		ck_assert_int_eq(rp_post_recv(rp, (size_t)i * RP_SLOT,
-		    RP_SLOT), 0);
-	CH_WAIT(v->env->eb, v->naccepted > before, 10000);
-}
-
-/* Post a request of raw peer @p rp with @p call and wait for it: its
- * completion status (RP_TRY: -1 when none came within @p ms). */
-#define RP_DO(rp, call) ({						\
-	uint64_t wr_ = (rp)->next_wr;					\
-	ck_assert_int_eq((call), 0);					\
-	rp_status_of((rp), wr_, 10000, 1);				\
-})
-#define RP_TRY(rp, call, ms) ({						\
-	uint64_t wr_ = (rp)->next_wr;					\
-	(call) == 0 ? rp_status_of((rp), wr_, (ms), 0) : -1;		\
-})
-
-static int
-rp_status_of(struct rawpeer *rp, uint64_t wr, int ms, int must)
-{
-	const struct rp_wc *w = rp_wait_wr(rp, wr, ms);
-
-	if (must)
-		ck_assert_msg(w != NULL, "no completion for request %llu",
-		    (unsigned long long)wr);
-	return w ? w->status : -1;
-}
-
-/* The raw peer sends DATA: @p len bytes of its memory at @p off. */
-static void
-rp_data(struct rawpeer *rp, size_t off, size_t len)
-{
-	ck_assert_int_eq(rp_send_imm(rp, off, len,
-	    rp_imm(0, 0, 0, 0, 0, 0)), 0);
-}
-
-/* Wait until victim channel @p c has ended (or @p ms passed). */
-static void
-v_wait_end(struct victim *v, struct vch *c, struct rawpeer *rp, int ms)
-{
-	uint64_t dl = tu_now_ms() + (uint64_t)ms;
-
-	while (!c->ends) {
-		ck_assert_msg(tu_now_ms() < dl, "the victim channel never "
-		    "ended");
-		if (rp)
-			rp_run(rp, 20);
-		else
-			ch_step(v->env->eb, 20);
-	}
-}
-
 /* ==== 1. handshakes ==== */
 
 enum {
-	HS_OK, HS_CTRL_2, HS_CTRL_255, HS_TRUNCATED, HS_V1, HS_BAD_CHECK,
-	HS_CTRL_1, HS_SLOTS, HS_MODE, HS_LENGTH, HS_NONE, HS_COUNT
+	HS_OK, HS_CTRL_2, HS_CTRL_255, HS_TRUNCATED, HS_V1, HS_V2,
+	HS_BAD_CHECK, HS_CTRL_1, HS_SLOTS, HS_MODE, HS_LENGTH, HS_NONE,
+	HS_COUNT
 };
 static const char *const hs_names[HS_COUNT] = {
 	"a correct handshake", "2 control credits", "255 control credits",
 	"20 bytes claimed as 32 (rdma_cm pads the rest with zeros)",
-	"version 1", "a wrong check value", "1 control credit",
+	"version 1", "version 2 (before LOAN)", "a wrong check value",
+	"1 control credit",
 	"4097 slots", "the other mode", "a length byte of 24",
 	"no channel handshake at all"
 };
@@ -381,7 +69,8 @@ START_TEST(attack_handshake)
 		hs_len = 20;
 		break;
 	case HS_V1:
-		h.version = 1;
+	case HS_V2:
+		h.version = _i == HS_V1 ? 1 : 2;
 		want = EVRDMA_REJECT_VERSION;
 		break;
 	case HS_BAD_CHECK:
@@ -418,7 +107,7 @@ START_TEST(attack_handshake)
 	} else {
 		ck_assert_int_eq(rp.established, 1);
 		ck_assert_int_eq(rp_chs_decode(rp.reply, rp.reply_len, &vh), 0);
-		ck_assert_uint_eq(vh.version, 2);
+		ck_assert_uint_eq(vh.version, RP_CH_VERSION);
 		ck_assert_int_eq(vh.length, 32);
 		ck_assert_int_eq(vh.bad_check, 0);
 		ck_assert_uint_ge(vh.ctrl, 2);
@@ -442,7 +131,8 @@ enum {
 	PV_COUNT
 };
 static const char *const pv_names[PV_COUNT] = {
-	"DATA beyond its credits", "empty DATA", "immediate type 3",
+	"DATA beyond its credits", "empty DATA",
+	"a RECLAIM from a peer that lends nothing",
 	"CREDIT marked as a pull", "a pull from a peer without a send ring",
 	"a pull descriptor of 7 bytes", "a pull from a slot it has not",
 	"a pull longer than a slot", "pulls reported done never made",
@@ -453,7 +143,8 @@ static const char *const pv_names[PV_COUNT] = {
 /* what the victim logs: it caught the violation itself (NULL: the device
  * fails the connection, the reason is QP_FATAL) */
 static const char *const pv_why[PV_COUNT] = {
-	"data beyond its credits", "empty data message", "bad immediate",
+	"data beyond its credits", "empty data message",
+	"a reclaim of credits not lent",
 	"bad immediate", "pull not offered", "bad pull descriptor length",
 	"pull from a slot the peer's ring does not have",
 	"pull length out of range", "pulls acknowledged that were not made",
@@ -788,8 +479,8 @@ START_TEST(attack_isolation_raw)
 	memset(&b, 0, sizeof(b));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    iso_accept, &s);
+	lst = evrdma_listener_new(env.base, iso_accept, &s, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	evrdma_listener_set_prepare_cb(lst, iso_prepare, &s);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
@@ -1136,9 +827,9 @@ START_TEST(attack_half_open_flood)
 	evrdma_config_free(cfg);
 	v.sslen = dt_sockaddr(&v.ss, dt_addr(), 0);
 	v.env = &env;
-	v.lst = evrdma_channel_listener_new(env.base,
-	    (struct sockaddr *)&v.ss, v.sslen, FLOOD_BACKLOG,
-	    EVRDMA_CHANNEL_STREAM, v_accept, &v);
+	v.lst = evrdma_channel_listener_new(env.base, v_accept, &v,
+	    EVRDMA_CHANNEL_STREAM, FLOOD_BACKLOG, (struct sockaddr *)&v.ss,
+	    v.sslen);
 	ck_assert_ptr_nonnull(v.lst);
 	v.sslen = dt_sockaddr(&v.ss, dt_addr(),
 	    evrdma_listener_get_port(v.lst));
@@ -1404,8 +1095,8 @@ START_TEST(attack_server_abandons)
 	memset(&a, 0, sizeof(a));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, ab_accept, &a);
+	lst = evrdma_channel_listener_new(env.base, ab_accept, &a,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	a.cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
@@ -1676,7 +1367,7 @@ START_TEST(attack_bufferevent)
 	b.v.env = &env;
 	b.reading = _i != BV_CREDITS;
 	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
-	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b,
+	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b, 0,
 	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
 	ck_assert_ptr_nonnull(b.v.lst);
 	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),

@@ -7,6 +7,7 @@
  */
 #include "devtest.h"
 #include "bevtest.h"
+#include "infotest.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -123,6 +124,7 @@ static const struct {
 	{ "device-bev-compare", bt_suite_compare, 0 },
 	{ "device-chan-compare", dt_suite_chan_compare, 0 },
 	{ "device-chan-attack", dt_suite_chan_attack, 0 },
+	{ "device-chan-isolation", dt_suite_chan_isolation, 0 },
 	{ "device-chan-stream", dt_suite_chan_stream, 0 },
 	{ "device-bev", bt_suite_bev, 0 },
 	{ "device-chan-semantics", dt_suite_chan_semantics, 0 },
@@ -132,6 +134,7 @@ static const struct {
 	{ "device-srq", dt_suite_srq, 0 },
 	{ "device-chan-srq", dt_suite_chan_srq, 1 },
 	{ "device-smoke", dt_suite_smoke, 0 },
+	{ "device-info", dt_suite_info, 0 },
 	{ "device-liveness", dt_suite_liveness, 1 },
 	{ "device-storm", dt_suite_storm, 1 },
 	{ "device-chan-scale", dt_suite_chan_scale, 1 },

@@ -3,23 +3,31 @@
 /*
  * evrdma tests that need no RDMA device: configuration, remote
  * descriptors, reason strings, error messages, logging, behaviour without
- * rdma-core or without RDMA support, and NULL arguments.
+ * rdma-core or without RDMA support, listeners' flags and getters, and
+ * NULL arguments.
  *
  * Each test runs in its own process (Check's CK_FORK default), which the
  * rdma-core loading tests rely on: the load happens once per process.
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <check.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 
 #include <evrdma.h>
 /* White box for the configuration only: the defaults and the effect of a
@@ -28,6 +36,7 @@
 
 #include "testutil.h"
 #include "bevtest.h"
+#include "infotest.h"
 
 #define TEST_TIMEOUT_S 10
 
@@ -256,6 +265,42 @@ START_TEST(test_config_channel_ring)
 }
 END_TEST
 
+/* What a channel pins: its receive ring (slots + 4 control + up to 4
+ * spare buffers, as the receive queue allows) and its send ring with a
+ * pull descriptor per slot, each in whole pages. */
+START_TEST(test_config_channel_pinned)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t kib4 = 4096;
+
+	ck_assert_ptr_nonnull(cfg);
+	/* the defaults: 16 slots of 64 KiB, queues of 128 */
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(NULL),
+	    24 * 65536 + ((16 * 65536 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    evrdma_config_get_channel_pinned(NULL));
+	/* spares only where the receive queue has room beyond slots + 4 */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 16, 4096, 0), 0);
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 22), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    22 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	ck_assert_int_eq(evrdma_config_set_queue_depth(cfg, 20, 20), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg),
+	    20 * kib4 + ((16 * kib4 + 16 * 8 + pg - 1) & ~(pg - 1)));
+	/* tiny rings take a page each */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 2, 64, 0), 0);
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 2 * pg);
+	/* queues too shallow for the ring: no channel, so nothing */
+	ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 64, 4096, 0), 0);
+	errno = 0;
+	ck_assert_uint_eq(evrdma_config_get_channel_pinned(cfg), 0);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "queue depths"));
+	evrdma_config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_config_errmsg)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
@@ -455,16 +500,16 @@ END_TEST
 
 START_TEST(test_reason_strings)
 {
-	const char *s[EVRDMA_REASON_PEER_DEAD + 1];
+	const char *s[EVRDMA_REASON_INTERNAL + 1];
 	const char *unknown = evrdma_reason_str(-1);
 	int i, j;
 
 	ck_assert_ptr_nonnull(unknown);
 	ck_assert_str_eq(unknown, "unknown reason");
-	ck_assert_str_eq(evrdma_reason_str(EVRDMA_REASON_PEER_DEAD + 1),
+	ck_assert_str_eq(evrdma_reason_str(EVRDMA_REASON_INTERNAL + 1),
 	    "unknown reason");
 	ck_assert_str_eq(evrdma_reason_str(1000000), "unknown reason");
-	for (i = EVRDMA_REASON_NONE; i <= EVRDMA_REASON_PEER_DEAD; i++) {
+	for (i = EVRDMA_REASON_NONE; i <= EVRDMA_REASON_INTERNAL; i++) {
 		s[i] = evrdma_reason_str(i);
 		ck_assert_ptr_nonnull(s[i]);
 		ck_assert_uint_gt(strlen(s[i]), 0);
@@ -627,8 +672,40 @@ expect_missing_lib(const char *env, const char *pkg)
 	errno = 0;
 	ck_assert_ptr_null(evrdma_base_new(eb, NULL));
 	ck_assert_int_eq(errno, ENOSYS);
+	/* and so does a symbol look-up */
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_get_device_list"));
+	ck_assert_int_eq(errno, ENOSYS);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), pkg));
 	event_base_free(eb);
 }
+
+/* rdma-core's functions from the libraries evrdma loaded, by name; dladdr
+ * names their files. */
+START_TEST(test_rdma_sym)
+{
+	Dl_info di;
+	void *f;
+
+	if (evrdma_rdma_load() < 0)
+		return;	/* rdma-core not installed: the ENOSYS tests apply */
+	f = evrdma_rdma_sym("ibv_open_device");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "libibverbs.so"));
+	f = evrdma_rdma_sym("rdma_create_id");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ne(dladdr(f, &di), 0);
+	ck_assert_ptr_nonnull(strstr(di.dli_fname, "librdmacm.so"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym("ibv_no_such_function"));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "ibv_no_such_function"));
+	errno = 0;
+	ck_assert_ptr_null(evrdma_rdma_sym(NULL));
+	ck_assert_int_eq(errno, EINVAL);
+}
+END_TEST
 
 START_TEST(test_missing_libibverbs)
 {
@@ -674,24 +751,262 @@ START_TEST(test_no_rdma_device)
 }
 END_TEST
 
-/* ---- statistics: the size the caller was compiled with (doc/ABI.md) ---- */
+/* ---- listeners, as evconnlistener (a base without RDMA) ---- */
 
-/* A base on any host: with the TCP fallback, also without RDMA. */
 static struct evrdma_base *
-fallback_base(struct event_base **ebp)
+lh_base(struct event_base **eb)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
 	struct evrdma_base *base;
 
-	*ebp = event_base_new();
-	ck_assert_ptr_nonnull(*ebp);
+	*eb = event_base_new();
+	ck_assert_ptr_nonnull(*eb);
 	ck_assert_ptr_nonnull(cfg);
 	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
-	base = evrdma_base_new(*ebp, cfg);
+	base = evrdma_base_new(*eb, cfg);
 	ck_assert_ptr_nonnull(base);
 	evrdma_config_free(cfg);
 	return base;
 }
+
+static int
+lh_sin(struct sockaddr_in *sin)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return (int)sizeof(*sin);
+}
+
+static void
+lh_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	bufferevent_free(bev);
+}
+
+static void
+lh_raw_accept(struct evrdma_listener *lst, struct evrdma_conn *conn,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_conn_free(conn);
+}
+
+static void
+lh_ch_accept(struct evrdma_listener *lst, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_channel_free(ch);
+}
+
+/* The three constructors with @p flags and @p backlog: each fails with
+ * EINVAL. */
+static void
+lh_all_einval(struct evrdma_base *base, int flags, int backlog)
+{
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept, NULL,
+	    flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_listener_new(base, lh_ch_accept,
+	    NULL, flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+}
+
+/* LEV_OPT_* flags the listeners do not offer, unknown bits, evrdma's
+ * flags where they do not belong, and backlog 0: EINVAL, whether or not
+ * the base has RDMA; the flags they take, and backlog -1, are taken. */
+START_TEST(test_listener_flags)
+{
+	static const int never[] = {
+		LEV_OPT_LEAVE_SOCKETS_BLOCKING, LEV_OPT_THREADSAFE,
+		LEV_OPT_REUSEABLE_PORT, LEV_OPT_BIND_IPV6ONLY, 1 << 12,
+		1 << 20, 1 << 30,
+	};
+	struct event_base *eb;
+	struct evrdma_base *base = lh_base(&eb);
+	struct evrdma_listener *lst;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+	size_t i;
+
+	/* evrdma's own flags: above libevent's, and apart */
+	ck_assert_int_eq(EVRDMA_LISTEN_RAW & 0xffff, 0);
+	ck_assert_int_eq(EVRDMA_CHANNEL_MESSAGE & 0xffff, 0);
+	ck_assert_int_eq(EVRDMA_LISTEN_RAW & EVRDMA_CHANNEL_MESSAGE, 0);
+	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		lh_all_einval(base, LEV_OPT_CLOSE_ON_FREE | never[i], -1);
+	lh_all_einval(base, LEV_OPT_CLOSE_ON_FREE, 0);
+	/* each constructor's own flag is not the others' */
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, EVRDMA_LISTEN_RAW, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, EVRDMA_CHANNEL_MESSAGE, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_listener_new(base, lh_ch_accept,
+	    NULL, EVRDMA_LISTEN_RAW, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept, NULL,
+	    EVRDMA_CHANNEL_MESSAGE, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	/* what they take */
+	lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE |
+	    LEV_OPT_DISABLED | LEV_OPT_DEFERRED_ACCEPT, -1,
+	    (struct sockaddr *)&sin, len);
+	ck_assert_ptr_nonnull(lst);
+	evrdma_listener_free(lst);
+	if (!tu_have_rdma_cm()) {
+		/* the flags are right: what fails is RDMA */
+		errno = 0;
+		ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept,
+		    NULL, EVRDMA_LISTEN_RAW | LEV_OPT_REUSEABLE, -1,
+		    (struct sockaddr *)&sin, len));
+		ck_assert(errno == ENODEV || errno == ENOSYS);
+		errno = 0;
+		ck_assert_ptr_null(evrdma_channel_listener_new(base,
+		    lh_ch_accept, NULL, EVRDMA_CHANNEL_MESSAGE |
+		    LEV_OPT_CLOSE_ON_FREE, -1, (struct sockaddr *)&sin, len));
+		ck_assert(errno == ENODEV || errno == ENOSYS);
+	}
+	evrdma_base_free(base);
+	event_base_free(eb);
+}
+END_TEST
+
+/* The TCP listener's socket, found by its port. */
+static int
+lh_listening_fd(int port)
+{
+	struct sockaddr_in sin;
+	socklen_t sl;
+	int fd, acc;
+	socklen_t al;
+
+	for (fd = 0; fd < 4096; fd++) {
+		sl = sizeof(sin);
+		al = sizeof(acc);
+		if (getsockname(fd, (struct sockaddr *)&sin, &sl) == 0 &&
+		    sin.sin_family == AF_INET &&
+		    ntohs(sin.sin_port) == port &&
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 &&
+		    acc)
+			return fd;
+	}
+	return -1;
+}
+
+/* The fallback's listening socket has the options its flags ask for
+ * (evrdma/listener.h), and no other. */
+START_TEST(test_listener_sockopts)
+{
+	struct event_base *eb;
+	struct evrdma_base *base;
+	struct evrdma_listener *lst;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin), pass, fd, v, port;
+	socklen_t vl;
+
+	if (tu_have_rdma_cm())
+		return;		/* (a host without RDMA: TCP only) */
+	base = lh_base(&eb);
+	for (pass = 0; pass < 2; pass++) {
+		lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+		    pass ? LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+		    LEV_OPT_DEFERRED_ACCEPT : 0, -1,
+		    (struct sockaddr *)&sin, len);
+		ck_assert_ptr_nonnull(lst);
+		port = evrdma_listener_get_port(lst);
+		fd = lh_listening_fd(port);
+		ck_assert_int_ge(fd, 0);
+		vl = sizeof(v);
+		ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v,
+		    &vl), 0);
+		ck_assert_int_eq(!!v, pass);
+		ck_assert_int_eq(!!(fcntl(fd, F_GETFD) & FD_CLOEXEC), pass);
+		vl = sizeof(v);
+		ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+		    &v, &vl), 0);
+		ck_assert_int_eq(!!v, pass);
+		evrdma_listener_free(lst);
+		/* (LEV_OPT_CLOSE_ON_FREE is implied: it is closed) */
+		ck_assert_int_eq(lh_listening_fd(port), -1);
+	}
+	evrdma_base_free(base);
+	event_base_free(eb);
+}
+END_TEST
+
+/* The getters and setters, on NULL, on a listener, after the base went. */
+START_TEST(test_listener_getters)
+{
+	struct event_base *eb;
+	struct evrdma_base *base = lh_base(&eb);
+	struct evrdma_listener *lst;
+	struct bufferevent *bev;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+
+	ck_assert_ptr_null(evrdma_listener_get_base(NULL));
+	ck_assert_int_eq(evrdma_listener_get_error(NULL), EVRDMA_REASON_NONE);
+	evrdma_listener_set_error_cb(NULL, NULL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_enable(NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_disable(NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(NULL,
+	    BEV_OPT_CLOSE_ON_FREE), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_bufferevent_get_dns_error(NULL), 0);
+	/* a socket bufferevent of libevent's own: its getter answers */
+	bev = bufferevent_socket_new(eb, -1, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(bev);
+	ck_assert_int_eq(evrdma_bufferevent_get_dns_error(bev), 0);
+	bufferevent_free(bev);
+
+	lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE, -1, (struct sockaddr *)&sin, len);
+	ck_assert_ptr_nonnull(lst);
+	ck_assert_ptr_eq(evrdma_listener_get_base(lst), eb);
+	ck_assert_int_eq(evrdma_listener_get_error(lst), EVRDMA_REASON_NONE);
+	errno = 0;
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(lst,
+	    1 << 20), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(lst,
+	    BEV_OPT_DEFER_CALLBACKS), 0);
+	ck_assert_int_eq(evrdma_listener_disable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_disable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_enable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_enable(lst), 0);
+	evrdma_base_free(base);
+	/* a husk: closed */
+	ck_assert_ptr_null(evrdma_listener_get_base(lst));
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_enable(lst), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	evrdma_listener_free(lst);
+	event_base_free(eb);
+}
+END_TEST
+
+/* ---- statistics: the size the caller was compiled with (doc/ABI.md) ---- */
 
 START_TEST(test_base_stats_size)
 {
@@ -708,7 +1023,7 @@ START_TEST(test_base_stats_size)
 	errno = 0;
 	ck_assert_int_eq(evrdma_base_get_stats(NULL, &u.st, sizeof(u.st)), -1);
 	ck_assert_int_eq(errno, EINVAL);
-	base = fallback_base(&eb);
+	base = lh_base(&eb);
 	errno = 0;
 	ck_assert_int_eq(evrdma_base_get_stats(base, NULL, sizeof(u.st)), -1);
 	ck_assert_int_eq(errno, EINVAL);
@@ -787,7 +1102,7 @@ START_TEST(test_srq_args)
 	if (tu_have_rdma_cm() || evrdma_rdma_load() < 0)
 		return;	/* a base with RDMA: the device tests */
 	/* the TCP fallback's base has no device to make a queue on */
-	base = fallback_base(&eb);
+	base = lh_base(&eb);
 	errno = 0;
 	ck_assert_ptr_null(evrdma_srq_new(base, NULL, 16));
 	ck_assert_int_eq(errno, ENODEV);
@@ -869,6 +1184,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_rnr_retry);
 	tcase_add_test(tc, test_config_errmsg);
 	tcase_add_test(tc, test_config_channel_ring);
+	tcase_add_test(tc, test_config_channel_pinned);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("remote");
@@ -891,10 +1207,17 @@ host_suite(void)
 	tcase_add_test(tc, test_tu_loop_until);
 	suite_add_tcase(s, tc);
 
+	tc = tcase("listener");
+	tcase_add_test(tc, test_listener_flags);
+	tcase_add_test(tc, test_listener_sockopts);
+	tcase_add_test(tc, test_listener_getters);
+	suite_add_tcase(s, tc);
+
 	tc = tcase("no_rdma");
 	tcase_add_test(tc, test_missing_libibverbs);
 	tcase_add_test(tc, test_missing_librdmacm);
 	tcase_add_test(tc, test_no_rdma_device);
+	tcase_add_test(tc, test_rdma_sym);
 	suite_add_tcase(s, tc);
 
 	return s;
@@ -908,6 +1231,7 @@ main(void)
 
 	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, bt_suite_bev());
+	srunner_add_suite(sr, ti_suite_host());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -168,8 +168,8 @@ START_TEST(wire_ch_hs_fields)
 		uint64_t v;
 		int want;
 	} cases[] = {
-		{ 2, 1, 1, EVRDMA_CH_HS_VERSION },	/* version 1 */
-		{ 2, 1, 3, EVRDMA_CH_HS_VERSION },
+		{ 2, 1, 2, EVRDMA_CH_HS_VERSION },	/* version 2 (no LOAN) */
+		{ 2, 1, 4, EVRDMA_CH_HS_VERSION },
 		{ 3, 1, 2, EVRDMA_CH_HS_RANGE },	/* mode */
 		{ 4, 2, 1, EVRDMA_CH_HS_RANGE },	/* slots */
 		{ 4, 2, 4097, EVRDMA_CH_HS_RANGE },
@@ -213,7 +213,7 @@ END_TEST
 
 START_TEST(wire_imm)
 {
-	struct evrdma__ch_imm in = { EVRDMA_CH_DATA, 0x3fff, 0xff, 1, 1, 0x3f },
+	struct evrdma__ch_imm in = { EVRDMA_CH_DATA, 0x3fff, 0xff, 1, 1, 0x3f, 0, 0 },
 	    out;
 	uint32_t v;
 
@@ -227,8 +227,22 @@ START_TEST(wire_imm)
 	ck_assert_int_eq(evrdma__ch_imm_decode(evrdma__ch_imm_encode(&in),
 	    &out), 0);
 	ck_assert_uint_eq(out.type, EVRDMA_CH_EOF);
-	/* type 3, and PULL on a control message */
-	ck_assert_int_eq(evrdma__ch_imm_decode(3u << 30, &out), -1);
+	/* LOAN: the count in place of the returns, YIELD in the PULL bit */
+	memset(&in, 0, sizeof(in));
+	in.type = EVRDMA_CH_LOAN;
+	in.loan = 0x2345;
+	in.yield = 1;
+	in.cret = 3;
+	ck_assert_uint_eq(evrdma__ch_imm_encode(&in),
+	    3u << 30 | 0x2345u << 16 | 3u << 8 | 0x40);
+	ck_assert_int_eq(evrdma__ch_imm_decode(evrdma__ch_imm_encode(&in),
+	    &out), 0);
+	ck_assert(out.type == EVRDMA_CH_LOAN && out.loan == 0x2345 &&
+	    out.yield == 1 && out.dret == 0 && out.pull == 0 &&
+	    out.cret == 3);
+	ck_assert_int_eq(evrdma__ch_imm_decode(3u << 30 | 7u << 16, &out), 0);
+	ck_assert(out.loan == 7 && !out.yield && !out.dret);
+	/* PULL on a control message */
 	ck_assert_int_eq(evrdma__ch_imm_decode(1u << 30 | 0x40, &out), -1);
 	ck_assert_int_eq(evrdma__ch_imm_decode(2u << 30 | 0x40, &out), -1);
 	/* every other pattern decodes to what it encodes back to */
@@ -238,6 +252,32 @@ START_TEST(wire_imm)
 		if (evrdma__ch_imm_decode(imm, &out) == 0)
 			ck_assert_uint_eq(evrdma__ch_imm_encode(&out), imm);
 	}
+}
+END_TEST
+
+/* The lending rules: a yield is never more than was asked nor more than
+ * the peer holds unused; reclaims leave one credit lent. */
+START_TEST(wire_loan)
+{
+	/* one stays in hand */
+	ck_assert_uint_eq(evrdma__ch_yield_amount(5, 3), 2);
+	ck_assert_uint_eq(evrdma__ch_yield_amount(2, 3), 2);
+	ck_assert_uint_eq(evrdma__ch_yield_amount(0, 3), 0);
+	ck_assert_uint_eq(evrdma__ch_yield_amount(3, 1), 0);
+	ck_assert_uint_eq(evrdma__ch_yield_amount(3, 0), 0);
+	/* nothing asked: any yield is a violation */
+	ck_assert(!evrdma__ch_yield_valid(0, 0, 16, 0));
+	ck_assert(evrdma__ch_yield_valid(15, 15, 16, 0));
+	ck_assert(evrdma__ch_yield_valid(15, 0, 16, 16));
+	ck_assert(!evrdma__ch_yield_valid(15, 16, 16, 0));	/* > asked */
+	ck_assert(!evrdma__ch_yield_valid(15, 14, 16, 3));	/* > unused */
+	ck_assert(!evrdma__ch_yield_valid(15, 1, 2, 3));	/* bad ledger */
+	ck_assert(evrdma__ch_reclaim_valid(15, 16));
+	ck_assert(!evrdma__ch_reclaim_valid(16, 16));	/* the last one */
+	ck_assert(!evrdma__ch_reclaim_valid(0, 16));
+	ck_assert_uint_eq(evrdma__ch_reclaim_amount(16), 15);
+	ck_assert_uint_eq(evrdma__ch_reclaim_amount(1), 0);
+	ck_assert_uint_eq(evrdma__ch_reclaim_amount(0), 0);
 }
 END_TEST
 
@@ -352,6 +392,7 @@ wire_suite(void)
 	tcase_add_test(tc, wire_ch_hs_truncated);
 	tcase_add_test(tc, wire_ch_hs_fields);
 	tcase_add_test(tc, wire_imm);
+	tcase_add_test(tc, wire_loan);
 	tcase_add_test(tc, wire_pull);
 	tcase_add_test(tc, wire_credits);
 	tcase_add_test(tc, wire_credit_due);

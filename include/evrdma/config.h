@@ -209,6 +209,23 @@ EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
     unsigned slots, unsigned slot_size, size_t max_input);
 
 /**
+ * The locked memory that one channel of a base made with @p cfg keeps
+ * registered while it is open: its receive ring (a buffer per slot, 4 for
+ * control messages and up to 4 spare ones where the receive queue has
+ * room), its send ring and the pull descriptors after it, in whole pages.
+ * That is what counts against RLIMIT_MEMLOCK (unless the process has
+ * CAP_IPC_LOCK) for each channel, on either side of a connection; a
+ * channel on an evrdma_srq has no receive ring of its own. Hardware
+ * devices may pin their queue buffers too, which this does not count.
+ * @param cfg a configuration, or NULL for the defaults (2564 KiB with
+ *   4 KiB pages)
+ * @return bytes; 0 with errno EINVAL when @p cfg cannot make channels
+ *   (queue depths below the ring's slots + 4)
+ */
+EVRDMA_EXPORT size_t evrdma_config_get_channel_pinned(
+    const struct evrdma_config *cfg);
+
+/**
  * Set from which size on messages this side receives may be pulled: the
  * sender leaves such a message in its send ring and writes only where it
  * is (8 bytes); the receiver fetches it with an RDMA READ into its receive

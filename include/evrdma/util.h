@@ -44,7 +44,8 @@ enum evrdma_reason {
 	EVRDMA_REASON_DNS,		/**< host name resolution failed */
 	EVRDMA_REASON_PROTOCOL,		/**< the peer broke the evrdma protocol (handshake or channel messages) */
 	EVRDMA_REASON_MISUSE,		/**< the application broke a documented rule of the API (e.g. drained a message channel's output directly) */
-	EVRDMA_REASON_PEER_DEAD		/**< the peer stopped answering: keepalive probes, or a request's transport retries, went unanswered (its host died, hangs, or the path is cut) */
+	EVRDMA_REASON_PEER_DEAD,	/**< the peer stopped answering: keepalive probes, or a request's transport retries, went unanswered (its host died, hangs, or the path is cut) */
+	EVRDMA_REASON_INTERNAL		/**< evrdma found its own state of the connection inconsistent (a bug in evrdma: please report it); the connection ends, nothing is freed twice */
 };
 
 /**
@@ -96,6 +97,21 @@ EVRDMA_EXPORT const char *evrdma_errmsg(void);
  *   evrdma_errmsg() naming the library and the Debian package to install
  */
 EVRDMA_EXPORT int evrdma_rdma_load(void);
+
+/**
+ * An rdma-core function from the very libraries evrdma loaded (see
+ * evrdma_rdma_load(), which this calls first), for a program that calls
+ * rdma-core beside evrdma without linking it: such a program, too, starts
+ * on a host without rdma-core. dladdr() on the result names the file it
+ * was loaded from. evrdma-info(1) reads the devices through it.
+ * @param name a function of libibverbs.so.1 or librdmacm.so.1, e.g.
+ *   "ibv_open_device" (libibverbs is searched first)
+ * @return the function's address, to be cast to its type in rdma-core's
+ *   headers; NULL with errno ENOSYS (rdma-core cannot be loaded),
+ *   ENOENT (neither library has @p name: rdma-core is older than the
+ *   function) or EINVAL (@p name is NULL), and evrdma_errmsg() saying which
+ */
+EVRDMA_EXPORT void *evrdma_rdma_sym(const char *name);
 
 /** @return the library version as a string, e.g. "0.1.0" */
 EVRDMA_EXPORT const char *evrdma_version(void);

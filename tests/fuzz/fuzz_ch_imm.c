@@ -28,8 +28,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&granted, data + 8, 4);
 	granted %= 4097;
 	if (evrdma__ch_imm_decode(imm, &m) == 0) {
-		if (evrdma__ch_imm_encode(&m) != imm || m.type > EVRDMA_CH_EOF ||
+		if (evrdma__ch_imm_encode(&m) != imm ||
 		    (m.pull && m.type != EVRDMA_CH_DATA))
+			abort();
+		/* a LOAN returns no data credit; nothing else lends */
+		if (m.type == EVRDMA_CH_LOAN ? m.dret != 0 :
+		    m.loan != 0 || m.yield != 0)
+			abort();
+		/* an honest yield never takes more than the peer holds
+		 * unused, nor more than was asked */
+		if (evrdma__ch_yield_valid(in_hand % 4097, m.loan, granted,
+		    m.cret) && (m.loan > in_hand % 4097 ||
+		    (uint64_t)m.loan + m.cret > granted))
 			abort();
 		/* an accepted return never lifts the credits past the grant */
 		if (evrdma__ch_return_valid(in_hand, m.dret, granted) &&
