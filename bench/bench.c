@@ -1285,7 +1285,7 @@ out:
 		evconnlistener_free(b.tcp_lst);
 	if (b.base) {
 		do
-			evrdma_base_get_stats(b.base, &st);
+			evrdma_base_get_stats(b.base, &st, sizeof(st));
 		while (st.conns > 0 &&
 		    event_base_loop(b.eb, EVLOOP_ONCE) == 0);
 		evrdma_base_free(b.base);

@@ -103,7 +103,7 @@ rate_teardown(evutil_socket_t fd, short what, void *arg)
 	double s;
 
 	if (b->base) {
-		evrdma_base_get_stats(b->base, &st);
+		evrdma_base_get_stats(b->base, &st, sizeof(st));
 		if (st.conns > 0) {
 			evtimer_add(cs->timer, &tv);
 			return;

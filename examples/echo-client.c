@@ -201,7 +201,7 @@ out:
 		evrdma_channel_free(c.ch);
 	if (base) {
 		do
-			evrdma_base_get_stats(base, &st);
+			evrdma_base_get_stats(base, &st, sizeof(st));
 		while (st.conns > 0 &&
 		    event_base_loop(c.eb, EVLOOP_ONCE) == 0);
 		evrdma_base_free(base);

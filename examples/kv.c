@@ -492,7 +492,7 @@ out:
 		session_free(kv.sessions);
 	evrdma_listener_free(kv.lst);
 	do
-		evrdma_base_get_stats(kv.base, &st);
+		evrdma_base_get_stats(kv.base, &st, sizeof(st));
 	while (st.conns > 0 && event_base_loop(kv.eb, EVLOOP_ONCE) == 0);
 	evrdma_base_free(kv.base);
 	if (sigint)

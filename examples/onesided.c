@@ -290,7 +290,7 @@ out:
 	evrdma_conn_free(d.srv);
 	evrdma_listener_free(d.lst);
 	do
-		evrdma_base_get_stats(d.base, &st);
+		evrdma_base_get_stats(d.base, &st, sizeof(st));
 	while (st.conns > 0 && event_base_loop(d.eb, EVLOOP_ONCE) == 0);
 	evrdma_mr_free(d.loc_mr);
 	evrdma_mr_free(d.region_mr);

@@ -582,7 +582,7 @@ drain(struct rping *r)
 	struct evrdma_stats st;
 
 	for (;;) {
-		evrdma_base_get_stats(r->base, &st);
+		evrdma_base_get_stats(r->base, &st, sizeof(st));
 		if (st.conns == 0 && st.listeners == 0)
 			return;
 		if (event_base_loop(r->eb, EVLOOP_ONCE) != 0)

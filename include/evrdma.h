@@ -10,6 +10,7 @@
 /** @file evrdma.h
  * Includes every public evrdma header.
  */
+#include <evrdma/version.h>
 #include <evrdma/util.h>
 #include <evrdma/config.h>
 #include <evrdma/base.h>

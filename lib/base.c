@@ -265,11 +265,36 @@ evrdma_base_get_event_base(struct evrdma_base *base)
 	return base ? base->eb : NULL;
 }
 
-void
-evrdma_base_get_stats(struct evrdma_base *base, struct evrdma_stats *out)
+/*
+ * struct evrdma_stats as the first release made it, through its last
+ * field: the smallest size a caller compiled against any release passes.
+ * Fields added later go after it (doc/ABI.md); this never changes.
+ */
+#define STATS_SIZE_0_1 \
+	(offsetof(struct evrdma_stats, bevs) + sizeof(unsigned))
+
+int
+evrdma_base_get_stats(struct evrdma_base *base, struct evrdma_stats *out,
+    size_t outlen)
 {
+	struct evrdma_stats st;
+
 	if (!base || !out)
-		return;
-	*out = base->stats;
-	out->reqs = base->reqs.live;
+		return evrdma__fail(EINVAL, "evrdma_base_get_stats: no %s",
+		    base ? "struct evrdma_stats" : "base");
+	if (outlen < STATS_SIZE_0_1)
+		return evrdma__fail(EINVAL, "evrdma_base_get_stats: size %zu "
+		    "is below that of struct evrdma_stats (%zu); pass "
+		    "sizeof(struct evrdma_stats)", outlen, sizeof(st));
+	st = base->stats;
+	st.reqs = base->reqs.live;
+	/* A caller compiled against a later release: what this one does not
+	 * know reads 0. One compiled against an earlier release: the fields
+	 * it knows. */
+	if (outlen > sizeof(st)) {
+		memset((char *)out + sizeof(st), 0, outlen - sizeof(st));
+		outlen = sizeof(st);
+	}
+	memcpy(out, &st, outlen);
+	return 0;
 }

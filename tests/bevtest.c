@@ -96,7 +96,7 @@ bt_env_fini(struct bt_env *env)
 
 	if (env->base) {
 		for (;;) {
-			evrdma_base_get_stats(env->base, &st);
+			evrdma_base_get_stats(env->base, &st, sizeof(st));
 			if (!st.bevs && !st.conns && !st.cm_ids && !st.qps &&
 			    !st.reqs && !st.mrs && !st.listeners)
 				break;

@@ -175,7 +175,7 @@ ch_drain(struct dt_env *env, int ms)
 	struct evrdma_stats st;
 
 	for (;;) {
-		evrdma_base_get_stats(env->base, &st);
+		evrdma_base_get_stats(env->base, &st, sizeof(st));
 		if (!st.conns && !st.cm_ids && !st.qps && !st.reqs && !st.mrs)
 			return;
 		ck_assert_msg(tu_now_ms() < dl, "channel teardown did not "

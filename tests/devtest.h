@@ -137,7 +137,7 @@ dt_env_fini(struct dt_env *env)
 {
 	struct evrdma_stats st;
 
-	evrdma_base_get_stats(env->base, &st);
+	evrdma_base_get_stats(env->base, &st, sizeof(st));
 	ck_assert_msg(st.conns == 0 && st.listeners == 0 && st.cm_ids == 0 &&
 	    st.qps == 0 && st.mrs == 0 && st.reqs == 0,
 	    "leak: conns %u listeners %u cm_ids %u qps %u mrs %u reqs %u",
@@ -206,7 +206,7 @@ dt_drain(struct dt_env *env, int timeout_ms)
 
 	gettimeofday(&start, NULL);
 	for (;;) {
-		evrdma_base_get_stats(env->base, &st);
+		evrdma_base_get_stats(env->base, &st, sizeof(st));
 		if (st.conns == 0 && st.cm_ids == 0 && st.reqs == 0)
 			return;
 		gettimeofday(&now, NULL);

@@ -101,7 +101,7 @@ START_TEST(attack_handshake)
 		ch_loop_for(env.eb, 200);
 		ck_assert_int_eq(v.naccepted, 0);
 		/* nothing of the request is left on the listener */
-		evrdma_base_get_stats(env.base, &st);
+		evrdma_base_get_stats(env.base, &st, sizeof(st));
 		ck_assert_uint_eq(st.qps, 0);
 		ck_assert_uint_eq(st.mrs, 0);
 	} else {
@@ -328,8 +328,8 @@ START_TEST(attack_violation)
 	 * evrdma peer does, and the QP goes at once. */
 	if (_i > 0)
 		rdma_disconnect(rp.id);
-	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 2),
-	    10000);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.qps == 2), 10000);
 	/* the healthy channel goes on */
 	f_echo(&f, &v, 64 * KiB);
 	evrdma_channel_free(f.ch);
@@ -640,8 +640,8 @@ START_TEST(attack_forbidden_then_gone)
 	    (unsigned long long)(tu_now_ms() - t0));
 	ck_assert_int_eq(v.ch[0].error, 1);
 	/* the QP and the rings went without the application freeing */
-	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 0 &&
-	    st.mrs == 0), 10000);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.qps == 0 && st.mrs == 0), 10000);
 	v_close(&v);
 	dt_env_fini(&env);
 }
@@ -852,7 +852,7 @@ START_TEST(attack_half_open_flood)
 		rp_run(&rp[0], 10);
 		for (k = 1; k < FLOOD; k++)
 			rp_poll(&rp[k]);
-		evrdma_base_get_stats(env.base, &st);
+		evrdma_base_get_stats(env.base, &st, sizeof(st));
 		if (st.qps > qps_max)
 			qps_max = st.qps;
 		for (k = 0; k < FLOOD; k++)
@@ -883,13 +883,13 @@ START_TEST(attack_half_open_flood)
 	ck_assert_int_ge(rejected, FLOOD - FLOOD_HALF - FLOOD_BACKLOG);
 	/* the half-open ones time out and let go of what they held while
 	 * their peers are still there */
-	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st),
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
 	    st.qps == 0 && st.mrs == 0), 10000);
 	for (i = 0; i < FLOOD; i++)
 		rp_close(&rp[i]);
 	free(rp);
 	ch_loop_for(env.eb, 300);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.qps, 0);
 	ck_assert_uint_eq(st.mrs, 0);
 	/* the listener still serves */
@@ -1201,8 +1201,8 @@ START_TEST(attack_linger_no_credit)
 	}
 	ck_assert_uint_lt(t_end - t_free, 5000);
 	rp_close(&rp);
-	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 0),
-	    10000);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.qps == 0), 10000);
 	v_close(&v);
 	dt_env_fini(&env);
 }
@@ -1450,8 +1450,8 @@ START_TEST(attack_bufferevent)
 	/* the connection is gone with its QP, the bufferevent still the
 	 * application's to free */
 	if (_i != BV_EDGES) {
-		CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st),
-		    st.qps == 0), 10000);
+		CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st,
+		    sizeof(st)), st.qps == 0), 10000);
 		ck_assert_uint_eq(st.qps, 0);
 	}
 	bufferevent_free(b.bev);

@@ -1394,7 +1394,8 @@ hw_run(struct hw *h)
 			struct evrdma_stats st;
 
 			CH_WAIT(h->eb, (evrdma_base_get_stats(h->env->base,
-			    &st), st.conns <= 1) || h->freed, 20000);
+			    &st, sizeof(st)), st.conns <= 1) || h->freed,
+			    20000);
 			ch_loop_for(h->eb, 300);
 		}
 		if (!h->freed)
@@ -1719,7 +1720,7 @@ START_TEST(channel_proxy_clients_freed)
 		uint64_t t0 = tu_now_ms();
 
 		for (;;) {
-			evrdma_base_get_stats(env.base, &st);
+			evrdma_base_get_stats(env.base, &st, sizeof(st));
 			if (st.conns == 0)
 				break;
 			ck_assert_msg(tu_now_ms() - t0 < 20000, "%u "

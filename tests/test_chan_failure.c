@@ -218,7 +218,7 @@ START_TEST(channel_linger_done)
 	free(buf);
 	CH_WAIT(env.eb, evbuffer_get_length(evrdma_channel_get_output(
 	    p.cli.ch)) == 0, 10000);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_gt(st.ch_pulled, 0);
 	ep_free(&p.cli);
 	t_free = tu_now_ms();

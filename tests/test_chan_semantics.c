@@ -354,7 +354,7 @@ ch_messages(struct dt_env *env)
 {
 	struct evrdma_stats st;
 
-	evrdma_base_get_stats(env->base, &st);
+	evrdma_base_get_stats(env->base, &st, sizeof(st));
 	return st.ch_written + st.ch_pulled;
 }
 

@@ -55,7 +55,7 @@ conns_gone(struct dt_env *env)
 	uint64_t dl = tu_now_ms() + 20000;
 
 	for (;;) {
-		evrdma_base_get_stats(env->base, &st);
+		evrdma_base_get_stats(env->base, &st, sizeof(st));
 		if (!st.conns && !st.qps && !st.cm_ids)
 			return;
 		ck_assert_msg(tu_now_ms() < dl, "connections left: %u",

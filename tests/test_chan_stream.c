@@ -280,7 +280,7 @@ START_TEST(channel_random_writes_both_ways)
 		rw_pump(&b);
 		ch_step(env.eb, 5);
 	}
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	fprintf(stderr, "channel random writes (%s): %llu + %llu bytes in "
 	    "%llu ms (write/evbuffer_add/write_buffer %d/%d/%d, %d/%d/%d; "
 	    "messages written %llu, pulled %llu)\n", rw_names[_i],

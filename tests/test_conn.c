@@ -543,7 +543,7 @@ START_TEST(conn_many)
 	ck_assert_int_eq(m->nsrv, NCONN);
 
 	/* one device, one completion channel, few shared CQs */
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.devices, 1);
 	ck_assert_uint_eq(st.qps, 2 * NCONN);
 	ck_assert_uint_le(st.cqs, (2 * NCONN * 16) / 4096 + 1);

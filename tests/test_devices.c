@@ -145,7 +145,7 @@ START_TEST(devices_bind_by_address)
 	dt_env_init(&env, NULL);
 	for (i = 0; i < 2; i++)
 		dev_side_open(&env, &d[i]);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.devices, 2);
 	/* both pumps at once, then each side on its own */
 	d[0].c.srv->drain = d[1].c.srv->drain = 1;
@@ -166,7 +166,7 @@ START_TEST(devices_bind_by_address)
 	for (i = 0; i < 2; i++)
 		dev_side_close(&d[i]);
 	ch_drain(&env, 20000);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.devices, 0);
 	dt_env_fini(&env);
 	dt_assert_no_rdma_resources();
@@ -388,7 +388,7 @@ START_TEST(devices_one_removed)
 	for (i = 0; i < 2; i++)
 		dev_side_close(&d[i]);
 	ch_drain(&env, 20000);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.devices, 0);
 	ck_assert_uint_eq(st.cqs, 0);
 	dt_env_fini(&env);

@@ -858,7 +858,7 @@ START_TEST(fail_device_removal)
 	evrdma_mr_free(r.mr);
 	evrdma_listener_free(r.p.lst);
 	dt_drain(&env, 10000);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.devices, 0);
 	ck_assert_uint_eq(st.cqs, 0);
 	dt_env_fini(&env);

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -523,8 +524,21 @@ END_TEST
 
 START_TEST(test_version)
 {
+	char v[32];
+
 	ck_assert_ptr_nonnull(evrdma_version());
 	ck_assert_str_eq(evrdma_version(), PACKAGE_VERSION);
+	/* <evrdma/version.h>, the compile-time version, agrees with the
+	 * library's and with itself */
+	ck_assert_str_eq(evrdma_version(), EVRDMA_VERSION);
+	snprintf(v, sizeof(v), "%d.%d.%d", EVRDMA_VERSION_MAJOR,
+	    EVRDMA_VERSION_MINOR, EVRDMA_VERSION_PATCH);
+	ck_assert_str_eq(evrdma_version(), v);
+	ck_assert_int_eq(EVRDMA_VERSION_NUMBER, (EVRDMA_VERSION_MAJOR << 16) |
+	    (EVRDMA_VERSION_MINOR << 8) | EVRDMA_VERSION_PATCH);
+#if EVRDMA_VERSION_NUMBER < 0x000100 || EVRDMA_VERSION_NUMBER > 0xffffff
+#error "EVRDMA_VERSION_NUMBER is not a number the preprocessor can compare"
+#endif
 }
 END_TEST
 
@@ -992,6 +1006,61 @@ START_TEST(test_listener_getters)
 }
 END_TEST
 
+/* ---- statistics: the size the caller was compiled with (doc/ABI.md) ---- */
+
+START_TEST(test_base_stats_size)
+{
+	struct event_base *eb;
+	struct evrdma_base *base;
+	union {
+		struct evrdma_stats st;
+		unsigned char b[sizeof(struct evrdma_stats) + 32];
+	} u;
+	/* the struct of 0.1.0, through its last field */
+	size_t v0 = offsetof(struct evrdma_stats, bevs) + sizeof(unsigned);
+	size_t i;
+
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(NULL, &u.st, sizeof(u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	base = lh_base(&eb);
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(base, NULL, sizeof(u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* the size of a pointer, not of the struct */
+	errno = 0;
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(&u.st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(strstr(evrdma_errmsg(), "sizeof"));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, v0 - 1), -1);
+
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(u.st)), 0);
+	ck_assert_uint_eq(u.st.conns, 0);
+	ck_assert_uint_eq(u.st.listeners, 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	ck_assert_uint_eq(u.st.ch_written, 0);
+	for (i = sizeof(u.st); i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0xa5);
+	/* a caller compiled against a later release, with fields this
+	 * library does not know: they read 0 */
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, sizeof(u.b)), 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	for (i = sizeof(u.st); i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0);
+	/* one compiled against 0.1.0: its fields, nothing past them */
+	memset(&u, 0xa5, sizeof(u));
+	ck_assert_int_eq(evrdma_base_get_stats(base, &u.st, v0), 0);
+	ck_assert_uint_eq(u.st.conns, 0);
+	ck_assert_uint_eq(u.st.bevs, 0);
+	for (i = v0; i < sizeof(u.b); i++)
+		ck_assert_uint_eq(u.b[i], 0xa5);
+	evrdma_base_free(base);
+	event_base_free(eb);
+}
+END_TEST
+
 /* ---- NULL arguments ---- */
 
 START_TEST(test_free_null)
@@ -1009,7 +1078,6 @@ END_TEST
 START_TEST(test_srq_args)
 {
 	struct event_base *eb;
-	struct evrdma_config *cfg;
 	struct evrdma_base *base;
 	char buf[16];
 
@@ -1034,11 +1102,7 @@ START_TEST(test_srq_args)
 	if (tu_have_rdma_cm() || evrdma_rdma_load() < 0)
 		return;	/* a base with RDMA: the device tests */
 	/* the TCP fallback's base has no device to make a queue on */
-	eb = event_base_new();
-	cfg = evrdma_config_new();
-	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
-	base = evrdma_base_new(eb, cfg);
-	ck_assert_ptr_nonnull(base);
+	base = lh_base(&eb);
 	errno = 0;
 	ck_assert_ptr_null(evrdma_srq_new(base, NULL, 16));
 	ck_assert_int_eq(errno, ENODEV);
@@ -1053,7 +1117,6 @@ START_TEST(test_srq_args)
 		bufferevent_free(bev);
 	}
 	evrdma_base_free(base);
-	evrdma_config_free(cfg);
 	event_base_free(eb);
 }
 END_TEST
@@ -1138,6 +1201,7 @@ host_suite(void)
 	tcase_add_test(tc, test_errmsg_thread_local);
 	tcase_add_test(tc, test_log_callback);
 	tcase_add_test(tc, test_log_min_level_base_new);
+	tcase_add_test(tc, test_base_stats_size);
 	tcase_add_test(tc, test_free_null);
 	tcase_add_test(tc, test_srq_args);
 	tcase_add_test(tc, test_tu_loop_until);

@@ -435,7 +435,7 @@ START_TEST(lifetime_listener_device_removal)
 	ck_assert_int_eq(r.reason, EVRDMA_REASON_DEVICE_REMOVAL);
 	ck_assert_int_eq(r.errno_seen, ENODEV);
 	ck_assert_ptr_null(r.lst);
-	evrdma_base_get_stats(env.base, &st);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
 	ck_assert_uint_eq(st.listeners, 0);
 	ck_assert_uint_eq(st.cm_ids, 0);
 	dt_env_fini(&env);

@@ -189,8 +189,8 @@ START_TEST(liveness_peer_vanishes)
 	/* idle 300 + 3 x 200 ms, or 2 x ~70 ms of retries, plus slack */
 	ck_assert_uint_lt(s.t_end - t0, 8000);
 	evrdma_channel_free(s.ch);
-	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st), st.qps == 0),
-	    15000);
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.qps == 0), 15000);
 	evrdma_listener_free(lst);
 	rp_close(&rp);
 	ch_drain(&env, 20000);

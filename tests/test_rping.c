@@ -23,8 +23,8 @@
 
 #define RP_EVRDMA_RPING	EXAMPLES_DIR "/evrdma-rping"
 #define RP_ONESIDED	EXAMPLES_DIR "/evrdma-onesided"
-#define RP_RDMA_ECHO_SERVER	EXAMPLES_DIR "/rdma-echo-server"
-#define RP_RDMA_ECHO_CLIENT	EXAMPLES_DIR "/rdma-echo-client"
+#define RP_RDMA_ECHO_SERVER	EXAMPLES_DIR "/evrdma-bev-echo-server"
+#define RP_RDMA_ECHO_CLIENT	EXAMPLES_DIR "/evrdma-bev-echo-client"
 #define RP_TCP_ECHO_SERVER	EXAMPLES_DIR "/tcp-echo-server"
 #define RP_TCP_ECHO_CLIENT	EXAMPLES_DIR "/tcp-echo-client"
 #define RP_TLS_ECHO		EXAMPLES_DIR "/evrdma-tls-echo"

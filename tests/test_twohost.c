@@ -862,7 +862,7 @@ p_command(struct pobj *o, char *line)
 			evrdma_channel_write(o->ch, "ERR\n", 4);
 	} else if (!strcmp(line, "STATS")) {
 		o->mode = P_HOLD;
-		evrdma_base_get_stats(P.env.base, &st);
+		evrdma_base_get_stats(P.env.base, &st, sizeof(st));
 		snprintf(reply, sizeof(reply), "STATS %d %u %u %u %ld %ld %u\n",
 		    P.nobjs - 1, st.conns, st.cm_ids, st.qps,
 		    proc_kib("VmRSS:"), proc_kib("VmPin:"), P.srq_low);
@@ -1049,7 +1049,7 @@ p_base_busy(struct evrdma_base *base)
 {
 	struct evrdma_stats st;
 
-	evrdma_base_get_stats(base, &st);
+	evrdma_base_get_stats(base, &st, sizeof(st));
 	return st.conns || st.cm_ids || st.reqs;
 }
 
@@ -1059,7 +1059,7 @@ p_base_left(struct evrdma_base *base)
 {
 	struct evrdma_stats st;
 
-	evrdma_base_get_stats(base, &st);
+	evrdma_base_get_stats(base, &st, sizeof(st));
 	return st.conns || st.listeners || st.cm_ids || st.qps || st.mrs ||
 	    st.reqs;
 }
@@ -1163,7 +1163,7 @@ peer_main(void)
 	    !p_base_left(P.base_small);
 	evrdma_base_free(P.base_longka);
 	evrdma_base_free(P.base_small);
-	evrdma_base_get_stats(P.env.base, &st);
+	evrdma_base_get_stats(P.env.base, &st, sizeof(st));
 	clean = clean && !p_base_left(P.env.base);
 	say("%s: %" PRIu64 " connections served (%" PRIu64 " ended in error, "
 	    "%" PRIu64 " in EOF); left: objects %d conns %u cm_ids %u qps %u "
@@ -2009,7 +2009,7 @@ msg_echo(struct dt_env *env, int from_cb, const char *name)
 			int objs;
 			unsigned conns, cm_ids, qps;
 
-			evrdma_base_get_stats(env->base, &st);
+			evrdma_base_get_stats(env->base, &st, sizeof(st));
 			say("%s: stalled: A: input %zu bytes, output %zu bytes, "
 			    "reqs %u, written %llu, pulled %llu", name,
 			    evbuffer_get_length(evrdma_channel_get_input(
@@ -2537,7 +2537,7 @@ kill_accepting(int channel)
 	cch_free(&idle_ch);
 	deadline = h.t_kill + (uint64_t)secs(120) * 1000;
 	for (;;) {
-		evrdma_base_get_stats(env.base, &st);
+		evrdma_base_get_stats(env.base, &st, sizeof(st));
 		/* left: the listener, and an accepted connection only if
 		 * it got its terminal event and was not freed yet */
 		if (st.conns == (unsigned)(h.accepted && h.events ? 1 : 0) &&
@@ -2571,7 +2571,7 @@ kill_accepting(int channel)
 	deadline = tu_now_ms() + (uint64_t)secs(30) * 1000;
 	do {
 		tu_loop_for(env.eb, 20);
-		evrdma_base_get_stats(env.base, &st);
+		evrdma_base_get_stats(env.base, &st, sizeof(st));
 		ck_assert_msg(tu_now_ms() < deadline, "teardown did not finish:"
 		    " conns %u cm_ids %u reqs %u", st.conns, st.cm_ids, st.reqs);
 	} while (st.conns || st.reqs || st.cm_ids != 1);

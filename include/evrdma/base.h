@@ -17,6 +17,7 @@
  * going down) for its own connections.
  */
 
+#include <stddef.h>
 #include <evrdma/util.h>
 #include <evrdma/config.h>
 
@@ -86,7 +87,9 @@ EVRDMA_EXPORT struct event_base *evrdma_base_get_event_base(
 
 /**
  * Counts of the live rdma-core objects owned by a base, for leak checks
- * and monitoring.
+ * and monitoring. Later releases add fields at its end only, never
+ * removing or moving one: evrdma_base_get_stats() takes the size the
+ * caller was compiled with (doc/ABI.md).
  */
 struct evrdma_stats {
 	unsigned conns;		/**< connections not yet fully destroyed */
@@ -108,12 +111,24 @@ struct evrdma_stats {
 };
 
 /**
- * Read the object counts (and channel message counters) of @p base.
+ * Read the object counts (and channel message counters) of @p base:
+ * @code
+ * struct evrdma_stats st;
+ *
+ * if (evrdma_base_get_stats(base, &st, sizeof(st)) == 0)
+ *	printf("%u connections\n", st.conns);
+ * @endcode
  * @param base the context
- * @param out filled in
+ * @param out filled in, up to @p outlen bytes
+ * @param outlen sizeof(struct evrdma_stats) as the caller was compiled.
+ *   A program built against an earlier release passes a smaller size and
+ *   gets the fields it knows; one built against a later release than the
+ *   library it runs with gets 0 in the fields that release added.
+ * @return 0; -1 with errno EINVAL when @p base or @p out is NULL or
+ *   @p outlen is smaller than the struct of the first release (0.1.0)
  */
-EVRDMA_EXPORT void evrdma_base_get_stats(struct evrdma_base *base,
-    struct evrdma_stats *out);
+EVRDMA_EXPORT int evrdma_base_get_stats(struct evrdma_base *base,
+    struct evrdma_stats *out, size_t outlen);
 
 #ifdef __cplusplus
 }

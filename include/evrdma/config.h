@@ -12,6 +12,7 @@
  * nonsense value never turns into a later failure or crash.
  */
 
+#include <stddef.h>
 #include <evrdma/util.h>
 
 #ifdef __cplusplus
