@@ -10,8 +10,8 @@
  * A genuine libevent `struct bufferevent *` whose bytes travel over an
  * evrdma channel (evrdma/channel.h), and one program for hosts with and
  * without RDMA. A program written for bufferevent_socket changes only the
- * calls that make bufferevents and listeners (README.md, "Moving from
- * TCP"); after that it uses libevent's own, unmodified API on them:
+ * calls that make bufferevents and listeners (doc/MIGRATING.md); after
+ * that it uses libevent's own, unmodified API on them:
  * bufferevent_setcb(), _enable()/_disable()/_get_enabled(), _write(),
  * _write_buffer(), _read(), _read_buffer(), _get_input()/_get_output()
  * and every evbuffer function on them, _setwatermark(), _set_timeouts(),
