@@ -1223,7 +1223,7 @@ main(int argc, char **argv)
 
 		if (b.o.adapter) {
 			b.lst = evrdma_bufferevent_listener_new(b.base,
-			    server_accept_adapter, &b, 1024, b.ai->ai_addr,
+			    server_accept_adapter, &b, 0, 1024, b.ai->ai_addr,
 			    (int)b.ai->ai_addrlen);
 			if (b.lst)
 				port = evrdma_listener_get_port(b.lst);
@@ -1236,9 +1236,9 @@ main(int argc, char **argv)
 				port = atoi(b.o.port);
 		} else {
 			b.lst = evrdma_channel_listener_new(b.base,
-			    b.ai->ai_addr, (int)b.ai->ai_addrlen, 1024,
-			    b.o.message ? EVRDMA_CHANNEL_MESSAGE :
-			    EVRDMA_CHANNEL_STREAM, server_accept, &b);
+			    server_accept, &b, b.o.message ?
+			    EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
+			    1024, b.ai->ai_addr, (int)b.ai->ai_addrlen);
 			if (b.lst)
 				port = evrdma_listener_get_port(b.lst);
 		}

@@ -39,8 +39,8 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc > 4 ||
 	    getaddrinfo(argv[1], argv[2], &hints, &ai) != 0)
 		errx(1, "usage: evrdma-echo-server ADDR PORT [NBUF]");
-	if (!base || !(lst = evrdma_channel_listener_new(base, ai->ai_addr,
-	    (int)ai->ai_addrlen, 16, EVRDMA_CHANNEL_STREAM, accept_cb, NULL)))
+	if (!base || !(lst = evrdma_channel_listener_new(base, accept_cb, NULL,
+	    EVRDMA_CHANNEL_STREAM, 16, ai->ai_addr, (int)ai->ai_addrlen)))
 		errx(1, "%s", evrdma_errmsg());
 	if (argc == 4 && (!(srq = evrdma_channel_srq_new(base, NULL,
 	    (unsigned)atoi(argv[3]))) || evrdma_listener_set_srq(lst, srq) < 0))

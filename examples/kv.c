@@ -444,9 +444,9 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (server) {
-		kv.lst = evrdma_channel_listener_new(kv.base, ai->ai_addr,
-		    (int)ai->ai_addrlen, 16, EVRDMA_CHANNEL_MESSAGE,
-		    server_accept, &kv);
+		kv.lst = evrdma_channel_listener_new(kv.base, server_accept,
+		    &kv, EVRDMA_CHANNEL_MESSAGE, 16, ai->ai_addr,
+		    (int)ai->ai_addrlen);
 		if (!kv.lst) {
 			fprintf(stderr, "evrdma_channel_listener_new: %s (%s)\n",
 			    strerror(errno), evrdma_errmsg());

@@ -255,8 +255,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (server) {
-		d.lst = evrdma_listener_new(d.base, ai->ai_addr,
-		    (int)ai->ai_addrlen, 1, 0, server_accept, &d);
+		d.lst = evrdma_listener_new(d.base, server_accept, &d, 0, 1,
+		    ai->ai_addr, (int)ai->ai_addrlen);
 		if (!d.lst) {
 			fail_call(&d, "evrdma_listener_new");
 			goto out;

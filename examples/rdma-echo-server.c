@@ -46,8 +46,9 @@ int main(int argc, char **argv)
 	 * over RDMA and TCP (same port) on a host with it */
 	evrdma_config_set_tcp_fallback(cfg, 1);
 	if (!(base = evrdma_base_new(eb, cfg)) ||
-	    !evrdma_bufferevent_listener_new(base, accept_cb, NULL, 16,
-	    ai->ai_addr, (int)ai->ai_addrlen))
+	    !evrdma_bufferevent_listener_new(base, accept_cb, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16, ai->ai_addr,
+	    (int)ai->ai_addrlen))
 		errx(1, "listen: %s", evrdma_errmsg());
 	printf("listening on %s port %s\n", argv[1], argv[2]);
 	fflush(stdout);

@@ -503,8 +503,8 @@ srv_listen(struct rping *r)
 		    r->addr, gai_strerror(rc));
 		return;
 	}
-	r->lst = evrdma_listener_new(r->base, ai->ai_addr,
-	    (int)ai->ai_addrlen, 3, EVRDMA_LISTEN_RAW, srv_accept, r);
+	r->lst = evrdma_listener_new(r->base, srv_accept, r, EVRDMA_LISTEN_RAW,
+	    3, ai->ai_addr, (int)ai->ai_addrlen);
 	freeaddrinfo(ai);
 	if (!r->lst) {
 		fail_call(r, "evrdma_listener_new");

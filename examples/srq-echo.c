@@ -144,7 +144,7 @@ server(const struct sockaddr *sa, int salen, int clients)
 		post(&S.b[i]);
 	}
 	evrdma_srq_set_limit(S.srq, LOW, on_low, NULL);
-	l = evrdma_listener_new(base, sa, salen, 64, 0, srv_accept, NULL);
+	l = evrdma_listener_new(base, srv_accept, NULL, 0, 64, sa, salen);
 	if (!l || evrdma_listener_set_srq(l, S.srq) < 0) {
 		fprintf(stderr, "server: %s\n", evrdma_errmsg());
 		return 1;

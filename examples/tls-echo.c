@@ -83,8 +83,9 @@ static int serve(struct event_base *eb, struct evrdma_base *base,
 	    SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
 		tls_fail("certificate");
-	if (!evrdma_bufferevent_listener_new(base, accept_cb, eb, 16,
-	    ai->ai_addr, (int)ai->ai_addrlen))
+	if (!evrdma_bufferevent_listener_new(base, accept_cb, eb,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16, ai->ai_addr,
+	    (int)ai->ai_addrlen))
 		errx(1, "listen: %s", evrdma_errmsg());
 	printf("listening\n");
 	fflush(stdout);

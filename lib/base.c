@@ -7,11 +7,31 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "evrdma-internal.h"
+
+/* The bases without RDMA, for evrdma__base_without_rdma_of(): their
+ * bufferevents are libevent's own and know nothing of them. Bases live on
+ * several threads. */
+static LIST_HEAD(, evrdma_base) tcp_bases = LIST_HEAD_INITIALIZER(tcp_bases);
+static pthread_mutex_t tcp_bases_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct evrdma_base *
+evrdma__base_without_rdma_of(struct event_base *eb)
+{
+	struct evrdma_base *base;
+
+	pthread_mutex_lock(&tcp_bases_lock);
+	LIST_FOREACH(base, &tcp_bases, tcp_link)
+		if (base->eb == eb)
+			break;
+	pthread_mutex_unlock(&tcp_bases_lock);
+	return base;
+}
 
 /*
  * Drain every pending CM event. Each is handed to the listener, queued
@@ -79,6 +99,9 @@ base_without_rdma(struct evrdma_base *base, int why)
 	evrdma__log(EVRDMA_LOG_WARN, "no RDMA on this host (%s): "
 	    "bufferevents use TCP", evrdma_errmsg());
 	base->no_rdma = why;
+	pthread_mutex_lock(&tcp_bases_lock);
+	LIST_INSERT_HEAD(&tcp_bases, base, tcp_link);
+	pthread_mutex_unlock(&tcp_bases_lock);
 	return base;
 }
 
@@ -179,6 +202,11 @@ evrdma_base_free(struct evrdma_base *base)
 		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
 	evrdma__resolver_free(base->resolver);
 	evrdma__reqtab_fini(&base->reqs);
+	if (base->no_rdma) {
+		pthread_mutex_lock(&tcp_bases_lock);
+		LIST_REMOVE(base, tcp_link);
+		pthread_mutex_unlock(&tcp_bases_lock);
+	}
 	free(base);
 }
 

@@ -36,6 +36,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 /* For the timeouts (ad_take_timeouts()) and ad_live(): libevent's
  * deprecated, installed view of struct bufferevent (ev_read, ev_write,
  * timeout_write, readcb). */
@@ -46,8 +47,7 @@
 #include "bev.h"
 
 #define AD_MAGIC	0x65766265u	/* "evbe" */
-#define AD_OPTIONS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_THREADSAFE | \
-			 BEV_OPT_DEFER_CALLBACKS | BEV_OPT_UNLOCK_CALLBACKS)
+#define AD_OPTIONS	EVRDMA__BEV_OPTIONS
 /* TCP: what the adapter hands the socket bufferevent beyond the kernel */
 #define SOCK_CAP	(256 * 1024)
 #define RESUME_MS_MAX	64
@@ -105,6 +105,7 @@ struct ad {
 	uint8_t delivering;
 	uint8_t moving;			/* enum ad_move: in ad_move_out() */
 	int error;			/* evrdma_bufferevent_get_error() */
+	int dns_error;			/* evrdma_bufferevent_get_dns_error() */
 	struct event *work;		/* ad_work_cb(), from the loop */
 	struct event *move;		/* ad_move_cb(): a burst's output */
 	uint8_t move_due;
@@ -940,7 +941,10 @@ tp_ch_write(struct evrdma_channel *ch, void *arg)
 static void
 tp_ch_event(struct evrdma_channel *ch, short what, void *arg)
 {
-	ad_tp_event(arg, what, evrdma_channel_get_error(ch), errno);
+	struct ad *ad = arg;
+
+	ad->dns_error = ch->dns_error;
+	ad_tp_event(ad, what, evrdma_channel_get_error(ch), errno);
 }
 
 static void
@@ -982,6 +986,7 @@ ad_resolved(int err, const struct sockaddr *sa, int socklen, void *arg)
 	struct ad *ad = arg;
 
 	ad->resolving = NULL;
+	ad->dns_error = err;
 	if (!err && bufferevent_socket_connect(ad->sock, sa, socklen) == 0)
 		return;
 	ad_connect_failed(ad, err ? EVRDMA_REASON_DNS :
@@ -1324,9 +1329,9 @@ fail:
  * transport is freed when that fails. */
 static struct bufferevent *
 ad_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
-    struct bufferevent *sock)
+    struct bufferevent *sock, int options)
 {
-	struct ad *ad = ad_new(base, 0);
+	struct ad *ad = ad_new(base, options);
 
 	if (!ad) {
 		int err = errno;
@@ -1347,15 +1352,17 @@ ad_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
 }
 
 struct bufferevent *
-evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch)
+evrdma__bev_accepted(struct evrdma_base *base, struct evrdma_channel *ch,
+    int options)
 {
-	return ad_accepted(base, ch, NULL);
+	return ad_accepted(base, ch, NULL, options);
 }
 
 struct bufferevent *
-evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock)
+evrdma__bev_accepted_tcp(struct evrdma_base *base, struct bufferevent *sock,
+    int options)
 {
-	return ad_accepted(base, NULL, sock);
+	return ad_accepted(base, NULL, sock, options);
 }
 
 struct bufferevent *
@@ -1482,6 +1489,43 @@ evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
 	return -1;
 }
 
+/*
+ * A socket bufferevent of a base without RDMA: libevent resolves, so that
+ * bufferevent_socket_get_dns_error() answers, but never with a NULL
+ * evdns_base (a blocking getaddrinfo()): with the base's own. That one
+ * waits for ever on a name it must ask a nameserver for when it has
+ * none; then an evdns_base of its own, which resolves numeric names and
+ * /etc/hosts' at once (as the base's would), is freed with the query
+ * still in it, failing it (EVUTIL_EAI_FAIL) from the loop, as evrdma's
+ * resolver fails such a query (loop.c).
+ */
+static int
+sock_connect_hostname(struct bufferevent *bev, struct evdns_base *dns,
+    int family, const char *host, int port)
+{
+	struct evrdma_base *base;
+	int rc;
+
+	if (dns)
+		return bufferevent_socket_connect_hostname(bev, dns, family,
+		    host, port);
+	if (!(base = evrdma__base_without_rdma_of(bufferevent_get_base(bev))))
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_connect_"
+		    "hostname: not a bufferevent of an evrdma base");
+	if (!(dns = evrdma__base_evdns(base)))
+		return -1;
+	if (evdns_base_count_nameservers(dns) > 0)
+		return bufferevent_socket_connect_hostname(bev, dns, family,
+		    host, port);
+	if (!(dns = evdns_base_new(base->eb, 0)))
+		return evrdma__fail(ENOMEM, "evdns_base_new failed");
+	evdns_base_load_hosts(dns, NULL);
+	rc = bufferevent_socket_connect_hostname(bev, dns, family, host,
+	    port);
+	evdns_base_free(dns, 1);
+	return rc;
+}
+
 int
 evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
     struct evdns_base *dns, int family, const char *host, int port)
@@ -1492,8 +1536,7 @@ evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
 		return evrdma__fail(EINVAL, "evrdma_bufferevent_connect_"
 		    "hostname: bad argument");
 	if (!ad)
-		return bufferevent_socket_connect_hostname(bev, dns, family,
-		    host, port);
+		return sock_connect_hostname(bev, dns, family, host, port);
 	if (ad_connect_check(ad) < 0)
 		return -1;
 	free(ad->host);
@@ -1536,6 +1579,20 @@ evrdma_bufferevent_get_error(struct bufferevent *bev)
 	struct ad *ad = ad_below(bev);
 
 	return ad ? ad->error : EVRDMA_REASON_NONE;
+}
+
+int
+evrdma_bufferevent_get_dns_error(struct bufferevent *bev)
+{
+	struct ad *ad = ad_below(bev);
+	struct bufferevent *u;
+
+	if (ad)
+		return ad->dns_error;
+	/* a socket's, under what is stacked on it */
+	while (bev && (u = bufferevent_get_underlying(bev)))
+		bev = u;
+	return bev ? bufferevent_socket_get_dns_error(bev) : 0;
 }
 
 int

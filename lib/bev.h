@@ -15,18 +15,23 @@
 #include <evrdma/bufferevent.h>
 #include "chan.h"
 
+/* The BEV_OPT_* options an evrdma bufferevent takes (evrdma/bufferevent.h) */
+#define EVRDMA__BEV_OPTIONS	(BEV_OPT_CLOSE_ON_FREE | BEV_OPT_THREADSAFE | \
+				 BEV_OPT_DEFER_CALLBACKS | \
+				 BEV_OPT_UNLOCK_CALLBACKS)
+
 /*
- * A connected bufferevent over @p ch, a channel a listener accepted: the
- * adapter owns @p ch from now on, also when this fails (NULL, errno set;
- * the channel is then freed).
+ * A connected bufferevent over @p ch, a channel a listener accepted, with
+ * @p options (EVRDMA__BEV_OPTIONS): the adapter owns @p ch from now on,
+ * also when this fails (NULL, errno set; the channel is then freed).
  */
 struct bufferevent *evrdma__bev_accepted(struct evrdma_base *base,
-    struct evrdma_channel *ch);
+    struct evrdma_channel *ch, int options);
 
 /* The same for a TCP connection (@p sock, connected), as the test knob
  * EVRDMA_BEV_ADAPTER=1 asks on a base without RDMA. */
 struct bufferevent *evrdma__bev_accepted_tcp(struct evrdma_base *base,
-    struct bufferevent *sock);
+    struct bufferevent *sock, int options);
 
 /* The test knob: on a base without RDMA, make adapters over TCP rather
  * than plain socket bufferevents, so that the host's tests run the

@@ -28,6 +28,10 @@
 
 /* A port 0 that rdma_cm picked may be taken on TCP: try another. */
 #define PORT_TRIES	8
+/* After a TCP accept error the TCP side pauses, for this long at first,
+ * doubling up to the most (evrdma/listener.h) */
+#define RETRY_MS_MIN	10
+#define RETRY_MS_MAX	1000
 
 struct bl {
 	evrdma_bufferevent_accept_cb cb;
@@ -37,6 +41,10 @@ struct bl {
 	int on_base;
 	struct evrdma_listener *lst;	/* the handle the user holds */
 	struct evconnlistener *tcp;
+	int flags;			/* LEV_OPT_* */
+	int options;			/* BEV_OPT_* of the accepted */
+	struct event *retry;		/* TCP paused after an accept error */
+	unsigned retry_ms;		/* its last pause, 0: none since */
 };
 
 /* With the listener's memory (evrdma_listener_free()). */
@@ -49,6 +57,8 @@ bl_free(void *arg)
 		LIST_REMOVE(&bl->hook, link);
 	if (bl->tcp)
 		evconnlistener_free(bl->tcp);
+	if (bl->retry)
+		event_free(bl->retry);
 	free(bl);
 }
 
@@ -64,8 +74,32 @@ bl_base_gone(struct evrdma__hook *c)
 	if (bl->tcp)
 		evconnlistener_free(bl->tcp);
 	bl->tcp = NULL;
+	if (bl->retry)
+		event_free(bl->retry);
+	bl->retry = NULL;
 }
 
+/* evrdma_listener_enable() and _disable(): the TCP side follows, unless
+ * it pauses after an accept error (bl_retry() enables it then). */
+static void
+bl_set_enabled(void *arg, int on)
+{
+	struct bl *bl = arg;
+
+	if (!bl->tcp)
+		return;
+	if (!on)
+		evconnlistener_disable(bl->tcp);
+	else if (!evtimer_pending(bl->retry, NULL))
+		evconnlistener_enable(bl->tcp);
+}
+
+static const struct evrdma__listen_side bl_side = {
+	.set_enabled = bl_set_enabled,
+};
+
+/* The listener the user holds: its TCP side (if any) hears enable and
+ * disable, and the error callback gets the user's argument. */
 static void
 bl_on_base(struct bl *bl)
 {
@@ -75,11 +109,21 @@ bl_on_base(struct bl *bl)
 }
 
 static void
+bl_attach(struct bl *bl, struct evrdma_listener *lst)
+{
+	bl->lst = lst;
+	lst->accept_arg = bl->arg;
+	lst->side = &bl_side;
+	lst->side_arg = bl;
+}
+
+static void
 bl_rdma_accept(struct evrdma_listener *lst, struct evrdma_channel *ch,
     const struct sockaddr *peer, int socklen, void *arg)
 {
 	struct bl *bl = arg;
-	struct bufferevent *bev = evrdma__bev_accepted(bl->base, ch);
+	struct bufferevent *bev = evrdma__bev_accepted(bl->base, ch,
+	    bl->options);
 
 	if (!bev) {
 		evrdma__log(EVRDMA_LOG_WARN, "bufferevent listener: dropping a "
@@ -95,17 +139,21 @@ bl_tcp_accept(struct evconnlistener *el, evutil_socket_t fd,
 {
 	struct bl *bl = arg;
 	struct bufferevent *bev;
+	/* the test knob: the user's options go to the adapter above */
+	int adapter = bl->base && bl->base->no_rdma &&
+	    evrdma__bev_tcp_adapters();
 
+	bl->retry_ms = 0;	/* accepting again */
 	bev = bufferevent_socket_new(evconnlistener_get_base(el), fd,
-	    BEV_OPT_CLOSE_ON_FREE);
+	    adapter ? BEV_OPT_CLOSE_ON_FREE : bl->options);
 	if (!bev) {
 		evrdma__log(EVRDMA_LOG_WARN, "bufferevent listener: dropping a "
 		    "TCP connection: out of memory");
 		evutil_closesocket(fd);
 		return;
 	}
-	if (bl->base && bl->base->no_rdma && evrdma__bev_tcp_adapters() &&
-	    !(bev = evrdma__bev_accepted_tcp(bl->base, bev))) {
+	if (adapter &&
+	    !(bev = evrdma__bev_accepted_tcp(bl->base, bev, bl->options))) {
 		evrdma__log(EVRDMA_LOG_WARN, "bufferevent listener: dropping a "
 		    "TCP connection: %s", evrdma_errmsg());
 		return;
@@ -113,17 +161,49 @@ bl_tcp_accept(struct evconnlistener *el, evutil_socket_t fd,
 	bl->cb(bl->lst, bev, peer, socklen, bl->arg);
 }
 
-/* As evconnlistener without an error callback: say so, accept on. */
+/* The pause after an accept error is over: accept again, unless the
+ * user disabled the listener meanwhile. */
+static void
+bl_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct bl *bl = arg;
+
+	if (bl->tcp && bl->lst && !bl->lst->disabled)
+		evconnlistener_enable(bl->tcp);
+}
+
+/*
+ * accept() failed, other than in passing (libevent skips EAGAIN, EINTR
+ * and ECONNABORTED). Its listening socket stays readable while the error
+ * lasts (a full descriptor table leaves the connection in the queue), and
+ * libevent's listener would call us again at once: pause the TCP side,
+ * longer each time it fails again, then tell the user (who may free the
+ * listener: nothing of it is touched after).
+ */
 static void
 bl_tcp_error(struct evconnlistener *el, void *arg)
 {
+	struct bl *bl = arg;
 	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv;
 
-	evrdma__log(EVRDMA_LOG_WARN, "bufferevent listener: TCP accept: %s",
-	    evutil_socket_error_to_string(err));
+	bl->retry_ms = bl->retry_ms ? bl->retry_ms * 2 : RETRY_MS_MIN;
+	if (bl->retry_ms > RETRY_MS_MAX)
+		bl->retry_ms = RETRY_MS_MAX;
+	tv.tv_sec = bl->retry_ms / 1000;
+	tv.tv_usec = (bl->retry_ms % 1000) * 1000;
+	evconnlistener_disable(el);
+	evtimer_add(bl->retry, &tv);
+	evrdma__log(EVRDMA_LOG_WARN, "bufferevent listener on port %d: TCP "
+	    "accept: %s; accepting again in %u ms", bl->lst->port,
+	    evutil_socket_error_to_string(err), bl->retry_ms);
+	evrdma__listener_error(bl->lst, err == EMFILE || err == ENFILE ||
+	    err == ENOBUFS || err == ENOMEM ? EVRDMA_REASON_RESOURCE :
+	    EVRDMA_REASON_CONNECT_ERROR, err);
 }
 
-/* Listen on TCP at @p sa with its port set to @p port (0: any). */
+/* Listen on TCP at @p sa with its port set to @p port (0: any), with
+ * the listener's flags (evrdma/listener.h). */
 static struct evconnlistener *
 bl_tcp_listen(struct bl *bl, const struct sockaddr *sa, int socklen,
     int backlog, int port)
@@ -139,8 +219,8 @@ bl_tcp_listen(struct bl *bl, const struct sockaddr *sa, int socklen,
 		((struct sockaddr_in6 *)&ss)->sin6_port =
 		    htons((uint16_t)port);
 	el = evconnlistener_new_bind(evrdma_base_get_event_base(bl->base),
-	    bl_tcp_accept, bl, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE,
-	    backlog, (struct sockaddr *)&ss, socklen);
+	    bl_tcp_accept, bl, (bl->flags & EVRDMA__LEV_OPTS) |
+	    LEV_OPT_CLOSE_ON_FREE, backlog, (struct sockaddr *)&ss, socklen);
 	if (el)
 		evconnlistener_set_error_cb(el, bl_tcp_error);
 	return el;
@@ -169,17 +249,21 @@ sa_port(const struct sockaddr *sa)
 }
 
 static struct bl *
-bl_new(struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg)
+bl_new(struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg,
+    int flags)
 {
 	struct bl *bl = calloc(1, sizeof(*bl));
 
-	if (!bl) {
+	if (!bl || !(bl->retry = evtimer_new(base->eb, bl_retry, bl))) {
+		free(bl);
 		evrdma__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
 	bl->cb = cb;
 	bl->arg = arg;
 	bl->base = base;
+	bl->flags = flags;
+	bl->options = BEV_OPT_CLOSE_ON_FREE;
 	return bl;
 }
 
@@ -198,19 +282,20 @@ bl_listen_tcp_only(struct bl *bl, int backlog, const struct sockaddr *sa,
 	bl->tcp = bl_tcp_listen(bl, sa, socklen, backlog, sa_port(sa));
 	if (!bl->tcp) {
 		err = errno ? errno : EADDRINUSE;
-		free(bl);
+		bl_free(bl);
 		evrdma__fail(err, "evrdma_bufferevent_listener_new: TCP: %s",
 		    strerror(err));
 		return NULL;
 	}
 	lst = evrdma__listener_new(bl->base, sa, socklen, backlog,
-	    EVRDMA__LISTEN_BARE, &bl_bare_ops, bl);
+	    bl->flags | EVRDMA__LISTEN_BARE, &bl_bare_ops, bl,
+	    "evrdma_bufferevent_listener_new");
 	if (!lst) {
 		bl_free(bl);
 		return NULL;
 	}
 	lst->port = tcp_port(bl->tcp);
-	bl->lst = lst;
+	bl_attach(bl, lst);
 	bl_on_base(bl);
 	evrdma__log(EVRDMA_LOG_INFO, "bufferevent listener on port %d: TCP "
 	    "only (no RDMA)", lst->port);
@@ -219,35 +304,40 @@ bl_listen_tcp_only(struct bl *bl, int backlog, const struct sockaddr *sa,
 
 struct evrdma_listener *
 evrdma_bufferevent_listener_new(struct evrdma_base *base,
-    evrdma_bufferevent_accept_cb cb, void *arg, int backlog,
+    evrdma_bufferevent_accept_cb cb, void *arg, int flags, int backlog,
     const struct sockaddr *sa, int socklen)
 {
+	static const char fn[] = "evrdma_bufferevent_listener_new";
 	struct evrdma_listener *lst;
 	struct bl *bl;
 	int try, err;
 
-	if (!base || !cb || !sa || backlog <= 0 ||
+	if (!base || !cb || !sa ||
 	    !((sa->sa_family == AF_INET &&
 	    socklen >= (int)sizeof(struct sockaddr_in)) ||
 	    (sa->sa_family == AF_INET6 &&
 	    socklen >= (int)sizeof(struct sockaddr_in6))) ||
 	    socklen > (int)sizeof(struct sockaddr_storage)) {
-		evrdma__fail(EINVAL, "evrdma_bufferevent_listener_new: bad "
-		    "argument");
+		evrdma__fail(EINVAL, "%s: bad argument", fn);
 		return NULL;
 	}
-	if (!(bl = bl_new(base, cb, arg)))
+	if (evrdma__listener_flags(flags, 0, fn) < 0)
+		return NULL;
+	if ((backlog = evrdma__listener_backlog(backlog, fn)) < 0)
+		return NULL;
+	if (!(bl = bl_new(base, cb, arg, flags)))
 		return NULL;
 	if (base->no_rdma)
 		return bl_listen_tcp_only(bl, backlog, sa, socklen);
 	for (try = 0;; try++) {
 		lst = evrdma__channel_listener_new(base, sa, socklen, backlog,
-		    EVRDMA_CHANNEL_STREAM, bl_rdma_accept, bl, bl_free);
+		    flags | EVRDMA_CHANNEL_STREAM, bl_rdma_accept, bl,
+		    bl_free);
 		if (!lst) {
-			free(bl);
+			bl_free(bl);
 			return NULL;
 		}
-		bl->lst = lst;
+		bl_attach(bl, lst);
 		if (!base->cfg.tcp_fallback)
 			return lst;
 		bl->tcp = bl_tcp_listen(bl, sa, socklen, backlog,
@@ -265,7 +355,21 @@ evrdma_bufferevent_listener_new(struct evrdma_base *base,
 			    "cannot listen on TCP too: %s", strerror(err));
 			return NULL;
 		}
-		if (!(bl = bl_new(base, cb, arg)))
+		if (!(bl = bl_new(base, cb, arg, flags)))
 			return NULL;
 	}
+}
+
+int
+evrdma_bufferevent_listener_set_options(struct evrdma_listener *lst,
+    int options)
+{
+	struct bl *bl = lst && lst->side == &bl_side ? lst->side_arg : NULL;
+
+	if (!bl || (options & ~EVRDMA__BEV_OPTIONS))
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_listener_set_"
+		    "options: %s", bl ? "unknown options" :
+		    "not a bufferevent listener");
+	bl->options = options | BEV_OPT_CLOSE_ON_FREE;
+	return 0;
 }

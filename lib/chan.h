@@ -116,6 +116,7 @@ struct evrdma_channel {
 	uint8_t rd_ended;		/* EOF or ERROR|READING */
 	uint8_t wr_ended;		/* ERROR|WRITING or the whole end */
 	int error;			/* evrdma_channel_get_error() */
+	int dns_error;			/* EVUTIL_EAI_* of a failed lookup */
 };
 
 /* ---- set-up and lifetime (chan.c) ---- */

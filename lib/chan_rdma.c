@@ -1551,7 +1551,7 @@ rc_hs_out(struct ch_rdma *rc, uint8_t *out, size_t *len)
 	struct evrdma__ch_hs hs;
 
 	memset(&hs, 0, sizeof(hs));
-	hs.mode = (uint8_t)rc->ch.mode;
+	hs.mode = rc->ch.mode == EVRDMA_CHANNEL_MESSAGE;
 	hs.slots = (uint16_t)rc->slots;
 	hs.ctrl = (uint8_t)rc->ctrl;
 	hs.slot_size = rc->slot_size;
@@ -1572,7 +1572,8 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	struct evrdma__ch_hs hs;
 	int err = evrdma__ch_hs_decode(p, len, &hs);
 
-	if (err != EVRDMA_CH_HS_OK || hs.mode != rc->ch.mode) {
+	if (err != EVRDMA_CH_HS_OK ||
+	    hs.mode != (rc->ch.mode == EVRDMA_CHANNEL_MESSAGE)) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: bad handshake: %s",
 		    (void *)rc, err ? evrdma__ch_hs_strerror(err) :
 		    "the other mode");
@@ -1667,6 +1668,8 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc->ended = 1;
 	if (!rc->ch.gone_reason)
 		rc->ch.gone_reason = reason;
+	if (reason == EVRDMA_REASON_DNS)
+		rc->ch.dns_error = conn->dns_error;
 	rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
 	 * closed() (a pool's are not flushed: the pass takes what arrived
@@ -2334,11 +2337,16 @@ static const struct evrdma__listen_ops ch_listen_ops = {
 
 struct evrdma_listener *
 evrdma_channel_listener_new(struct evrdma_base *base,
-    const struct sockaddr *sa, int socklen, int backlog, int flags,
-    evrdma_channel_accept_cb cb, void *arg)
+    evrdma_channel_accept_cb cb, void *arg, int flags, int backlog,
+    const struct sockaddr *sa, int socklen)
 {
-	return evrdma__channel_listener_new(base, sa, socklen, backlog, flags,
+	struct evrdma_listener *lst;
+
+	lst = evrdma__channel_listener_new(base, sa, socklen, backlog, flags,
 	    cb, arg, NULL);
+	if (lst)
+		lst->accept_arg = arg;	/* the error callback's */
+	return lst;
 }
 
 struct evrdma_listener *
@@ -2349,9 +2357,12 @@ evrdma__channel_listener_new(struct evrdma_base *base,
 	struct evrdma_listener *lst;
 	struct ch_listen *cl;
 
-	if (!cb || (flags & ~EVRDMA_CHANNEL_MESSAGE)) {
-		evrdma__fail(EINVAL, "evrdma_channel_listener_new: bad "
-		    "argument");
+	if (evrdma__listener_flags(flags, EVRDMA_CHANNEL_MESSAGE,
+	    "evrdma_channel_listener_new") < 0)
+		return NULL;
+	if (!cb) {
+		evrdma__fail(EINVAL, "evrdma_channel_listener_new: no accept "
+		    "callback");
 		return NULL;
 	}
 	cl = calloc(1, sizeof(*cl));
@@ -2362,9 +2373,10 @@ evrdma__channel_listener_new(struct evrdma_base *base,
 	cl->cb = cb;
 	cl->arg = arg;
 	cl->free_arg = free_arg;
-	cl->flags = flags;
-	lst = evrdma__listener_new(base, sa, socklen, backlog, 0,
-	    &ch_listen_ops, cl);
+	cl->flags = flags & EVRDMA_CHANNEL_MESSAGE;
+	lst = evrdma__listener_new(base, sa, socklen, backlog,
+	    flags & ~EVRDMA_CHANNEL_MESSAGE, &ch_listen_ops, cl,
+	    "evrdma_channel_listener_new");
 	if (!lst)
 		free(cl);
 	return lst;

@@ -641,6 +641,7 @@ conn_resolved(int err, const struct sockaddr *sa, int socklen, void *arg)
 	conn->dns_req = NULL;
 	evrdma__ep_ref(&conn->ep);
 	if (err) {
+		conn->dns_error = err;
 		evrdma__fail(EHOSTUNREACH, "host name resolution failed "
 		    "(%d)", err);
 		conn_fail(conn, EVRDMA_REASON_DNS, EHOSTUNREACH);

@@ -100,6 +100,9 @@ struct evrdma__resolve_req *evrdma__resolve(struct evrdma_base *base,
     struct evdns_base *dns, int family, const char *host, int port,
     evrdma__resolve_cb cb, void *arg);
 void evrdma__resolve_cancel(struct evrdma__resolve_req *req);
+/* The base's own evdns_base (what a NULL @p dns above uses), made on
+ * first use and freed with the base; NULL with errno ENOMEM. */
+struct evdns_base *evrdma__base_evdns(struct evrdma_base *base);
 /* The base's resolver state: made on first use, freed by base free. */
 struct evrdma__resolver;
 void evrdma__resolver_free(struct evrdma__resolver *r);
@@ -570,6 +573,7 @@ struct evrdma_conn {
 	int ka_probing;			/* silent for an idle time: probing */
 	int ka_probe;			/* a probe is in flight */
 	struct evrdma__resolve_req *dns_req;
+	int dns_error;			/* EVUTIL_EAI_* of a failed lookup */
 	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
 	uint8_t pdata_len;
 	uint8_t peer_pdata[EVRDMA_PDATA_ACCEPT_MAX];
@@ -680,28 +684,59 @@ struct evrdma_listener {
 	void *accept_arg;
 	evrdma_prepare_cb prepare_cb;
 	void *prepare_arg;
-	evrdma_listener_error_cb error_cb;
-	void *error_arg;
+	evrdma_listener_errorcb error_cb;	/* gets accept_arg */
+	int error;			/* evrdma_listener_get_error() */
+	int disabled;			/* evrdma_listener_disable() */
 	const struct evrdma__listen_ops *ops;
 	void *ops_arg;
+	const struct evrdma__listen_side *side;
+	void *side_arg;
 	int port;			/* bound port, host order */
 	struct evrdma_srq *srq;		/* for the connections it accepts */
 	unsigned backlog;
 	unsigned n_queued;		/* waiting for a half-open place */
 	unsigned n_half_open;		/* accepted, not established */
 	LIST_HEAD(, evrdma_conn) half_open;
+	/* established while disabled, waiting to be handed out */
+	LIST_HEAD(, evrdma_conn) held;
 	TAILQ_HEAD(, evrdma__queued) queued;
 	struct event *queue_ev;		/* serves and expires the queue */
 	LIST_ENTRY(evrdma_listener) link;
 };
 
-/* A listener without an rdma_cm id (its owner listens on TCP; a base
- * without RDMA): nothing but the handle, its ops and its port. */
-#define EVRDMA__LISTEN_BARE	0x100
+/* What listens beside a listener's rdma_cm id (a bufferevent listener's
+ * TCP side): it follows evrdma_listener_enable() and _disable(). */
+struct evrdma__listen_side {
+	void (*set_enabled)(void *arg, int enabled);
+};
 
+/* A listener without an rdma_cm id (its owner listens on TCP; a base
+ * without RDMA): nothing but the handle, its ops and its port. Above
+ * LEV_OPT_* and evrdma's public flags. */
+#define EVRDMA__LISTEN_BARE	0x40000000
+/* The LEV_OPT_* flags a listener takes (evrdma/listener.h says what each
+ * means there); the others fail with EINVAL. */
+#define EVRDMA__LEV_OPTS	(LEV_OPT_CLOSE_ON_FREE | \
+				 LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE | \
+				 LEV_OPT_DISABLED | LEV_OPT_DEFERRED_ACCEPT)
+/* A negative backlog's, as libevent's listen(fd, 128) */
+#define EVRDMA__BACKLOG_DEFAULT	128
+
+/* @p flags: EVRDMA__LEV_OPTS, EVRDMA_LISTEN_RAW, EVRDMA__LISTEN_BARE;
+ * @p fn names the caller in errors. */
 struct evrdma_listener *evrdma__listener_new(struct evrdma_base *base,
     const struct sockaddr *sa, int socklen, int backlog, int flags,
-    const struct evrdma__listen_ops *ops, void *ops_arg);
+    const struct evrdma__listen_ops *ops, void *ops_arg, const char *fn);
+/* 0, or -1 with errno EINVAL when @p flags has bits other than
+ * EVRDMA__LEV_OPTS and @p own, naming @p fn. */
+int evrdma__listener_flags(int flags, int own, const char *fn);
+/* @p backlog as the user gave it (negative: the default), or -1 with
+ * errno EINVAL for 0, naming @p fn. */
+int evrdma__listener_backlog(int backlog, const char *fn);
+/* Tell the user (the error callback, errno @p err): @p reason. May free
+ * the listener (not inside the CM dispatch, which holds a reference). */
+void evrdma__listener_error(struct evrdma_listener *lst, int reason,
+    int err);
 /* Returns nonzero when the event's id must be destroyed after the ack. */
 int evrdma__listener_cm_event(struct evrdma_listener *lst,
     struct rdma_cm_event *ev);
@@ -740,7 +775,12 @@ struct evrdma_base {
 	 * callback, and forgets it (a hook's owner unlinks itself when it
 	 * goes first) */
 	LIST_HEAD(, evrdma__hook) hooks;
+	LIST_ENTRY(evrdma_base) tcp_link;	/* no_rdma: on base.c's list */
 };
+
+/* A base without RDMA on @p eb (the one whose resolver a TCP bufferevent
+ * of @p eb uses), or NULL. */
+struct evrdma_base *evrdma__base_without_rdma_of(struct event_base *eb);
 
 struct evrdma__hook {
 	void (*base_gone)(struct evrdma__hook *h);

@@ -76,22 +76,52 @@ lst_half_open_done(struct evrdma_listener *lst, struct evrdma_conn *conn)
 
 static void destroy_if_done(struct evrdma_listener *lst);
 
-/* A half-open connection is established: the user gets it. */
+/* An established connection goes to the user. */
 static void
-parent_established(void *arg, struct evrdma_conn *conn)
+lst_hand_out(struct evrdma_listener *lst, struct evrdma_conn *conn)
 {
-	struct evrdma_listener *lst = arg;
 	const struct sockaddr *peer = (const struct sockaddr *)&conn->peer_addr;
 	int len = peer->sa_family == AF_INET6 ?
 	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in);
 
-	lst_half_open_done(lst, conn);
 	lst->refcnt++;
 	if (lst->ops)
 		lst->ops->accepted(lst->ops_arg, lst, conn, peer, len);
 	else
 		lst->accept_cb(lst, conn, peer, len, lst->accept_arg);
 	lst->refcnt--;
+}
+
+static void parent_established(void *arg, struct evrdma_conn *conn);
+
+/* A held connection ended before it was handed out: it is dropped (the
+ * connection drops itself quietly, as a half-open one). */
+static void
+held_dropped(void *arg, struct evrdma_conn *conn)
+{
+	LIST_REMOVE(conn, parent_link);
+}
+
+static const struct evrdma__parent_ops lst_held_ops = {
+	.established = parent_established,	/* (never: it is) */
+	.dropped = held_dropped,
+};
+
+/* A half-open connection is established: the user gets it, or, while the
+ * listener is disabled, it waits (as in a TCP listen queue) until
+ * evrdma_listener_enable(). */
+static void
+parent_established(void *arg, struct evrdma_conn *conn)
+{
+	struct evrdma_listener *lst = arg;
+
+	lst_half_open_done(lst, conn);
+	if (lst->disabled) {
+		evrdma__conn_set_parent(conn, &lst_held_ops, lst);
+		LIST_INSERT_HEAD(&lst->held, conn, parent_link);
+		return;
+	}
+	lst_hand_out(lst, conn);
 	destroy_if_done(lst);
 }
 
@@ -105,6 +135,23 @@ static const struct evrdma__parent_ops lst_parent_ops = {
 	.established = parent_established,
 	.dropped = parent_dropped,
 };
+
+/* Hand out the held connections, the oldest first (the list's last),
+ * while the listener is enabled and not freed. */
+static void
+lst_hand_out_held(struct evrdma_listener *lst)
+{
+	struct evrdma_conn *conn, *next;
+
+	while (!lst->disabled && !lst->user_freed &&
+	    (conn = LIST_FIRST(&lst->held))) {
+		while ((next = LIST_NEXT(conn, parent_link)))
+			conn = next;
+		LIST_REMOVE(conn, parent_link);
+		evrdma__conn_set_parent(conn, NULL, NULL);
+		lst_hand_out(lst, conn);
+	}
+}
 
 /*
  * Build the connection of a request (QP on the shared CQ, its owner, the
@@ -220,6 +267,7 @@ lst_serve_queue(struct evrdma_listener *lst)
 	uint64_t now = now_ms();
 
 	lst->refcnt++;
+	lst_hand_out_held(lst);
 	while ((q = TAILQ_FIRST(&lst->queued)) && !lst->user_freed) {
 		int code;
 
@@ -230,7 +278,8 @@ lst_serve_queue(struct evrdma_listener *lst)
 			queued_reject(lst, q);
 			continue;
 		}
-		if (lst->n_half_open >= lst->base->cfg.half_open)
+		if (lst->n_half_open >= lst->base->cfg.half_open ||
+		    lst->disabled)
 			break;
 		TAILQ_REMOVE(&lst->queued, q, link);
 		lst->n_queued--;
@@ -279,13 +328,14 @@ on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 		reject(lst, ev->id, code);
 		return 1;
 	}
-	if (lst->n_half_open >= lst->base->cfg.half_open) {
+	if (lst->n_half_open >= lst->base->cfg.half_open || lst->disabled) {
 		if (lst->n_queued < lst->backlog &&
 		    queue_request(lst, ev) == 0)
 			return 0;
 		evrdma__log(EVRDMA_LOG_WARN, "listener %p: %u connections "
-		    "half-open and %u waiting (the backlog): rejecting",
-		    (void *)lst, lst->n_half_open, lst->n_queued);
+		    "half-open and %u waiting (the backlog)%s: rejecting",
+		    (void *)lst, lst->n_half_open, lst->n_queued,
+		    lst->disabled ? ", disabled" : "");
 		ev->id->context = NULL;
 		reject(lst, ev->id, code);
 		return 1;
@@ -312,9 +362,20 @@ on_device_removal(struct evrdma_listener *lst)
 	lst->id = NULL;		/* the dispatcher destroys it */
 	while ((q = TAILQ_FIRST(&lst->queued)))
 		queued_reject(lst, q);
-	if (lst->error_cb && !lst->user_freed)
-		lst->error_cb(lst, EVRDMA_REASON_DEVICE_REMOVAL,
-		    lst->error_arg);
+	evrdma__listener_error(lst, EVRDMA_REASON_DEVICE_REMOVAL, ENODEV);
+}
+
+void
+evrdma__listener_error(struct evrdma_listener *lst, int reason, int err)
+{
+	lst->error = reason;
+	if (!lst->error_cb || lst->user_freed)
+		return;
+	lst->refcnt++;
+	errno = err;
+	lst->error_cb(lst, lst->accept_arg);
+	lst->refcnt--;
+	destroy_if_done(lst);
 }
 
 int
@@ -342,29 +403,57 @@ evrdma__listener_cm_event(struct evrdma_listener *lst,
 
 /* ---- life ---- */
 
+int
+evrdma__listener_flags(int flags, int own, const char *fn)
+{
+	int bad = flags & ~(EVRDMA__LEV_OPTS | own);
+
+	if (!bad)
+		return 0;
+	return evrdma__fail(EINVAL, "%s: flags 0x%x not taken%s", fn,
+	    (unsigned)bad, bad & (LEV_OPT_LEAVE_SOCKETS_BLOCKING |
+	    LEV_OPT_THREADSAFE | LEV_OPT_REUSEABLE_PORT |
+	    LEV_OPT_BIND_IPV6ONLY) ? " (LEV_OPT_LEAVE_SOCKETS_BLOCKING, "
+	    "_THREADSAFE, _REUSEABLE_PORT and _BIND_IPV6ONLY are not "
+	    "offered: evrdma/listener.h)" : "");
+}
+
+int
+evrdma__listener_backlog(int backlog, const char *fn)
+{
+	if (backlog == 0)
+		return evrdma__fail(EINVAL, "%s: backlog 0 (-1 for the "
+		    "default)", fn);
+	return backlog < 0 ? EVRDMA__BACKLOG_DEFAULT : backlog;
+}
+
 struct evrdma_listener *
 evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
     int socklen, int backlog, int flags, const struct evrdma__listen_ops *ops,
-    void *ops_arg)
+    void *ops_arg, const char *fn)
 {
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;
 
-	if (!(flags & EVRDMA__LISTEN_BARE) &&
-	    evrdma__base_rdma(base, "evrdma_listener_new") < 0)
+	if (evrdma__listener_flags(flags, EVRDMA_LISTEN_RAW |
+	    EVRDMA__LISTEN_BARE, fn) < 0)
 		return NULL;
-	if (!base || !sa || backlog <= 0 ||
-	    (flags & ~(EVRDMA_LISTEN_RAW | EVRDMA__LISTEN_BARE))) {
-		evrdma__fail(EINVAL, "evrdma_listener_new: bad argument");
+	if (!base || !sa) {
+		evrdma__fail(EINVAL, "%s: no %s", fn, base ? "address" :
+		    "base");
 		return NULL;
 	}
+	if ((backlog = evrdma__listener_backlog(backlog, fn)) < 0)
+		return NULL;
+	if (!(flags & EVRDMA__LISTEN_BARE) && evrdma__base_rdma(base, fn) < 0)
+		return NULL;
 	if (!((sa->sa_family == AF_INET &&
 	    socklen >= (int)sizeof(struct sockaddr_in)) ||
 	    (sa->sa_family == AF_INET6 &&
 	    socklen >= (int)sizeof(struct sockaddr_in6)))) {
 		evrdma__fail(sa->sa_family == AF_INET ||
 		    sa->sa_family == AF_INET6 ? EINVAL : EAFNOSUPPORT,
-		    "evrdma_listener_new: not an IPv4/IPv6 address");
+		    "%s: not an IPv4/IPv6 address", fn);
 		return NULL;
 	}
 	lst = calloc(1, sizeof(*lst));
@@ -375,10 +464,12 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	lst->cm_kind = EVRDMA_CM_LISTENER;
 	lst->base = base;
 	lst->flags = flags;
+	lst->disabled = !!(flags & LEV_OPT_DISABLED);
 	lst->backlog = (unsigned)backlog;
 	lst->ops = ops;
 	lst->ops_arg = ops_arg;
 	LIST_INIT(&lst->half_open);
+	LIST_INIT(&lst->held);
 	TAILQ_INIT(&lst->queued);
 	if (flags & EVRDMA__LISTEN_BARE) {
 		/* no rdma_cm id: its owner listens by other means (TCP) */
@@ -421,17 +512,20 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 }
 
 struct evrdma_listener *
-evrdma_listener_new(struct evrdma_base *base, const struct sockaddr *sa,
-    int socklen, int backlog, int flags, evrdma_accept_cb cb, void *arg)
+evrdma_listener_new(struct evrdma_base *base, evrdma_accept_cb cb, void *arg,
+    int flags, int backlog, const struct sockaddr *sa, int socklen)
 {
 	struct evrdma_listener *lst;
 
+	if (evrdma__listener_flags(flags, EVRDMA_LISTEN_RAW,
+	    "evrdma_listener_new") < 0)
+		return NULL;
 	if (!cb) {
 		evrdma__fail(EINVAL, "evrdma_listener_new: no accept callback");
 		return NULL;
 	}
 	lst = evrdma__listener_new(base, sa, socklen, backlog, flags, NULL,
-	    NULL);
+	    NULL, "evrdma_listener_new");
 	if (lst) {
 		lst->accept_cb = cb;
 		lst->accept_arg = arg;
@@ -451,12 +545,52 @@ evrdma_listener_set_prepare_cb(struct evrdma_listener *lst,
 
 void
 evrdma_listener_set_error_cb(struct evrdma_listener *lst,
-    evrdma_listener_error_cb cb, void *arg)
+    evrdma_listener_errorcb cb)
+{
+	if (lst)
+		lst->error_cb = cb;
+}
+
+int
+evrdma_listener_get_error(struct evrdma_listener *lst)
+{
+	return lst ? lst->error : EVRDMA_REASON_NONE;
+}
+
+struct event_base *
+evrdma_listener_get_base(struct evrdma_listener *lst)
+{
+	return lst && lst->base ? lst->base->eb : NULL;
+}
+
+static int
+lst_set_enabled(struct evrdma_listener *lst, int on, const char *fn)
 {
 	if (!lst)
-		return;
-	lst->error_cb = cb;
-	lst->error_arg = arg;
+		return evrdma__fail(EINVAL, "%s: no listener", fn);
+	if (!lst->base)
+		return evrdma__fail(EPIPE, "%s: its base was freed", fn);
+	if (lst->disabled == !on)
+		return 0;
+	lst->disabled = !on;
+	if (lst->side)
+		lst->side->set_enabled(lst->side_arg, on);
+	/* what waited is served from the loop, not inside this call */
+	if (on && lst->queue_ev && (LIST_FIRST(&lst->held) || lst->n_queued))
+		evrdma__ev_timer_start(lst->queue_ev, 0);
+	return 0;
+}
+
+int
+evrdma_listener_enable(struct evrdma_listener *lst)
+{
+	return lst_set_enabled(lst, 1, "evrdma_listener_enable");
+}
+
+int
+evrdma_listener_disable(struct evrdma_listener *lst)
+{
+	return lst_set_enabled(lst, 0, "evrdma_listener_disable");
 }
 
 int
@@ -476,6 +610,8 @@ lst_release(struct evrdma_listener *lst)
 		queued_reject(lst, q);
 	while ((conn = LIST_FIRST(&lst->half_open)))
 		evrdma_conn_free(conn);		/* drops it from the list */
+	while ((conn = LIST_FIRST(&lst->held)))
+		evrdma_conn_free(conn);		/* the same */
 	evrdma__ev_free(lst->queue_ev);
 	lst->queue_ev = NULL;
 	if (lst->id) {

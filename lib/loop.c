@@ -437,6 +437,16 @@ resolve_gai_cb(int result, struct evutil_addrinfo *res, void *p)
 		dns_unhold(held);
 }
 
+/* The test knob EVRDMA_TEST_RESOLV_CONF names another resolv.conf, so
+ * that tests choose the nameservers (none, or one of their own). */
+static const char *
+resolv_conf(void)
+{
+	const char *v = getenv("EVRDMA_TEST_RESOLV_CONF");
+
+	return v != NULL && *v ? v : "/etc/resolv.conf";
+}
+
 static struct evdns_base *
 own_dns(struct evrdma_base *base, struct evrdma__resolver *r)
 {
@@ -457,12 +467,22 @@ own_dns(struct evrdma_base *base, struct evrdma__resolver *r)
 	 * neither numeric nor in /etc/hosts (loaded first, whatever the
 	 * outcome) instead of querying 127.0.0.1. */
 	rc = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL |
-	    DNS_OPTION_NAMESERVERS_NO_DEFAULT, "/etc/resolv.conf");
+	    DNS_OPTION_NAMESERVERS_NO_DEFAULT, resolv_conf());
 	if (rc != 0 || evdns_base_count_nameservers(dns) == 0)
-		evrdma__log(EVRDMA_LOG_INFO, "no nameserver in "
-		    "/etc/resolv.conf: resolving numeric hosts and /etc/hosts "
-		    "only");
+		evrdma__log(EVRDMA_LOG_INFO, "no nameserver in %s: resolving "
+		    "numeric hosts and /etc/hosts only", resolv_conf());
 	r->own_dns = dns;
+	return dns;
+}
+
+struct evdns_base *
+evrdma__base_evdns(struct evrdma_base *base)
+{
+	struct evrdma__resolver *r = resolver_get(base);
+	struct evdns_base *dns = r != NULL ? own_dns(base, r) : NULL;
+
+	if (dns == NULL)
+		evrdma__fail(ENOMEM, "cannot set up name resolution");
 	return dns;
 }
 

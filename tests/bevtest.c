@@ -143,7 +143,8 @@ bt_tcp_accept(struct evconnlistener *el, evutil_socket_t fd,
 	struct bt_listener *l = arg;
 	struct bufferevent *bev;
 
-	bev = bufferevent_socket_new(l->env->eb, fd, BEV_OPT_CLOSE_ON_FREE);
+	bev = bufferevent_socket_new(l->env->eb, fd,
+	    l->options | BEV_OPT_CLOSE_ON_FREE);
 	ck_assert_ptr_nonnull(bev);
 	l->accept(bev, l->arg);
 }
@@ -161,8 +162,7 @@ bt_evrdma_accept(struct evrdma_listener *lst, struct bufferevent *bev,
 	l->accept(bev, l->arg);
 }
 
-/* The address a backend listens on and clients connect to. */
-static const char *
+const char *
 bt_listen_addr(int backend)
 {
 	if (backend == BT_RDMA)
@@ -172,7 +172,7 @@ bt_listen_addr(int backend)
 	return "127.0.0.1";
 }
 
-static const char *
+const char *
 bt_connect_addr(int backend)
 {
 	return backend == BT_RDMA ? dt_addr() : "127.0.0.1";
@@ -217,7 +217,9 @@ bt_listen(struct bt_listener *l, struct bt_env *env, bt_accept_fn fn,
 		port = ntohs(sin.sin_port);
 	} else {
 		l->lst = evrdma_bufferevent_listener_new(env->base,
-		    bt_evrdma_accept, l, 64, (struct sockaddr *)&ss, len);
+		    bt_evrdma_accept, l,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 64,
+		    (struct sockaddr *)&ss, len);
 		if (!l->lst)
 			ck_abort_msg("evrdma_bufferevent_listener_new: %s (%s)",
 			    strerror(errno), evrdma_errmsg());
@@ -225,6 +227,50 @@ bt_listen(struct bt_listener *l, struct bt_env *env, bt_accept_fn fn,
 	}
 	ck_assert_int_gt(port, 0);
 	l->sslen = dt_sockaddr(&l->ss, bt_connect_addr(env->backend), port);
+}
+
+int
+bt_listen_opts(struct bt_listener *l, struct bt_env *env, bt_accept_fn fn,
+    void *arg, int flags, int backlog)
+{
+	struct sockaddr_storage ss, bound;
+	socklen_t bl = sizeof(bound);
+	int len = dt_sockaddr(&ss, bt_listen_addr(env->backend), 0), port;
+
+	memset(l, 0, sizeof(*l));
+	l->env = env;
+	l->accept = fn;
+	l->arg = arg;
+	if (env->backend == BT_TCP) {
+		l->tcp = evconnlistener_new_bind(env->eb, bt_tcp_accept, l,
+		    flags, backlog, (struct sockaddr *)&ss, len);
+		if (!l->tcp)
+			return -1;
+		ck_assert_int_eq(getsockname(evconnlistener_get_fd(l->tcp),
+		    (struct sockaddr *)&bound, &bl), 0);
+		port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+	} else {
+		l->lst = evrdma_bufferevent_listener_new(env->base,
+		    bt_evrdma_accept, l, flags, backlog,
+		    (struct sockaddr *)&ss, len);
+		if (!l->lst)
+			return -1;
+		port = evrdma_listener_get_port(l->lst);
+	}
+	ck_assert_int_gt(port, 0);
+	l->sslen = dt_sockaddr(&l->ss, bt_connect_addr(env->backend), port);
+	return 0;
+}
+
+void
+bt_listener_enable(struct bt_listener *l, int on)
+{
+	if (l->tcp)
+		ck_assert_int_eq(on ? evconnlistener_enable(l->tcp) :
+		    evconnlistener_disable(l->tcp), 0);
+	else
+		ck_assert_int_eq(on ? evrdma_listener_enable(l->lst) :
+		    evrdma_listener_disable(l->lst), 0);
 }
 
 void
@@ -236,6 +282,15 @@ bt_listener_free(struct bt_listener *l)
 		evrdma_listener_free(l->lst);
 	l->tcp = NULL;
 	l->lst = NULL;
+}
+
+void
+bt_listener_set_options(struct bt_listener *l, int options)
+{
+	l->options = options;
+	if (l->lst)
+		ck_assert_int_eq(evrdma_bufferevent_listener_set_options(
+		    l->lst, options | BEV_OPT_CLOSE_ON_FREE), 0);
 }
 
 struct bufferevent *

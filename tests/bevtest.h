@@ -84,6 +84,8 @@ struct bt_listener {
 	int sslen;
 	bt_accept_fn accept;
 	void *arg;
+	/* BEV_OPT_* of the accepted bufferevents (bt_listener_set_options) */
+	int options;
 	/* 4 KiB socket buffers where the test makes the sockets (BT_TCP;
 	 * evrdma's own sockets keep the kernel's: shrinking a connected
 	 * socket's buffers makes the kernel drop data it advertised room for,
@@ -91,10 +93,24 @@ struct bt_listener {
 	int small_bufs;
 };
 
+/* The address a backend listens on, and the one its clients connect to. */
+const char *bt_listen_addr(int backend);
+const char *bt_connect_addr(int backend);
 /* Listen on the backend's address, port 0. */
 void bt_listen(struct bt_listener *l, struct bt_env *env, bt_accept_fn fn,
     void *arg, int small_bufs);
+/* The same with libevent's LEV_OPT_* @p flags and @p backlog, for
+ * BT_TCP by evconnlistener_new_bind(): 0, or -1 with errno when the
+ * listener cannot be made. */
+int bt_listen_opts(struct bt_listener *l, struct bt_env *env,
+    bt_accept_fn fn, void *arg, int flags, int backlog);
+/* evconnlistener_enable()/_disable(), or evrdma_listener_*() */
+void bt_listener_enable(struct bt_listener *l, int on);
 void bt_listener_free(struct bt_listener *l);
+/* The BEV_OPT_* options of the bufferevents @p l hands out from now on
+ * (evrdma_bufferevent_listener_set_options(), or what bufferevent_socket
+ * gets), BEV_OPT_CLOSE_ON_FREE with them. */
+void bt_listener_set_options(struct bt_listener *l, int options);
 /* A new bufferevent of the backend (unconnected). */
 struct bufferevent *bt_new(struct bt_env *env, int options);
 /* Connect @p bev to @p l (or, with @p port nonzero, to that port of the

@@ -276,8 +276,8 @@ chl_listen(struct chl *c, struct dt_env *env, int mode)
 	int len = dt_sockaddr(&ss, dt_addr(), 0);
 
 	c->env = env;
-	c->lst = evrdma_channel_listener_new(env->base, (struct sockaddr *)&ss,
-	    len, 64, mode, chl_accept, c);
+	c->lst = evrdma_channel_listener_new(env->base, chl_accept, c, mode,
+	    64, (struct sockaddr *)&ss, len);
 	if (!c->lst)
 		ck_abort_msg("evrdma_channel_listener_new: %s (%s)",
 		    strerror(errno), evrdma_errmsg());

@@ -303,8 +303,8 @@ dt_pair_connect(struct dt_pair *p, struct dt_env *env, const char *host,
 	int len = dt_sockaddr(&ss, host, 0);
 
 	p->env = env;
-	p->lst = evrdma_listener_new(env->base, (struct sockaddr *)&ss, len,
-	    16, raw ? EVRDMA_LISTEN_RAW : 0, dt_pair_accept, p);
+	p->lst = evrdma_listener_new(env->base, dt_pair_accept, p,
+	    raw ? EVRDMA_LISTEN_RAW : 0, 16, (struct sockaddr *)&ss, len);
 	if (!p->lst)
 		ck_abort_msg("listener: %s (%s)", strerror(errno),
 		    evrdma_errmsg());

@@ -22,9 +22,16 @@
  */
 #include "bevtest.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <event2/dns.h>
 
 /* callbacks are over once nothing happened for this long: a socket's
  * next callback follows within milliseconds, an RDMA one in the guest
@@ -1106,7 +1113,27 @@ END_TEST
  */
 static const char MESSAGE[] = "Hello, World!\n";
 
+/* A client's connection events: CONNECTED, then its end. */
+struct cli_ev {
+	int up, ends;
+	short what;		/* the end's */
+};
+
+static void
+cli_ev_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct cli_ev *c = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		c->up = 1;
+		return;
+	}
+	c->ends++;
+	c->what = what;
+}
+
 struct hw {
+	struct cli_ev cev;	/* first: the client's callback argument */
 	struct bt_env env;
 	struct bt_listener l;
 	int variant;
@@ -1114,8 +1141,6 @@ struct hw {
 	int accepted, wrote, freed;
 	char how[64];
 	struct bufferevent *cbev;
-	int c_up, c_end;
-	short c_what;
 	char got[64];
 };
 
@@ -1184,32 +1209,19 @@ hw_client_read(struct bufferevent *bev, void *arg)
 }
 
 static void
-hw_client_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct hw *h = arg;
-
-	if (what & BEV_EVENT_CONNECTED) {
-		h->c_up = 1;
-		return;
-	}
-	h->c_end++;
-	h->c_what = what;
-}
-
-static void
 hw_run(struct hw *h, int backend)
 {
 	bt_env_init(&h->env, backend, NULL);
 	bt_listen(&h->l, &h->env, hw_accept, h, 0);
 	h->cbev = bt_new(&h->env, 0);
-	bufferevent_setcb(h->cbev, hw_client_read, NULL, hw_client_event, h);
+	bufferevent_setcb(h->cbev, hw_client_read, NULL, cli_ev_event, h);
 	bufferevent_enable(h->cbev, EV_READ);
 	bt_connect(&h->l, h->cbev, 0);
-	BT_WAIT(h->env.eb, h->c_up && h->accepted, 20000);
+	BT_WAIT(h->env.eb, h->cev.up && h->accepted, 20000);
 	if (h->variant == 0) {
-		BT_WAIT(h->env.eb, h->freed && h->c_end, 20000);
+		BT_WAIT(h->env.eb, h->freed && h->cev.ends, 20000);
 		ck_assert_str_eq(h->got, MESSAGE);
-		ck_assert_int_eq(h->c_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+		ck_assert_int_eq(h->cev.what, BEV_EVENT_EOF | BEV_EVENT_READING);
 	} else {
 		if (h->variant == 2) {
 			ck_assert_int_eq(bufferevent_write(h->cbev, "?", 1), 0);
@@ -1251,6 +1263,800 @@ START_TEST(bev_hello_world)
 }
 END_TEST
 
+/* ==== listeners, as evconnlistener ==== */
+
+/*
+ * Backlog -1 (libevent's default, 128) on a listener made disabled
+ * (LEV_OPT_DISABLED): LB_CLIENTS clients connect, none is accepted until
+ * the listener is enabled, then all are, on TCP's evconnlistener as on
+ * the backend's listener. A backlog of 0 fails on both.
+ */
+#define LB_CLIENTS	8
+
+struct lb {
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *cli[LB_CLIENTS], *srv[LB_CLIENTS];
+	int accepted, connected, ended;
+	int before;			/* accepted while disabled */
+	int disable_in_cb;		/* the first accept disables */
+};
+
+static void
+lb_accept(struct bufferevent *bev, void *arg)
+{
+	struct lb *b = arg;
+
+	ck_assert_int_lt(b->accepted, LB_CLIENTS);
+	b->srv[b->accepted++] = bev;
+	if (b->disable_in_cb && b->accepted == 1)
+		bt_listener_enable(&b->l, 0);
+}
+
+static void
+lb_client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct lb *b = arg;
+
+	if (what & BEV_EVENT_CONNECTED)
+		b->connected++;
+	else
+		b->ended++;
+}
+
+/* LB_CLIENTS clients of @p b's listener, reading. */
+static void
+lb_clients(struct lb *b)
+{
+	int i;
+
+	for (i = 0; i < LB_CLIENTS; i++) {
+		b->cli[i] = bt_new(&b->env, 0);
+		bufferevent_setcb(b->cli[i], NULL, NULL, lb_client_event, b);
+		bufferevent_enable(b->cli[i], EV_READ);
+		bt_connect(&b->l, b->cli[i], 0);
+	}
+}
+
+static void
+lb_free(struct lb *b)
+{
+	int i;
+
+	for (i = 0; i < LB_CLIENTS; i++) {
+		bufferevent_free(b->cli[i]);
+		if (b->srv[i])
+			bufferevent_free(b->srv[i]);
+	}
+	bt_listener_free(&b->l);
+	bt_env_fini(&b->env);
+}
+
+static void
+lb_run(struct lb *b, int backend)
+{
+	struct bt_listener none;
+
+	bt_env_init(&b->env, backend, NULL);
+	errno = 0;
+	ck_assert_int_eq(bt_listen_opts(&none, &b->env, lb_accept, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 0), -1);
+	if (backend != BT_TCP)
+		ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(bt_listen_opts(&b->l, &b->env, lb_accept, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_DISABLED, -1),
+	    0);
+	if (b->l.lst)
+		ck_assert_ptr_eq(evrdma_listener_get_base(b->l.lst),
+		    b->env.eb);
+	lb_clients(b);
+	bt_loop_for(b->env.eb, backend == BT_RDMA ? 1000 : 300);
+	b->before = b->accepted;
+	bt_listener_enable(&b->l, 1);
+	BT_WAIT(b->env.eb, b->accepted == LB_CLIENTS &&
+	    b->connected == LB_CLIENTS, 30000);
+	fprintf(stderr, "backlog -1, disabled, on %s: %d accepted before "
+	    "enabling, %d after\n", bt_name(backend), b->before,
+	    b->accepted);
+	lb_free(b);
+}
+
+START_TEST(bev_listen_backlog_default)
+{
+	struct lb *tcp = calloc(1, sizeof(*tcp)), *b = calloc(1, sizeof(*b));
+
+	ck_assert(tcp && b);
+	signal(SIGPIPE, SIG_IGN);
+	if (_i != BT_TCP && bt_available(_i)) {
+		lb_run(tcp, BT_TCP);
+		lb_run(b, _i);
+		ck_assert_int_eq(tcp->before, 0);
+		ck_assert_int_eq(b->before, tcp->before);
+		ck_assert_int_eq(b->accepted, tcp->accepted);
+	}
+	free(tcp);
+	free(b);
+}
+END_TEST
+
+/*
+ * A listener disabled from its accept callback (a server at its limit of
+ * connections) accepts no more: the other clients wait, and are accepted
+ * once it is enabled (over RDMA, held established, or queued, by the
+ * listener), or, when it is freed instead, each ends (TCP's kernel resets
+ * them; the RDMA listener frees what it held and rejects what waited).
+ */
+static void
+ld_run(struct lb *b, int backend, int then_free)
+{
+	bt_env_init(&b->env, backend, NULL);
+	ck_assert_int_eq(bt_listen_opts(&b->l, &b->env, lb_accept, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1), 0);
+	b->disable_in_cb = 1;
+	lb_clients(b);
+	BT_WAIT(b->env.eb, b->accepted, 30000);
+	bt_loop_for(b->env.eb, backend == BT_RDMA ? 1500 : 500);
+	b->before = b->accepted;
+	if (then_free) {
+		bt_listener_free(&b->l);
+		BT_WAIT(b->env.eb, b->ended == LB_CLIENTS - b->accepted,
+		    30000);
+		bt_loop_for(b->env.eb, 300);
+	} else {
+		bt_listener_enable(&b->l, 1);
+		BT_WAIT(b->env.eb, b->accepted == LB_CLIENTS &&
+		    b->connected == LB_CLIENTS, 30000);
+	}
+	fprintf(stderr, "disabled in the accept callback on %s: %d "
+	    "accepted, then %s: %d accepted, %d clients ended\n",
+	    bt_name(backend), b->before, then_free ? "freed" : "enabled",
+	    b->accepted, b->ended);
+	lb_free(b);
+}
+
+START_TEST(bev_listen_disable_in_accept)
+{
+	struct lb *tcp = calloc(1, sizeof(*tcp)), *b = calloc(1, sizeof(*b));
+	int backend = _i % BT_N, then_free = _i / BT_N;
+
+	ck_assert(tcp && b);
+	signal(SIGPIPE, SIG_IGN);
+	if (backend != BT_TCP && bt_available(backend)) {
+		ld_run(tcp, BT_TCP, then_free);
+		ld_run(b, backend, then_free);
+		ck_assert_int_eq(tcp->before, 1);
+		ck_assert_int_eq(b->before, tcp->before);
+		ck_assert_int_eq(b->accepted, tcp->accepted);
+		ck_assert_int_eq(b->ended, tcp->ended);
+	}
+	free(tcp);
+	free(b);
+}
+END_TEST
+
+/*
+ * The BEV_OPT_* options of accepted bufferevents (le-proxy's
+ * BEV_OPT_DEFER_CALLBACKS | BEV_OPT_CLOSE_ON_FREE), against
+ * bufferevent_socket_new() with them in an evconnlistener's callback:
+ * with BEV_OPT_DEFER_CALLBACKS the read callback that
+ * bufferevent_trigger() asks for runs from the loop, not inside the call;
+ * and freeing the accepted bufferevent ends the client's connection.
+ */
+struct lo {
+	struct cli_ev cev;	/* the client's */
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *s, *c;
+	int accepted, reads, in_trigger, read_in_trigger;
+};
+
+static void
+lo_read(struct bufferevent *bev, void *arg)
+{
+	struct lo *o = arg;
+
+	o->reads++;
+	o->read_in_trigger = o->in_trigger;
+}
+
+static void
+lo_accept(struct bufferevent *bev, void *arg)
+{
+	struct lo *o = arg;
+
+	o->s = bev;
+	o->accepted++;
+	bufferevent_setcb(bev, lo_read, NULL, NULL, o);
+	o->in_trigger = 1;
+	bufferevent_trigger(bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+	o->in_trigger = 0;
+}
+
+static void
+lo_run(struct lo *o, int backend, int options)
+{
+	bt_env_init(&o->env, backend, NULL);
+	bt_listen(&o->l, &o->env, lo_accept, o, 0);
+	bt_listener_set_options(&o->l, options);
+	o->c = bt_new(&o->env, 0);
+	bufferevent_setcb(o->c, NULL, NULL, cli_ev_event, &o->cev);
+	bufferevent_enable(o->c, EV_READ);
+	bt_connect(&o->l, o->c, 0);
+	BT_WAIT(o->env.eb, o->accepted && o->reads && o->cev.up, 30000);
+	bufferevent_free(o->s);
+	BT_WAIT(o->env.eb, o->cev.ends, 30000);
+	bt_loop_for(o->env.eb, 100);
+	fprintf(stderr, "options 0x%x on %s: read callback %s, the client "
+	    "ended 0x%x\n", (unsigned)options, bt_name(backend),
+	    o->read_in_trigger ? "inside the trigger" : "deferred",
+	    (unsigned)o->cev.what);
+	bufferevent_free(o->c);
+	bt_listener_free(&o->l);
+	bt_env_fini(&o->env);
+}
+
+START_TEST(bev_listen_options)
+{
+	static const int opts[] = { 0, BEV_OPT_DEFER_CALLBACKS };
+	int backend = _i % BT_N, options = opts[_i / BT_N];
+	struct lo *tcp = calloc(1, sizeof(*tcp)), *o = calloc(1, sizeof(*o));
+
+	ck_assert(tcp && o);
+	signal(SIGPIPE, SIG_IGN);
+	if (backend != BT_TCP && bt_available(backend)) {
+		lo_run(tcp, BT_TCP, options | BEV_OPT_CLOSE_ON_FREE);
+		lo_run(o, backend, options | BEV_OPT_CLOSE_ON_FREE);
+		ck_assert_int_eq(tcp->read_in_trigger,
+		    !(options & BEV_OPT_DEFER_CALLBACKS));
+		ck_assert_int_eq(o->read_in_trigger, tcp->read_in_trigger);
+		ck_assert_int_eq(o->reads, tcp->reads);
+		ck_assert_int_eq(tcp->cev.what, BEV_EVENT_EOF |
+		    BEV_EVENT_READING);
+		ck_assert_int_eq(o->cev.what, tcp->cev.what);
+		ck_assert_int_eq(o->cev.ends, 1);
+	}
+	free(tcp);
+	free(o);
+}
+END_TEST
+
+/*
+ * A listener error under a low file limit (libevent book's echo server,
+ * under `ulimit -n`): in a child with RLIMIT_NOFILE just above what it
+ * has open, NF_CLIENTS clients connect. The error callback runs with
+ * EMFILE (EVUTIL_SOCKET_ERROR()) on TCP's evconnlistener and on the
+ * fallback's listener; the fallback's does not spin meanwhile (its error
+ * callback, the book's, only asks the loop to exit), and accepts the rest
+ * once descriptors are free again.
+ */
+#define NF_SPARE	3	/* descriptors free under the limit */
+#define NF_CLIENTS	(NF_SPARE + 3)
+
+struct nf_result {
+	int port;
+	int ok;			/* the child got that far */
+	int first_errno;
+	int reason;		/* evrdma_listener_get_error() */
+	int base_ok;		/* evrdma_listener_get_base() was its eb */
+	int accepted_at_error;
+	int errors_in_second;	/* error callbacks in the measured second */
+	long cpu_ms;		/* CPU time of that second */
+	int resumed;		/* accepted them all after freeing */
+	char msg[128];
+};
+
+struct nf {
+	struct event_base *eb;
+	struct evconnlistener *el;
+	struct evrdma_listener *lst;
+	struct nf_result r;
+	int errors;
+	int free_at_once;	/* accepted bufferevents are freed at once */
+	struct bufferevent *held[NF_CLIENTS];
+	int accepted;
+};
+
+static void
+nf_keep(struct nf *n, struct bufferevent *bev)
+{
+	if (n->free_at_once || n->accepted >= NF_CLIENTS)
+		bufferevent_free(bev);
+	else
+		n->held[n->accepted] = bev;
+	n->accepted++;
+}
+
+static void
+nf_tcp_accept(struct evconnlistener *el, evutil_socket_t fd,
+    struct sockaddr *sa, int socklen, void *arg)
+{
+	struct bufferevent *bev = bufferevent_socket_new(
+	    evconnlistener_get_base(el), fd, BEV_OPT_CLOSE_ON_FREE);
+
+	if (bev)
+		nf_keep(arg, bev);
+	else
+		close(fd);
+}
+
+/* libevent's own would call again at once: the program must stop it */
+static void
+nf_tcp_error(struct evconnlistener *el, void *ctx)
+{
+	struct nf *n = ctx;
+
+	if (!n->errors++)
+		n->r.first_errno = EVUTIL_SOCKET_ERROR();
+	evconnlistener_disable(el);
+}
+
+static void
+nf_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	nf_keep(arg, bev);
+}
+
+/* The libevent book's echo server's, ported by its names alone (it
+ * prints and asks the loop to exit; here the loop goes on stepping) */
+static void
+accept_error_cb(struct evrdma_listener *listener, void *ctx)
+{
+	struct event_base *base = evrdma_listener_get_base(listener);
+	int err = EVUTIL_SOCKET_ERROR();
+	struct nf *n = ctx;
+
+	if (!n->errors++) {
+		n->r.first_errno = err;
+		n->r.reason = evrdma_listener_get_error(listener);
+		n->r.base_ok = base == n->eb;
+		n->r.accepted_at_error = n->accepted;
+		snprintf(n->r.msg, sizeof(n->r.msg), "Got an error %d (%s) on "
+		    "the listener", err, evutil_socket_error_to_string(err));
+	}
+	event_base_loopexit(base, NULL);
+}
+
+static long
+nf_cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+	    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000L;
+}
+
+/* The lowest free descriptor: a new one takes it, and the next ones
+ * after it (a process may hold more above: a limit below those leaves
+ * them open). */
+static int
+nf_lowest_free_fd(void)
+{
+	int fd = open("/dev/null", O_RDONLY);
+
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
+/* Step the loop until @p cond or @p ms have passed. */
+#define NF_STEP(n, cond, ms)						\
+	do {								\
+		uint64_t nf_dl_ = tu_now_ms() + (ms);			\
+		while (!(cond) && tu_now_ms() < nf_dl_)			\
+			bt_step((n)->eb, 20);				\
+	} while (0)
+
+/* The child: no Check assertion (it reports through @p wfd and exits). */
+static void
+nf_child(int backend, int wfd, int rfd)
+{
+	struct nf n;
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_base *base = NULL;
+	struct sockaddr_storage ss;
+	struct rlimit rl;
+	int len = dt_sockaddr(&ss, bt_listen_addr(backend), 0), i;
+	long cpu0;
+	char go;
+
+	memset(&n, 0, sizeof(n));
+	n.eb = event_base_new();
+	if (backend == BT_ADAPTER)
+		setenv("EVRDMA_BEV_ADAPTER", "1", 1);
+	if (backend == BT_TCP) {
+		n.el = evconnlistener_new_bind(n.eb, nf_tcp_accept, &n,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
+		    (struct sockaddr *)&ss, len);
+		if (n.el)
+			evconnlistener_set_error_cb(n.el, nf_tcp_error);
+	} else if (cfg && evrdma_config_set_tcp_fallback(cfg, 1) == 0 &&
+	    (base = evrdma_base_new(n.eb, cfg))) {
+		n.lst = evrdma_bufferevent_listener_new(base, nf_accept, &n,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
+		    (struct sockaddr *)&ss, len);
+		if (n.lst)
+			evrdma_listener_set_error_cb(n.lst, accept_error_cb);
+	}
+	evrdma_config_free(cfg);
+	if (n.el) {
+		socklen_t sl = sizeof(ss);
+
+		getsockname(evconnlistener_get_fd(n.el),
+		    (struct sockaddr *)&ss, &sl);
+		n.r.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	} else if (n.lst) {
+		n.r.port = evrdma_listener_get_port(n.lst);
+	}
+	/* NF_SPARE descriptors left under the limit */
+	i = nf_lowest_free_fd();
+	for (len = i; len < i + NF_SPARE; len++)
+		if (fcntl(len, F_GETFD) >= 0)
+			n.r.port = 0;	/* not free after all */
+	rl.rlim_cur = rl.rlim_max = (rlim_t)(i + NF_SPARE);
+	if (i < 0 || setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		n.r.port = 0;
+	if (write(wfd, &n.r.port, sizeof(n.r.port)) != sizeof(n.r.port) ||
+	    !n.r.port || read(rfd, &go, 1) != 1)
+		_exit(1);
+	/* the clients are in the listen queue */
+	NF_STEP(&n, n.errors, 10000);
+	if (n.errors && n.lst) {
+		/* a second with the descriptors still full */
+		i = n.errors;
+		cpu0 = nf_cpu_ms();
+		bt_loop_for(n.eb, 1000);
+		n.r.cpu_ms = nf_cpu_ms() - cpu0;
+		n.r.errors_in_second = n.errors - i;
+		/* descriptors free again: the rest is accepted */
+		n.free_at_once = 1;
+		for (i = 0; i < NF_CLIENTS; i++)
+			if (n.held[i])
+				bufferevent_free(n.held[i]);
+		NF_STEP(&n, n.accepted == NF_CLIENTS, 10000);
+		n.r.resumed = n.accepted == NF_CLIENTS;
+	}
+	n.r.ok = 1;
+	if (write(wfd, &n.r, sizeof(n.r)) != sizeof(n.r))
+		_exit(1);
+	_exit(0);
+}
+
+static void
+nf_run(int backend, struct nf_result *r)
+{
+	int to_parent[2], to_child[2], c[NF_CLIENTS], i, status;
+	struct sockaddr_storage ss;
+	struct pollfd pfd;
+	pid_t pid;
+	int len;
+
+	ck_assert_int_eq(pipe(to_parent), 0);
+	ck_assert_int_eq(pipe(to_child), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		nf_child(backend, to_parent[1], to_child[0]);
+	memset(r, 0, sizeof(*r));
+	ck_assert_int_eq(read(to_parent[0], &r->port, sizeof(r->port)),
+	    (ssize_t)sizeof(r->port));
+	ck_assert_int_gt(r->port, 0);
+	len = dt_sockaddr(&ss, bt_connect_addr(backend), r->port);
+	for (i = 0; i < NF_CLIENTS; i++) {
+		c[i] = socket(AF_INET, SOCK_STREAM, 0);
+		ck_assert_int_ge(c[i], 0);
+		ck_assert_int_eq(connect(c[i], (struct sockaddr *)&ss, len),
+		    0);
+	}
+	ck_assert_int_eq(write(to_child[1], "g", 1), 1);
+	pfd.fd = to_parent[0];
+	pfd.events = POLLIN;
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	ck_assert_int_eq(read(to_parent[0], r, sizeof(*r)),
+	    (ssize_t)sizeof(*r));
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (i = 0; i < NF_CLIENTS; i++)
+		close(c[i]);
+	close(to_parent[0]);
+	close(to_parent[1]);
+	close(to_child[0]);
+	close(to_child[1]);
+	fprintf(stderr, "file limit on %s: first error %d (%s), %s; %d "
+	    "errors and %ld ms of CPU in the next second; %s\n",
+	    bt_name(backend), r->first_errno, strerror(r->first_errno),
+	    r->msg, r->errors_in_second, r->cpu_ms,
+	    r->resumed ? "accepted the rest once free" : "-");
+}
+
+START_TEST(bev_listen_nofile)
+{
+	struct nf_result tcp, r;
+
+	if (_i == BT_TCP || _i == BT_RDMA || !bt_available(_i))
+		return;
+	signal(SIGPIPE, SIG_IGN);
+	nf_run(BT_TCP, &tcp);
+	nf_run(_i, &r);
+	ck_assert(tcp.ok && r.ok);
+	ck_assert_int_eq(tcp.first_errno, EMFILE);
+	ck_assert_int_eq(r.first_errno, tcp.first_errno);
+	ck_assert_int_eq(r.reason, EVRDMA_REASON_RESOURCE);
+	ck_assert(r.base_ok);
+	ck_assert_int_ge(r.accepted_at_error, 1);
+	ck_assert_int_lt(r.accepted_at_error, NF_CLIENTS);
+	/* it backs off: a few tries, not a spinning loop */
+	ck_assert_int_le(r.errors_in_second, 10);
+	ck_assert_int_lt(r.cpu_ms, 200);
+	ck_assert(r.resumed);
+}
+END_TEST
+
+/*
+ * The resolver's error code: a name that cannot resolve (a nameserver of
+ * the test's own answers NXDOMAIN for everything) gives the same
+ * BEV_EVENT_ERROR, EVUTIL_EAI_* code and evutil_gai_strerror() line as a
+ * TCP bufferevent's bufferevent_socket_connect_hostname() with the same
+ * evdns_base. With a NULL evdns_base the backend's bufferevents use the
+ * base's own (EVRDMA_TEST_RESOLV_CONF names its resolv.conf): it asks
+ * the same nameserver, and the callback never runs inside the call (a
+ * blocking getaddrinfo() would run it there); with no nameserver, a name
+ * outside /etc/hosts fails at once with EVUTIL_EAI_FAIL, and "localhost"
+ * connects.
+ */
+#define DN_NAME		"nowhere.invalid"
+
+struct dn_server {
+	evutil_socket_t fd;
+	struct evdns_server_port *port;
+	int queries;
+	char addr[64];		/* "127.0.0.1:PORT" */
+	struct evdns_base *dns;	/* a resolver that asks it */
+};
+
+static void
+dn_answer(struct evdns_server_request *req, void *arg)
+{
+	struct dn_server *d = arg;
+
+	d->queries++;
+	ck_assert_int_eq(evdns_server_request_respond(req, DNS_ERR_NOTEXIST),
+	    0);
+}
+
+static void
+dn_server_start(struct dn_server *d, struct event_base *eb)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+
+	memset(d, 0, sizeof(*d));
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	d->fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(d->fd, 0);
+	ck_assert_int_eq(bind(d->fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(d->fd, (struct sockaddr *)&sin, &sl), 0);
+	ck_assert_int_eq(evutil_make_socket_nonblocking(d->fd), 0);
+	d->port = evdns_add_server_port_with_base(eb, d->fd, 0, dn_answer, d);
+	ck_assert_ptr_nonnull(d->port);
+	snprintf(d->addr, sizeof(d->addr), "127.0.0.1:%d",
+	    ntohs(sin.sin_port));
+	d->dns = evdns_base_new(eb, 0);
+	ck_assert_ptr_nonnull(d->dns);
+	ck_assert_int_eq(evdns_base_nameserver_ip_add(d->dns, d->addr), 0);
+}
+
+static void
+dn_server_stop(struct dn_server *d)
+{
+	evdns_base_free(d->dns, 0);
+	evdns_close_server_port(d->port);
+	close(d->fd);
+}
+
+struct dn {
+	int events, sync, in_call;
+	short what;
+	int dns_error, reason;
+};
+
+static void
+dn_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct dn *f = arg;
+
+	f->events++;
+	f->what = what;
+	f->sync |= f->in_call;
+	f->dns_error = evrdma_bufferevent_get_dns_error(bev);
+	f->reason = evrdma_bufferevent_get_error(bev);
+}
+
+/* Connect to @p host (port @p port) on @p env's backend with @p dns and
+ * wait for the outcome. */
+static void
+dn_connect(struct bt_env *env, struct evdns_base *dns, const char *host,
+    int port, struct dn *f)
+{
+	struct bufferevent *bev = bt_new(env, 0);
+
+	memset(f, 0, sizeof(*f));
+	bufferevent_setcb(bev, NULL, NULL, dn_event, f);
+	f->in_call = 1;
+	if (env->backend == BT_TCP)
+		ck_assert_int_eq(bufferevent_socket_connect_hostname(bev, dns,
+		    AF_INET, host, port), 0);
+	else
+		ck_assert_int_eq(evrdma_bufferevent_connect_hostname(bev, dns,
+		    AF_INET, host, port), 0);
+	f->in_call = 0;
+	BT_WAIT(env->eb, f->events, 30000);
+	bt_loop_for(env->eb, 100);
+	if (env->backend == BT_TCP)
+		ck_assert_int_eq(f->dns_error,
+		    bufferevent_socket_get_dns_error(bev));
+	else if (bt_is_adapter(bev) && (f->what & BEV_EVENT_ERROR))
+		/* libevent's getter reads a struct only its sockets set */
+		ck_assert_int_eq(bufferevent_socket_get_dns_error(bev), 0);
+	fprintf(stderr, "%s %s on %s: events %d, 0x%x, dns error %d (%s)%s\n",
+	    dns ? "resolver" : "NULL resolver", host, bt_name(env->backend),
+	    f->events, (unsigned)f->what, f->dns_error,
+	    f->dns_error ? evutil_gai_strerror(f->dns_error) : "-",
+	    f->sync ? ", inside the call" : "");
+	bufferevent_free(bev);
+}
+
+/* A resolv.conf for the base's own resolver (the test knob); @p ns: its
+ * nameserver, or NULL for none. */
+static void
+dn_resolv_conf(char *path, size_t n, const char *ns)
+{
+	FILE *f;
+	int fd;
+
+	snprintf(path, n, "/tmp/evrdma-resolv.XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	ck_assert_ptr_nonnull(f);
+	if (ns)
+		fprintf(f, "nameserver %s\n", ns);
+	else
+		fprintf(f, "# no nameserver\n");
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(setenv("EVRDMA_TEST_RESOLV_CONF", path, 1), 0);
+}
+
+static void
+dn_accept(struct bufferevent *bev, void *arg)
+{
+	bufferevent_free(bev);
+}
+
+START_TEST(bev_dns_error)
+{
+	struct bt_env tcp, env;
+	struct dn_server srv;
+	struct bt_listener l;
+	struct dn ft, f;
+	char path[64];
+
+	if (_i == BT_TCP || !bt_available(_i))
+		return;
+	signal(SIGPIPE, SIG_IGN);
+	/* the reference: TCP's bufferevent with an evdns_base on the test's
+	 * nameserver */
+	bt_env_init(&tcp, BT_TCP, NULL);
+	dn_server_start(&srv, tcp.eb);
+	dn_connect(&tcp, srv.dns, DN_NAME, 9, &ft);
+	ck_assert_int_eq(ft.events, 1);
+	ck_assert_int_eq(ft.what, BEV_EVENT_ERROR);
+	ck_assert_int_eq(ft.dns_error, EVUTIL_EAI_NONAME);
+	ck_assert_int_eq(ft.sync, 0);
+	ck_assert_int_ge(srv.queries, 1);
+	dn_server_stop(&srv);
+	bt_env_fini(&tcp);
+
+	/* the backend with the same */
+	bt_env_init(&env, _i, NULL);
+	dn_server_start(&srv, env.eb);
+	dn_connect(&env, srv.dns, DN_NAME, 9, &f);
+	ck_assert_int_eq(f.events, ft.events);
+	ck_assert_int_eq(f.what, ft.what);
+	ck_assert_int_eq(f.dns_error, ft.dns_error);
+	ck_assert_str_eq(evutil_gai_strerror(f.dns_error),
+	    evutil_gai_strerror(ft.dns_error));
+	ck_assert_int_eq(f.sync, 0);
+	if (_i != BT_FALLBACK || tu_have_rdma_cm())	/* (not a socket) */
+		ck_assert_int_eq(f.reason, EVRDMA_REASON_DNS);
+	/* its base's own resolver (NULL), asking the same nameserver */
+	dn_resolv_conf(path, sizeof(path), srv.addr);
+	srv.queries = 0;
+	dn_connect(&env, NULL, DN_NAME, 9, &f);
+	ck_assert_int_eq(f.what, ft.what);
+	ck_assert_int_eq(f.dns_error, ft.dns_error);
+	ck_assert_int_eq(f.sync, 0);
+	ck_assert_int_ge(srv.queries, 1);
+	unlink(path);
+	dn_server_stop(&srv);
+	bt_env_fini(&env);
+
+	/* a base whose own resolver has no nameserver */
+	dn_resolv_conf(path, sizeof(path), NULL);
+	bt_env_init(&env, _i, NULL);
+	dn_connect(&env, NULL, DN_NAME, 9, &f);
+	ck_assert_int_eq(f.events, 1);
+	ck_assert_int_eq(f.what, BEV_EVENT_ERROR);
+	ck_assert_int_eq(f.dns_error, EVUTIL_EAI_FAIL);
+	ck_assert_int_eq(f.sync, 0);
+	if (_i != BT_RDMA) {	/* (the guest's RDMA address has no name) */
+		bt_listen(&l, &env, dn_accept, NULL, 0);
+		dn_connect(&env, NULL, "localhost",
+		    ntohs(((struct sockaddr_in *)&l.ss)->sin_port), &f);
+		ck_assert_int_eq(f.events, 1);
+		ck_assert_int_eq(f.what, BEV_EVENT_CONNECTED);
+		ck_assert_int_eq(f.dns_error, 0);
+		bt_listener_free(&l);
+	}
+	unsetenv("EVRDMA_TEST_RESOLV_CONF");
+	unlink(path);
+	bt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * rdma_cm has no TIME_WAIT: over RDMA a port is free again once its
+ * listener is freed, while a connection it accepted lives on, without
+ * LEV_OPT_REUSEABLE (evrdma/listener.h).
+ */
+static void
+rb_accept_again(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	bufferevent_free(bev);
+}
+
+START_TEST(bev_listen_rebind)
+{
+	struct evrdma_listener *again;
+	struct lo *o;
+
+	if (_i != BT_RDMA || !bt_available(_i))
+		return;
+	o = calloc(1, sizeof(*o));
+	ck_assert_ptr_nonnull(o);
+	bt_env_init(&o->env, _i, NULL);
+	ck_assert_int_eq(bt_listen_opts(&o->l, &o->env, lo_accept, o, 0, -1),
+	    0);
+	o->c = bt_new(&o->env, 0);
+	bufferevent_setcb(o->c, NULL, NULL, cli_ev_event, &o->cev);
+	bt_connect(&o->l, o->c, 0);
+	BT_WAIT(o->env.eb, o->accepted && o->cev.up, 30000);
+	bt_listener_free(&o->l);
+	bt_loop_for(o->env.eb, 100);
+	/* the same port (the listening address is the connecting one) */
+	again = evrdma_bufferevent_listener_new(o->env.base, rb_accept_again,
+	    NULL, 0, -1, (struct sockaddr *)&o->l.ss, o->l.sslen);
+	if (!again)
+		ck_abort_msg("listening again on port %d: %s (%s)",
+		    ntohs(((struct sockaddr_in *)&o->l.ss)->sin_port),
+		    strerror(errno), evrdma_errmsg());
+	/* the connection lives on */
+	bufferevent_enable(o->s, EV_READ);
+	ck_assert_int_eq(bufferevent_write(o->c, "x", 1), 0);
+	BT_WAIT(o->env.eb, evbuffer_get_length(bufferevent_get_input(o->s)) ==
+	    1, 30000);
+	bufferevent_free(o->c);
+	bufferevent_free(o->s);
+	evrdma_listener_free(again);
+	bt_env_fini(&o->env);
+	free(o);
+}
+END_TEST
+
 Suite *
 bt_suite_compare(void)
 {
@@ -1268,6 +2074,18 @@ bt_suite_compare(void)
 	tc = tcase_create("hello-world");
 	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_hello_world, 0, 3 * BT_N);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("listener");
+	tcase_set_timeout(tc, 180);
+	tcase_add_loop_test(tc, bev_listen_backlog_default, 0, BT_N);
+	tcase_add_loop_test(tc, bev_listen_disable_in_accept, 0, 2 * BT_N);
+	tcase_add_loop_test(tc, bev_listen_options, 0, 2 * BT_N);
+	tcase_add_loop_test(tc, bev_listen_nofile, 0, BT_N);
+	tcase_add_loop_test(tc, bev_listen_rebind, 0, BT_N);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("dns");
+	tcase_set_timeout(tc, 180);
+	tcase_add_loop_test(tc, bev_dns_error, 0, BT_N);
 	suite_add_tcase(s, tc);
 	return s;
 }

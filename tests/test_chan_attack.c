@@ -138,9 +138,8 @@ v_listen(struct victim *v, struct dt_env *env)
 {
 	v->env = env;
 	v->sslen = dt_sockaddr(&v->ss, dt_addr(), 0);
-	v->lst = evrdma_channel_listener_new(env->base,
-	    (struct sockaddr *)&v->ss, v->sslen, 16, EVRDMA_CHANNEL_STREAM,
-	    v_accept, v);
+	v->lst = evrdma_channel_listener_new(env->base, v_accept, v,
+	    EVRDMA_CHANNEL_STREAM, 16, (struct sockaddr *)&v->ss, v->sslen);
 	ck_assert_ptr_nonnull(v->lst);
 	v->sslen = dt_sockaddr(&v->ss, dt_addr(),
 	    evrdma_listener_get_port(v->lst));
@@ -788,8 +787,8 @@ START_TEST(attack_isolation_raw)
 	memset(&b, 0, sizeof(b));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    iso_accept, &s);
+	lst = evrdma_listener_new(env.base, iso_accept, &s, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	evrdma_listener_set_prepare_cb(lst, iso_prepare, &s);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
@@ -1136,9 +1135,9 @@ START_TEST(attack_half_open_flood)
 	evrdma_config_free(cfg);
 	v.sslen = dt_sockaddr(&v.ss, dt_addr(), 0);
 	v.env = &env;
-	v.lst = evrdma_channel_listener_new(env.base,
-	    (struct sockaddr *)&v.ss, v.sslen, FLOOD_BACKLOG,
-	    EVRDMA_CHANNEL_STREAM, v_accept, &v);
+	v.lst = evrdma_channel_listener_new(env.base, v_accept, &v,
+	    EVRDMA_CHANNEL_STREAM, FLOOD_BACKLOG, (struct sockaddr *)&v.ss,
+	    v.sslen);
 	ck_assert_ptr_nonnull(v.lst);
 	v.sslen = dt_sockaddr(&v.ss, dt_addr(),
 	    evrdma_listener_get_port(v.lst));
@@ -1404,8 +1403,8 @@ START_TEST(attack_server_abandons)
 	memset(&a, 0, sizeof(a));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, ab_accept, &a);
+	lst = evrdma_channel_listener_new(env.base, ab_accept, &a,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	a.cli = evrdma_channel_new(env.base, EVRDMA_CHANNEL_STREAM);
@@ -1676,7 +1675,7 @@ START_TEST(attack_bufferevent)
 	b.v.env = &env;
 	b.reading = _i != BV_CREDITS;
 	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
-	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b,
+	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b, 0,
 	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
 	ck_assert_ptr_nonnull(b.v.lst);
 	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),

@@ -439,9 +439,8 @@ sc_open_channel(struct sc *sc)
 	struct sockaddr_storage ss;
 	int len = dt_sockaddr(&ss, dt_addr(), 0);
 
-	sc->rl = evrdma_channel_listener_new(sc->env->base,
-	    (struct sockaddr *)&ss, len, 8, EVRDMA_CHANNEL_STREAM,
-	    sc_ch_accept, sc);
+	sc->rl = evrdma_channel_listener_new(sc->env->base, sc_ch_accept, sc,
+	    EVRDMA_CHANNEL_STREAM, 8, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(sc->rl);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(sc->rl));
 	sc->c.ch = evrdma_channel_new(sc->env->base, EVRDMA_CHANNEL_STREAM);
@@ -1327,9 +1326,8 @@ hw_open(struct hw *h)
 		return;
 	}
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	h->rl = evrdma_channel_listener_new(h->env->base,
-	    (struct sockaddr *)&ss, len, 8, EVRDMA_CHANNEL_STREAM,
-	    hw_ch_listener_cb, h);
+	h->rl = evrdma_channel_listener_new(h->env->base, hw_ch_listener_cb, h,
+	    EVRDMA_CHANNEL_STREAM, 8, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(h->rl);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(h->rl));
 	h->cch = evrdma_channel_new(h->env->base, EVRDMA_CHANNEL_STREAM);

@@ -111,8 +111,8 @@ START_TEST(channel_many)
 	evrdma_config_free(cfg);
 	mch->env = &env;
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss, len,
-	    256, EVRDMA_CHANNEL_STREAM, many_accept, mch);
+	lst = evrdma_channel_listener_new(env.base, many_accept, mch,
+	    EVRDMA_CHANNEL_STREAM, 256, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	t0 = tu_now_ms();

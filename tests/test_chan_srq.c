@@ -401,10 +401,10 @@ START_TEST(chsrq_misuse)
 	evrdma_channel_free(ch);
 	/* listeners: each takes its own kind */
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	cl = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss, len,
-	    4, EVRDMA_CHANNEL_STREAM, nop_accept, NULL);
-	rl = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4,
-	    EVRDMA_LISTEN_RAW, nop_conn_accept, NULL);
+	cl = evrdma_channel_listener_new(env.base, nop_accept, NULL,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
+	rl = evrdma_listener_new(env.base, nop_conn_accept, NULL,
+	    EVRDMA_LISTEN_RAW, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(cl);
 	ck_assert_ptr_nonnull(rl);
 	ck_assert_int_eq(evrdma_listener_set_srq(cl, rsrq), -1);
@@ -578,7 +578,7 @@ START_TEST(chsrq_bufferevents)
 		ck_assert_ptr_nonnull(csrq);
 	}
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_bufferevent_listener_new(env.base, bsrv_accept, &b, 8,
+	lst = evrdma_bufferevent_listener_new(env.base, bsrv_accept, &b, 0, 8,
 	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	ck_assert_int_eq(evrdma_listener_set_srq(lst, srq), 0);

@@ -739,8 +739,8 @@ START_TEST(channel_queued_message_too_big_for_peer)
 	evrdma_config_free(ccfg);
 	evrdma_config_free(scfg);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_channel_listener_new(sb, (struct sockaddr *)&ss, len, 4,
-	    EVRDMA_CHANNEL_MESSAGE, qm_accept, &q);
+	lst = evrdma_channel_listener_new(sb, qm_accept, &q,
+	    EVRDMA_CHANNEL_MESSAGE, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	cli = evrdma_channel_new(cb, EVRDMA_CHANNEL_MESSAGE);

@@ -119,8 +119,9 @@ echo_test(const char *host, int raw)
 		struct sockaddr_storage ss;
 		int len = dt_sockaddr(&ss, host, 0);
 		p.env = &env;
-		p.lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss,
-		    len, 16, raw ? EVRDMA_LISTEN_RAW : 0, dt_pair_accept, &p);
+		p.lst = evrdma_listener_new(env.base, dt_pair_accept, &p,
+		    raw ? EVRDMA_LISTEN_RAW : 0, 16, (struct sockaddr *)&ss,
+		    len);
 		ck_assert_ptr_nonnull(p.lst);
 		evrdma_listener_set_prepare_cb(p.lst, dt_pair_prepare, &p);
 		len = dt_sockaddr(&ss, host, evrdma_listener_get_port(p.lst));
@@ -366,8 +367,8 @@ START_TEST(conn_hostname)
 
 	len = dt_sockaddr(&ss, dt_addr(), 0);
 	p.env = &env;
-	p.lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 16,
-	    0, dt_pair_accept, &p);
+	p.lst = evrdma_listener_new(env.base, dt_pair_accept, &p, 0, 16,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(p.lst);
 	p.cli = evrdma_conn_new(env.base, 0);
 	evrdma_conn_setcb(p.cli, dt_pair_cli_event, &p);
@@ -518,8 +519,8 @@ START_TEST(conn_many)
 	evrdma_config_free(cfg);
 	m->env = &env;
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 256,
-	    0, many_accept, m);
+	lst = evrdma_listener_new(env.base, many_accept, m, 0, 256,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	evrdma_listener_set_prepare_cb(lst, many_prepare, m);
 	port = evrdma_listener_get_port(lst);

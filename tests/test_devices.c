@@ -11,6 +11,8 @@
 #include "devtest.h"
 #include "chtest.h"
 
+#include <stddef.h>
+
 #include <event2/buffer.h>
 #include <evrdma/channel.h>
 #include <evrdma/srq.h>
@@ -52,6 +54,7 @@ struct dev_side {
 	struct evrdma_mr *mr;
 	uint8_t buf[4096];
 	int removals;
+	int lst_errors, lst_reason, lst_errno;	/* its listener's */
 };
 
 static void
@@ -261,8 +264,8 @@ START_TEST(devices_srq)
 	    srq_recv, &srv), 0);
 	/* a listener on rxe1 with rxe0's queue: the request is rejected */
 	len = dt_sockaddr(&ss, DEV2_ADDR, 0);
-	l = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    srq_accept, &srv);
+	l = evrdma_listener_new(env.base, srq_accept, &srv, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(l);
 	ck_assert_int_eq(evrdma_listener_set_srq(l, q0), 0);
 	c = srq_connect(&env, DEV2_ADDR, evrdma_listener_get_port(l), NULL,
@@ -303,17 +306,16 @@ START_TEST(devices_srq)
 }
 END_TEST
 
-struct lst_err {
-	int errors, reason;
-};
-
+/* The listener's error callback: its argument is the side's pair. */
 static void
-dev_lst_error(struct evrdma_listener *lst, int reason, void *arg)
+dev_lst_error(struct evrdma_listener *lst, void *ctx)
 {
-	struct lst_err *e = arg;
+	struct dev_side *d = (struct dev_side *)((char *)ctx -
+	    offsetof(struct dev_side, p));
 
-	e->errors++;
-	e->reason = reason;
+	d->lst_errno = errno;
+	d->lst_errors++;
+	d->lst_reason = evrdma_listener_get_error(lst);
 }
 
 /*
@@ -326,13 +328,11 @@ START_TEST(devices_one_removed)
 	struct dt_env env;
 	struct dev_side d[2];
 	struct evrdma_stats st;
-	struct lst_err le[2];
 	struct chp late;
 	int i;
 
 	dt_require_fork();
 	memset(d, 0, sizeof(d));
-	memset(le, 0, sizeof(le));
 	d[0].host = dt_addr();
 	d[0].ibdev = dt_ibdev();
 	d[1].host = DEV2_ADDR;
@@ -340,8 +340,7 @@ START_TEST(devices_one_removed)
 	dt_env_init(&env, NULL);
 	for (i = 0; i < 2; i++) {
 		dev_side_open(&env, &d[i]);
-		evrdma_listener_set_error_cb(d[i].p.lst, dev_lst_error,
-		    &le[i]);
+		evrdma_listener_set_error_cb(d[i].p.lst, dev_lst_error);
 	}
 	/* rxe1 goes while its channel is mid-transfer */
 	d[1].c.srv->drain = 1;
@@ -354,7 +353,7 @@ START_TEST(devices_one_removed)
 	/* (rdma link delete waits until every user let go: background) */
 	dt_run_cmd("rdma link delete " DEV2_IBDEV " &");
 	CH_WAIT(env.eb, (d[1].p.cli_events >= 2 && d[1].p.srv_events >= 1 &&
-	    d[1].c.cli.ends && d[1].c.srv->ends && le[1].errors) ||
+	    d[1].c.cli.ends && d[1].c.srv->ends && d[1].lst_errors) ||
 	    d[0].p.cli_events > 1 || d[0].c.cli.ends, 20000);
 	/* each end once: CONNECTED, then the end. Both ends are on rxe1, so
 	 * the end that hears of the removal first disconnects, and the other
@@ -371,13 +370,14 @@ START_TEST(devices_one_removed)
 	ck_assert(evrdma_channel_get_error(d[1].c.cli.ch) ==
 	    EVRDMA_REASON_DEVICE_REMOVAL || evrdma_channel_get_error(
 	    d[1].c.srv->ch) == EVRDMA_REASON_DEVICE_REMOVAL);
-	ck_assert_int_eq(le[1].errors, 1);
-	ck_assert_int_eq(le[1].reason, EVRDMA_REASON_DEVICE_REMOVAL);
+	ck_assert_int_eq(d[1].lst_errors, 1);
+	ck_assert_int_eq(d[1].lst_reason, EVRDMA_REASON_DEVICE_REMOVAL);
+	ck_assert_int_eq(d[1].lst_errno, ENODEV);
 	ck_assert_uint_lt(d[1].c.srv->rx, 64 * MiB);
 	/* rxe0: untouched, and serving */
 	ck_assert_int_eq(d[0].p.cli_events, 1);
 	ck_assert_int_eq(d[0].p.srv_events, 0);
-	ck_assert_int_eq(le[0].errors, 0);
+	ck_assert_int_eq(d[0].lst_errors, 0);
 	dev_side_traffic(&env, &d[0], 4 * MiB);
 	memset(&late, 0, sizeof(late));
 	setenv("EVRDMA_TEST_ADDR", d[0].host, 1);

@@ -223,8 +223,8 @@ reject_case(int client_flags, const void *pdata, size_t pdlen,
 	memset(&srv, 0, sizeof(srv));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    dt_pair_accept, &srv);
+	lst = evrdma_listener_new(env.base, dt_pair_accept, &srv, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	evrdma_listener_set_prepare_cb(lst, prep, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
@@ -531,8 +531,8 @@ START_TEST(fail_free_in_connected_cb)
 		int len = dt_sockaddr(&ss, dt_addr(), 0);
 
 		memset(&srv, 0, sizeof(srv));
-		lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss,
-		    len, 4, 0, dt_pair_accept, &srv);
+		lst = evrdma_listener_new(env.base, dt_pair_accept, &srv, 0, 4,
+		    (struct sockaddr *)&ss, len);
 		len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 		c = evrdma_conn_new(env.base, 0);
 		evrdma_conn_setcb(c, free_on_event, &n);
@@ -603,8 +603,8 @@ START_TEST(fail_free_in_accept_cb)
 	memset(&p, 0, sizeof(p));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    accept_free_all, &n);
+	lst = evrdma_listener_new(env.base, accept_free_all, &n, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	ck_assert_ptr_nonnull(start_connect(&env, &p, dt_addr(),
 	    evrdma_listener_get_port(lst), 0));
@@ -646,8 +646,8 @@ START_TEST(fail_free_in_prepare_cb)
 	memset(&srv, 0, sizeof(srv));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len, 4, 0,
-	    dt_pair_accept, &srv);
+	lst = evrdma_listener_new(env.base, dt_pair_accept, &srv, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	evrdma_listener_set_prepare_cb(lst, prepare_free_listener, &n);
 	ck_assert_ptr_nonnull(start_connect(&env, &p, dt_addr(),
 	    evrdma_listener_get_port(lst), 0));
@@ -733,8 +733,8 @@ START_TEST(fail_peer_killed)
 		dt_env_init(&env, NULL);
 		len = dt_sockaddr(&ss, dt_addr(), 0);
 		srv.env = &env;
-		srv.lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss,
-		    len, 4, 0, dt_pair_accept, &srv);
+		srv.lst = evrdma_listener_new(env.base, dt_pair_accept, &srv,
+		    0, 4, (struct sockaddr *)&ss, len);
 		ck_assert_ptr_nonnull(srv.lst);
 		port = evrdma_listener_get_port(srv.lst);
 		ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),

@@ -3,7 +3,8 @@
 /*
  * evrdma tests that need no RDMA device: configuration, remote
  * descriptors, reason strings, error messages, logging, behaviour without
- * rdma-core or without RDMA support, and NULL arguments.
+ * rdma-core or without RDMA support, listeners' flags and getters, and
+ * NULL arguments.
  *
  * Each test runs in its own process (Check's CK_FORK default), which the
  * rdma-core loading tests rely on: the load happens once per process.
@@ -11,14 +12,20 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <check.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 
 #include <evrdma.h>
 /* White box for the configuration only: the defaults and the effect of a
@@ -660,6 +667,261 @@ START_TEST(test_no_rdma_device)
 }
 END_TEST
 
+/* ---- listeners, as evconnlistener (a base without RDMA) ---- */
+
+static struct evrdma_base *
+lh_base(struct event_base **eb)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct evrdma_base *base;
+
+	*eb = event_base_new();
+	ck_assert_ptr_nonnull(*eb);
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 1), 0);
+	base = evrdma_base_new(*eb, cfg);
+	ck_assert_ptr_nonnull(base);
+	evrdma_config_free(cfg);
+	return base;
+}
+
+static int
+lh_sin(struct sockaddr_in *sin)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return (int)sizeof(*sin);
+}
+
+static void
+lh_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	bufferevent_free(bev);
+}
+
+static void
+lh_raw_accept(struct evrdma_listener *lst, struct evrdma_conn *conn,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_conn_free(conn);
+}
+
+static void
+lh_ch_accept(struct evrdma_listener *lst, struct evrdma_channel *ch,
+    const struct sockaddr *peer, int socklen, void *arg)
+{
+	evrdma_channel_free(ch);
+}
+
+/* The three constructors with @p flags and @p backlog: each fails with
+ * EINVAL. */
+static void
+lh_all_einval(struct evrdma_base *base, int flags, int backlog)
+{
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept, NULL,
+	    flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_listener_new(base, lh_ch_accept,
+	    NULL, flags, backlog, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+}
+
+/* LEV_OPT_* flags the listeners do not offer, unknown bits, evrdma's
+ * flags where they do not belong, and backlog 0: EINVAL, whether or not
+ * the base has RDMA; the flags they take, and backlog -1, are taken. */
+START_TEST(test_listener_flags)
+{
+	static const int never[] = {
+		LEV_OPT_LEAVE_SOCKETS_BLOCKING, LEV_OPT_THREADSAFE,
+		LEV_OPT_REUSEABLE_PORT, LEV_OPT_BIND_IPV6ONLY, 1 << 12,
+		1 << 20, 1 << 30,
+	};
+	struct event_base *eb;
+	struct evrdma_base *base = lh_base(&eb);
+	struct evrdma_listener *lst;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+	size_t i;
+
+	/* evrdma's own flags: above libevent's, and apart */
+	ck_assert_int_eq(EVRDMA_LISTEN_RAW & 0xffff, 0);
+	ck_assert_int_eq(EVRDMA_CHANNEL_MESSAGE & 0xffff, 0);
+	ck_assert_int_eq(EVRDMA_LISTEN_RAW & EVRDMA_CHANNEL_MESSAGE, 0);
+	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		lh_all_einval(base, LEV_OPT_CLOSE_ON_FREE | never[i], -1);
+	lh_all_einval(base, LEV_OPT_CLOSE_ON_FREE, 0);
+	/* each constructor's own flag is not the others' */
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, EVRDMA_LISTEN_RAW, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_bufferevent_listener_new(base, lh_accept,
+	    NULL, EVRDMA_CHANNEL_MESSAGE, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_channel_listener_new(base, lh_ch_accept,
+	    NULL, EVRDMA_LISTEN_RAW, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept, NULL,
+	    EVRDMA_CHANNEL_MESSAGE, -1, (struct sockaddr *)&sin, len));
+	ck_assert_int_eq(errno, EINVAL);
+	/* what they take */
+	lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE |
+	    LEV_OPT_DISABLED | LEV_OPT_DEFERRED_ACCEPT, -1,
+	    (struct sockaddr *)&sin, len);
+	ck_assert_ptr_nonnull(lst);
+	evrdma_listener_free(lst);
+	if (!tu_have_rdma_cm()) {
+		/* the flags are right: what fails is RDMA */
+		errno = 0;
+		ck_assert_ptr_null(evrdma_listener_new(base, lh_raw_accept,
+		    NULL, EVRDMA_LISTEN_RAW | LEV_OPT_REUSEABLE, -1,
+		    (struct sockaddr *)&sin, len));
+		ck_assert(errno == ENODEV || errno == ENOSYS);
+		errno = 0;
+		ck_assert_ptr_null(evrdma_channel_listener_new(base,
+		    lh_ch_accept, NULL, EVRDMA_CHANNEL_MESSAGE |
+		    LEV_OPT_CLOSE_ON_FREE, -1, (struct sockaddr *)&sin, len));
+		ck_assert(errno == ENODEV || errno == ENOSYS);
+	}
+	evrdma_base_free(base);
+	event_base_free(eb);
+}
+END_TEST
+
+/* The TCP listener's socket, found by its port. */
+static int
+lh_listening_fd(int port)
+{
+	struct sockaddr_in sin;
+	socklen_t sl;
+	int fd, acc;
+	socklen_t al;
+
+	for (fd = 0; fd < 4096; fd++) {
+		sl = sizeof(sin);
+		al = sizeof(acc);
+		if (getsockname(fd, (struct sockaddr *)&sin, &sl) == 0 &&
+		    sin.sin_family == AF_INET &&
+		    ntohs(sin.sin_port) == port &&
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 &&
+		    acc)
+			return fd;
+	}
+	return -1;
+}
+
+/* The fallback's listening socket has the options its flags ask for
+ * (evrdma/listener.h), and no other. */
+START_TEST(test_listener_sockopts)
+{
+	struct event_base *eb;
+	struct evrdma_base *base;
+	struct evrdma_listener *lst;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin), pass, fd, v, port;
+	socklen_t vl;
+
+	if (tu_have_rdma_cm())
+		return;		/* (a host without RDMA: TCP only) */
+	base = lh_base(&eb);
+	for (pass = 0; pass < 2; pass++) {
+		lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+		    pass ? LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+		    LEV_OPT_DEFERRED_ACCEPT : 0, -1,
+		    (struct sockaddr *)&sin, len);
+		ck_assert_ptr_nonnull(lst);
+		port = evrdma_listener_get_port(lst);
+		fd = lh_listening_fd(port);
+		ck_assert_int_ge(fd, 0);
+		vl = sizeof(v);
+		ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v,
+		    &vl), 0);
+		ck_assert_int_eq(!!v, pass);
+		ck_assert_int_eq(!!(fcntl(fd, F_GETFD) & FD_CLOEXEC), pass);
+		vl = sizeof(v);
+		ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+		    &v, &vl), 0);
+		ck_assert_int_eq(!!v, pass);
+		evrdma_listener_free(lst);
+		/* (LEV_OPT_CLOSE_ON_FREE is implied: it is closed) */
+		ck_assert_int_eq(lh_listening_fd(port), -1);
+	}
+	evrdma_base_free(base);
+	event_base_free(eb);
+}
+END_TEST
+
+/* The getters and setters, on NULL, on a listener, after the base went. */
+START_TEST(test_listener_getters)
+{
+	struct event_base *eb;
+	struct evrdma_base *base = lh_base(&eb);
+	struct evrdma_listener *lst;
+	struct bufferevent *bev;
+	struct sockaddr_in sin;
+	int len = lh_sin(&sin);
+
+	ck_assert_ptr_null(evrdma_listener_get_base(NULL));
+	ck_assert_int_eq(evrdma_listener_get_error(NULL), EVRDMA_REASON_NONE);
+	evrdma_listener_set_error_cb(NULL, NULL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_enable(NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_disable(NULL), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(NULL,
+	    BEV_OPT_CLOSE_ON_FREE), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_bufferevent_get_dns_error(NULL), 0);
+	/* a socket bufferevent of libevent's own: its getter answers */
+	bev = bufferevent_socket_new(eb, -1, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(bev);
+	ck_assert_int_eq(evrdma_bufferevent_get_dns_error(bev), 0);
+	bufferevent_free(bev);
+
+	lst = evrdma_bufferevent_listener_new(base, lh_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE, -1, (struct sockaddr *)&sin, len);
+	ck_assert_ptr_nonnull(lst);
+	ck_assert_ptr_eq(evrdma_listener_get_base(lst), eb);
+	ck_assert_int_eq(evrdma_listener_get_error(lst), EVRDMA_REASON_NONE);
+	errno = 0;
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(lst,
+	    1 << 20), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_bufferevent_listener_set_options(lst,
+	    BEV_OPT_DEFER_CALLBACKS), 0);
+	ck_assert_int_eq(evrdma_listener_disable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_disable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_enable(lst), 0);
+	ck_assert_int_eq(evrdma_listener_enable(lst), 0);
+	evrdma_base_free(base);
+	/* a husk: closed */
+	ck_assert_ptr_null(evrdma_listener_get_base(lst));
+	errno = 0;
+	ck_assert_int_eq(evrdma_listener_enable(lst), -1);
+	ck_assert_int_eq(errno, EPIPE);
+	evrdma_listener_free(lst);
+	event_base_free(eb);
+}
+END_TEST
+
 /* ---- NULL arguments ---- */
 
 START_TEST(test_free_null)
@@ -808,6 +1070,12 @@ host_suite(void)
 	tcase_add_test(tc, test_free_null);
 	tcase_add_test(tc, test_srq_args);
 	tcase_add_test(tc, test_tu_loop_until);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("listener");
+	tcase_add_test(tc, test_listener_flags);
+	tcase_add_test(tc, test_listener_sockopts);
+	tcase_add_test(tc, test_listener_getters);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("no_rdma");

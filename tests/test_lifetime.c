@@ -116,10 +116,10 @@ START_TEST(lifetime_base_free_live)
 	base = evrdma_base_new(eb, NULL);
 	ck_assert_ptr_nonnull(base);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	clst = evrdma_channel_listener_new(base, (struct sockaddr *)&ss, len,
-	    4, EVRDMA_CHANNEL_STREAM, lv_accept, &l);
-	rlst = evrdma_listener_new(base, (struct sockaddr *)&ss, len, 4, 0,
-	    lv_raw_accept, &l);
+	clst = evrdma_channel_listener_new(base, lv_accept, &l,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
+	rlst = evrdma_listener_new(base, lv_raw_accept, &l, 0, 4,
+	    (struct sockaddr *)&ss, len);
 	ck_assert(clst && rlst);
 
 	/* a channel with 64 KiB waiting in the server's input */
@@ -200,8 +200,8 @@ lv_pair(struct dt_env *env, struct live *l, struct evrdma_channel **cli,
 	memset(l, 0, sizeof(*l));
 	dt_env_init(env, NULL);
 	*len = dt_sockaddr(ss, dt_addr(), 0);
-	clst = evrdma_channel_listener_new(env->base, (struct sockaddr *)ss,
-	    *len, 4, EVRDMA_CHANNEL_STREAM, lv_accept, l);
+	clst = evrdma_channel_listener_new(env->base, lv_accept, l,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)ss, *len);
 	ck_assert_ptr_nonnull(clst);
 	*len = dt_sockaddr(ss, dt_addr(), evrdma_listener_get_port(clst));
 	*cli = evrdma_channel_new(env->base, EVRDMA_CHANNEL_STREAM);
@@ -386,17 +386,18 @@ END_TEST
 /* ==== 3. a listener whose device goes away ==== */
 
 struct lremoval {
-	int errors, reason;
+	int errors, reason, errno_seen;
 	struct evrdma_listener *lst;
 };
 
 static void
-lr_error(struct evrdma_listener *lst, int reason, void *arg)
+lr_error(struct evrdma_listener *lst, void *ctx)
 {
-	struct lremoval *r = arg;
+	struct lremoval *r = ctx;
 
+	r->errno_seen = errno;
 	r->errors++;
-	r->reason = reason;
+	r->reason = evrdma_listener_get_error(lst);
 	ck_assert_ptr_eq(lst, r->lst);
 	evrdma_listener_free(lst);	/* safe from here */
 	r->lst = NULL;
@@ -421,10 +422,10 @@ START_TEST(lifetime_listener_device_removal)
 	memset(&r, 0, sizeof(r));
 	dt_env_init(&env, NULL);
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	r.lst = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, lr_accept, &r);
+	r.lst = evrdma_channel_listener_new(env.base, lr_accept, &r,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(r.lst);
-	evrdma_listener_set_error_cb(r.lst, lr_error, &r);
+	evrdma_listener_set_error_cb(r.lst, lr_error);
 	/* rdma link delete blocks until every user has let go: background */
 	snprintf(cmd, sizeof(cmd), "rdma link delete %s &", dt_ibdev());
 	dt_run_cmd(cmd);
@@ -432,6 +433,7 @@ START_TEST(lifetime_listener_device_removal)
 	ch_loop_for(env.eb, 300);
 	ck_assert_int_eq(r.errors, 1);
 	ck_assert_int_eq(r.reason, EVRDMA_REASON_DEVICE_REMOVAL);
+	ck_assert_int_eq(r.errno_seen, ENODEV);
 	ck_assert_ptr_null(r.lst);
 	evrdma_base_get_stats(env.base, &st);
 	ck_assert_uint_eq(st.listeners, 0);

@@ -71,8 +71,8 @@ lv_open(struct dt_env *env, struct lv_srv *s, struct rawpeer *rp)
 	int sl, i;
 
 	sl = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_channel_listener_new(env->base, (struct sockaddr *)&ss,
-	    sl, 4, EVRDMA_CHANNEL_STREAM, lv_accept, s);
+	lst = evrdma_channel_listener_new(env->base, lv_accept, s,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, sl);
 	ck_assert_ptr_nonnull(lst);
 	sl = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	memset(&h, 0, sizeof(h));
@@ -245,8 +245,8 @@ START_TEST(liveness_raw_keepalive)
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	sl = dt_sockaddr(&ss, dt_addr(), 0);
-	lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, sl, 4, 0,
-	    lv_raw_accept, &r);
+	lst = evrdma_listener_new(env.base, lv_raw_accept, &r, 0, 4,
+	    (struct sockaddr *)&ss, sl);
 	ck_assert_ptr_nonnull(lst);
 	sl = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(lst));
 	rp_pdata(pd, 1, NULL, 0, 0);

@@ -201,8 +201,8 @@ srv_start(struct srv *s, struct dt_env *env, unsigned max_wr, int nbuf)
 	for (i = 0; i < nbuf; i++)
 		srv_post(s, i);
 	ck_assert_uint_eq(evrdma_srq_get_posted(s->srq), (unsigned)nbuf);
-	s->lst = evrdma_listener_new(env->base, (struct sockaddr *)&ss, len,
-	    16, 0, srv_accept, s);
+	s->lst = evrdma_listener_new(env->base, srv_accept, s, 0, 16,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(s->lst);
 	evrdma_listener_set_prepare_cb(s->lst, srv_prepare, s);
 	ck_assert_int_eq(evrdma_listener_set_srq(s->lst, s->srq), 0);
@@ -498,8 +498,8 @@ START_TEST(srq_misuse)
 	ck_assert_int_eq(evrdma_srq_set_limit(q, 2, NULL, NULL), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	/* channel listeners have rings of their own */
-	cl = evrdma_channel_listener_new(env.base, (struct sockaddr *)&ss,
-	    len, 4, EVRDMA_CHANNEL_STREAM, no_accept, NULL);
+	cl = evrdma_channel_listener_new(env.base, no_accept, NULL,
+	    EVRDMA_CHANNEL_STREAM, 4, (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(cl);
 	ck_assert_int_eq(evrdma_listener_set_srq(cl, q), -1);
 	ck_assert_int_eq(errno, EINVAL);
@@ -519,8 +519,8 @@ START_TEST(srq_misuse)
 		oc = evrdma_conn_new(other.base, 0);
 		ck_assert_int_eq(evrdma_conn_set_srq(oc, q), -1);
 		ck_assert_int_eq(errno, EINVAL);
-		ol = evrdma_listener_new(other.base, (struct sockaddr *)&ss,
-		    len, 4, 0, dt_pair_accept, NULL);
+		ol = evrdma_listener_new(other.base, dt_pair_accept, NULL, 0,
+		    4, (struct sockaddr *)&ss, len);
 		ck_assert_ptr_nonnull(ol);
 		ck_assert_int_eq(evrdma_listener_set_srq(ol, q), -1);
 		ck_assert_int_eq(errno, EINVAL);

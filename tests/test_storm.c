@@ -193,9 +193,8 @@ st_listen(struct storm *st, struct dt_env *env)
 {
 	st->env = env;
 	st->sslen = dt_sockaddr(&st->ss, dt_addr(), 0);
-	st->lst = evrdma_channel_listener_new(env->base,
-	    (struct sockaddr *)&st->ss, st->sslen, 256, EVRDMA_CHANNEL_STREAM,
-	    st_accept, st);
+	st->lst = evrdma_channel_listener_new(env->base, st_accept, st,
+	    EVRDMA_CHANNEL_STREAM, 256, (struct sockaddr *)&st->ss, st->sslen);
 	if (!st->lst)
 		ck_abort_msg("evrdma_channel_listener_new: %s (%s)",
 		    strerror(errno), evrdma_errmsg());
@@ -752,8 +751,8 @@ rw_round(int mode, int srq)
 	rw->env = &env;
 	rw->mode = mode;
 	len = dt_sockaddr(&ss, dt_addr(), 0);
-	rw->lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss, len,
-	    256, 0, rw_accept, rw);
+	rw->lst = evrdma_listener_new(env.base, rw_accept, rw, 0, 256,
+	    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(rw->lst);
 	evrdma_listener_set_prepare_cb(rw->lst, rw_prepare, rw);
 	if (srq) {

@@ -1007,16 +1007,16 @@ p_listen_bl(struct evrdma_base *base, const char *host, int port, int msg,
 		exit(1);
 	}
 	if (raw) {
-		l = evrdma_listener_new(base, (struct sockaddr *)&ss,
-		    len, backlog, 0, p_raw_accept, NULL);
+		l = evrdma_listener_new(base, p_raw_accept, NULL, 0, backlog,
+		    (struct sockaddr *)&ss, len);
 		if (l)
 			evrdma_listener_set_prepare_cb(l, p_raw_prepare,
 			    (void *)raw);
 	} else {
-		l = evrdma_channel_listener_new(base, (struct sockaddr *)&ss,
-		    len, backlog,
+		l = evrdma_channel_listener_new(base, p_ch_accept,
+		    msg ? &P : NULL,
 		    msg ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
-		    p_ch_accept, msg ? &P : NULL);
+		    backlog, (struct sockaddr *)&ss, len);
 	}
 	if (!l) {
 		say("cannot listen on %s port %d: %s (%s)", host, port,
@@ -2508,12 +2508,11 @@ kill_accepting(int channel)
 	h.kill = 1;
 	len = dt_sockaddr(&ss, dt_addr(), 0);
 	if (channel)
-		lst = evrdma_channel_listener_new(env.base,
-		    (struct sockaddr *)&ss, len, 8, EVRDMA_CHANNEL_STREAM,
-		    half_ch_accept, &h);
+		lst = evrdma_channel_listener_new(env.base, half_ch_accept, &h,
+		    EVRDMA_CHANNEL_STREAM, 8, (struct sockaddr *)&ss, len);
 	else
-		lst = evrdma_listener_new(env.base, (struct sockaddr *)&ss,
-		    len, 8, 0, half_accept, &h);
+		lst = evrdma_listener_new(env.base, half_accept, &h, 0, 8,
+		    (struct sockaddr *)&ss, len);
 	ck_assert_ptr_nonnull(lst);
 	evrdma_listener_set_prepare_cb(lst, half_prepare, &h);
 	port = evrdma_listener_get_port(lst);

@@ -56,8 +56,10 @@
  *    TCP use shutdown(bufferevent_getfd(bev), SHUT_WR). BEV_FLUSH sends
  *    what output holds now, past the ring's size; BEV_NORMAL does nothing
  *    more than the loop does.
- *  - bufferevent_socket_get_dns_error(): use evrdma_bufferevent_get_error()
- *    (EVRDMA_REASON_DNS, errno as for evrdma_conn_connect_hostname()).
+ *  - bufferevent_socket_get_dns_error() returns 0: it reads a field of
+ *    libevent's private struct bufferevent_private, which only libevent's
+ *    own socket bufferevent sets. Use evrdma_bufferevent_get_dns_error(),
+ *    which gives the same EVUTIL_EAI_* code for every bufferevent.
  *  - Rate limits: a bufferevent's own (bufferevent_set_rate_limit())
  *    apply to both directions; rate-limit groups do not (libevent 2.1 has
  *    no public way to charge them). bufferevent_set_max_single_read() and
@@ -100,7 +102,8 @@ enum evrdma_transport {
 /**
  * Accept callback of evrdma_bufferevent_listener_new(): the callback owns
  * @p bev (free it with bufferevent_free()); it is connected, with EV_WRITE
- * enabled and EV_READ disabled, as bufferevent_socket_new() makes one.
+ * enabled and EV_READ disabled, as bufferevent_socket_new() makes one,
+ * with the options of evrdma_bufferevent_listener_set_options().
  * @param lst the listener
  * @param bev the new connection's bufferevent (RDMA, or TCP with the
  *   fallback)
@@ -149,15 +152,23 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect(struct bufferevent *bev,
 /**
  * Resolve @p host and connect, as bufferevent_socket_connect_hostname(): a
  * failed resolution reaches the event callback as BEV_EVENT_ERROR with
- * evrdma_bufferevent_get_error() EVRDMA_REASON_DNS (no fallback: TCP would
- * fail the same way).
+ * evrdma_bufferevent_get_error() EVRDMA_REASON_DNS and
+ * evrdma_bufferevent_get_dns_error() the resolver's EVUTIL_EAI_* code
+ * (no fallback: TCP would fail the same way).
  * @param bev a bufferevent from evrdma_bufferevent_new()
- * @param dns the resolver, or NULL for a blocking-free resolution on a
- *   thread (see evrdma_conn_connect_hostname())
+ * @param dns the resolver, or NULL for the base's own (an evdns_base on
+ *   the base's loop with /etc/resolv.conf and /etc/hosts, made on first
+ *   use). Name resolution never blocks the loop, on a TCP bufferevent of
+ *   a base without RDMA too, where libevent's own NULL would resolve
+ *   with a blocking getaddrinfo(). Without a nameserver in
+ *   /etc/resolv.conf, a name that is neither numeric nor in /etc/hosts
+ *   fails at once with EVUTIL_EAI_FAIL (an evdns_base would wait for a
+ *   nameserver for ever).
  * @param family AF_INET, AF_INET6 or AF_UNSPEC
  * @param host a host name or numeric address
  * @param port the port
- * @return 0, or -1 with errno as evrdma_bufferevent_connect()
+ * @return 0, or -1 with errno as evrdma_bufferevent_connect() (EINVAL also
+ *   for a NULL @p dns with a bufferevent no evrdma base made)
  */
 EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
     struct evdns_base *dns, int family, const char *host, int port);
@@ -167,15 +178,17 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
  * evconnlistener_new_bind() and bufferevent_socket_new() in one. With the
  * TCP fallback it listens over RDMA and on the same TCP port number (port
  * 0: one number free in both), or, on a base without RDMA, over TCP only.
- * The listener is an evrdma listener: evrdma_listener_get_port(),
- * evrdma_listener_set_error_cb() and evrdma_listener_free() apply (the
- * error callback hears of the RDMA device going away; TCP accept errors
- * are logged and accepting goes on, as evconnlistener does without an
- * error callback). Free it from anywhere, also from @p cb.
+ * The listener is an evrdma listener (evrdma/listener.h): its flags and
+ * backlog, evrdma_listener_get_port(), _get_base(), _enable(),
+ * _disable(), _set_error_cb() (which hears of TCP accept errors, after
+ * which the TCP side backs off, and of the RDMA device going away) and
+ * _free() apply. Free it from anywhere, also from @p cb.
  * @param base the evrdma base
  * @param cb the accept callback, required
- * @param arg its argument
- * @param backlog connect requests that may wait (> 0), as for listen(2)
+ * @param arg its argument, and the error callback's
+ * @param flags LEV_OPT_* flags, as evrdma/listener.h says (no evrdma flag)
+ * @param backlog connect requests that may wait, as for listen(2), or -1
+ *   for the default
  * @param sa IPv4 or IPv6 address to bind; port 0 picks one
  * @param socklen its length
  * @return the listener, or NULL with errno (EINVAL, EADDRINUSE, ENODEV
@@ -183,7 +196,24 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
  */
 EVRDMA_EXPORT struct evrdma_listener *evrdma_bufferevent_listener_new(
     struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg,
-    int backlog, const struct sockaddr *sa, int socklen);
+    int flags, int backlog, const struct sockaddr *sa, int socklen);
+
+/**
+ * The BEV_OPT_* options of the bufferevents a bufferevent listener hands
+ * out from now on, over RDMA and over TCP alike, as the @p options of the
+ * bufferevent_socket_new() an evconnlistener's accept callback would
+ * call: BEV_OPT_DEFER_CALLBACKS, BEV_OPT_THREADSAFE and
+ * BEV_OPT_UNLOCK_CALLBACKS as libevent has them; BEV_OPT_CLOSE_ON_FREE is
+ * implied (freeing always ends the connection), and is all they have
+ * until this is called. Call it before the loop runs (or with the
+ * listener made disabled, LEV_OPT_DISABLED) for it to apply to the first.
+ * @param lst a listener of evrdma_bufferevent_listener_new()
+ * @param options BEV_OPT_* flags
+ * @return 0, or -1 with errno EINVAL (not a bufferevent listener, an
+ *   option not listed)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_listener_set_options(
+    struct evrdma_listener *lst, int options);
 
 /**
  * Why the connection failed or ended, after BEV_EVENT_ERROR: an
@@ -195,6 +225,20 @@ EVRDMA_EXPORT struct evrdma_listener *evrdma_bufferevent_listener_new(
  *   does)
  */
 EVRDMA_EXPORT int evrdma_bufferevent_get_error(struct bufferevent *bev);
+
+/**
+ * The resolver's error after evrdma_bufferevent_connect_hostname() failed
+ * to resolve its name, as bufferevent_socket_get_dns_error(), so that
+ * evutil_gai_strerror() prints the line a TCP bufferevent's code would.
+ * libevent's bufferevent_socket_get_dns_error() cannot answer for an RDMA
+ * bufferevent (it reads libevent's private struct, which evrdma cannot
+ * set); this answers for both: on a socket bufferevent (the fallback of a
+ * base without RDMA, or any other) it calls it. Bufferevents stacked on
+ * an evrdma bufferevent are looked through.
+ * @param bev a bufferevent
+ * @return an EVUTIL_EAI_* code, or 0 (no name lookup failed, NULL)
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_get_dns_error(struct bufferevent *bev);
 
 /**
  * What carries the bufferevent's bytes, looking through bufferevents

@@ -110,8 +110,10 @@ struct evrdma_channel;
 
 /** Stream mode: ordered bytes. */
 #define EVRDMA_CHANNEL_STREAM	0x00
-/** Message mode: each write is one message with its boundary. */
-#define EVRDMA_CHANNEL_MESSAGE	0x01
+/** Message mode: each write is one message with its boundary. A bit above
+ * libevent's LEV_OPT_* flags, with which evrdma_channel_listener_new()
+ * takes it (evrdma/listener.h). */
+#define EVRDMA_CHANNEL_MESSAGE	0x10000
 
 /** Read or write callback (as bufferevent_data_cb). */
 typedef void (*evrdma_channel_data_cb)(struct evrdma_channel *ch, void *arg);
@@ -148,13 +150,23 @@ EVRDMA_EXPORT int evrdma_channel_connect_hostname(struct evrdma_channel *ch,
     struct evdns_base *dns, int family, const char *host, int port);
 
 /**
- * Listen for channels. Peers must use the same mode (@p flags).
+ * Listen for channels, as evrdma_listener_new() (whose flags, backlog and
+ * error callback apply, evrdma/listener.h).
+ * @param base the evrdma base
+ * @param cb the accept callback, required
+ * @param arg its argument, and the error callback's
+ * @param flags LEV_OPT_* flags or-ed with the channels' mode,
+ *   EVRDMA_CHANNEL_STREAM or EVRDMA_CHANNEL_MESSAGE; peers must use the
+ *   same mode
+ * @param backlog connect requests that may wait, or -1 for the default
+ * @param sa IPv4 or IPv6 address to bind; port 0 picks one
+ * @param socklen its length
  * @return a listener (free with evrdma_listener_free()), or NULL with errno
- *   as evrdma_listener_new()
+ *   as evrdma_listener_new() (EINVAL also for EVRDMA_LISTEN_RAW)
  */
 EVRDMA_EXPORT struct evrdma_listener *evrdma_channel_listener_new(
-    struct evrdma_base *base, const struct sockaddr *sa, int socklen,
-    int backlog, int flags, evrdma_channel_accept_cb cb, void *arg);
+    struct evrdma_base *base, evrdma_channel_accept_cb cb, void *arg,
+    int flags, int backlog, const struct sockaddr *sa, int socklen);
 
 /** Set the callbacks (any may be NULL) and their argument. */
 EVRDMA_EXPORT void evrdma_channel_setcb(struct evrdma_channel *ch,
