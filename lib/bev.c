@@ -2,7 +2,7 @@
 /* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the bufferevent adapter (evrdma/bufferevent.h says what it is,
- * how it is built and why). An adapter ("ad") is:
+ * doc/ARCHITECTURE.md how it is built and why). An adapter ("ad") is:
  *  - the user's bufferevent, a libevent filter bufferevent whose filter
  *    functions are ad_in() and ad_out() here, and whose free-context hook
  *    (ad_user_freed()) tells us the user is done;

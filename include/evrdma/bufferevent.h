@@ -10,8 +10,8 @@
  * A genuine libevent `struct bufferevent *` whose bytes travel over an
  * evrdma channel (evrdma/channel.h), and one program for hosts with and
  * without RDMA. A program written for bufferevent_socket changes only the
- * calls that make bufferevents and listeners (README.md, "Moving from
- * TCP"); after that it uses libevent's own, unmodified API on them:
+ * calls that make bufferevents and listeners (doc/MIGRATING.md); after
+ * that it uses libevent's own, unmodified API on them:
  * bufferevent_setcb(), _enable()/_disable()/_get_enabled(), _write(),
  * _write_buffer(), _read(), _read_buffer(), _get_input()/_get_output()
  * and every evbuffer function on them, _setwatermark(), _set_timeouts(),
@@ -20,53 +20,9 @@
  * bufferevent_filter_new() and bufferevent_openssl_filter_new() (TLS over
  * RDMA).
  *
- * How it is built (libevent's public API only). libevent 2.1 makes
- * bufferevents of four kinds: socket, pair, filter and openssl. The one
- * handed out is a filter bufferevent (bufferevent_filter_new()) whose two
- * filter functions are the adapter's: the input filter moves received
- * bytes from the channel's input into the bufferevent's input, the output
- * filter moves written bytes from its output into the channel, so
- * libevent applies its watermarks, timeouts, rate limits and callbacks
- * itself. A filter is the one kind whose creator learns that its user
- * freed it (the free-context hook), which is when the adapter releases
- * the connection. The filter's underlying bufferevent is one end of a
- * bufferevent_pair that carries no data: libevent tells an underlying
- * bufferevent when the one above reads again (its EV_READ enabled, its
- * high watermark drained, its rate limit refilled, a filter stacked on it
- * resuming), and a pair end then takes what its partner holds; the
- * adapter keeps a 1-byte token at the partner while received bytes wait,
- * and hears the token arrive.
+ * How the adapter is built on libevent's public API, and what it costs
+ * in memory and instructions: doc/ARCHITECTURE.md.
  *
- * The common message skips most of that machinery, with the same
- * outcome: a small arrival (under 1 KiB) that finds the channel's input
- * empty and the bufferevent reading, below its read high watermark and
- * without a rate limit, is copied from its receive slot straight into the
- * bufferevent's input and the read callback runs; a small write that
- * finds the channel idle goes straight into a send slot. Larger ones move
- * as evbuffer chains (no copy). A write moves at once when the channel
- * has sent what it had, or when 16 KiB or more wait; small writes after
- * it in the same callback gather in the bufferevent's output and move in
- * one go later in that loop iteration, as a socket's output waits for
- * its fd (moved write by write, a stream of 64-byte writes ran at 0.14x
- * the rate of a TCP bufferevent). Nothing is deferred that a socket
- * bufferevent would not defer: the read callback runs from the channel's
- * completion pass, so a reply written there leaves in the same pass (busy
- * polling, evrdma_config_set_busy_poll(), keeps its latency), and the
- * write callback runs from the event loop after written bytes have moved
- * to the channel, as a socket's runs after they went to the kernel.
- * Other constructions were weighed: a bufferevent_pair alone defers every
- * callback (one more pass of the loop per message) and has no hook for
- * its free; a socketpair under a bufferevent_socket costs two system
- * calls and two copies per message.
- *
- * What it costs. Per bufferevent: the channel (its rings:
- * evrdma_config_set_channel_ring(), 2 MiB of registered memory by default),
- * three small bufferevents (the filter and the pair) and four events.
- * Per 64-byte round trip, about 1.5 times the user-space instructions of
- * the channel's own read callback (bench/README.md, evrdma-bench
- * --bev-adapter): libevent's evbuffer and bufferevent calls, a chain
- * allocated for every write, and their callbacks.
-
  * Semantics: those of bufferevent_socket, checked by running the same
  * scenarios on both and comparing every callback (tests/test_bev_compare.c):
  * a new bufferevent has EV_WRITE enabled and EV_READ disabled; the read
@@ -114,15 +70,6 @@
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
  *    does not make the bufferevent usable from other threads.
  *  - Stream only; message mode stays with channels.
- * To stay within libevent's public API the adapter uses one deprecated
- * installed header, event2/bufferevent_struct.h (with event_struct.h):
- * it takes over the filter's timeout events, which libevent 2.1 re-arms
- * after every write even when nothing is left to write (libevent#67), so
- * that the timeouts mean what they mean on a socket; and on the paths
- * every message takes it reads the bufferevent's enabled events, read
- * high watermark, callbacks and whether its events are pending from the
- * struct instead of calling libevent's getters, each of which takes a
- * lock.
  *
  * Without RDMA (evrdma_config_set_tcp_fallback()): on a base that has no
  * RDMA the same calls make plain bufferevent_socket bufferevents and TCP
