@@ -47,9 +47,6 @@
  *  - Written bytes go to the channel (up to its ring) even when the
  *    bufferevent is freed right after the write, and are sent; a socket
  *    bufferevent frees what it had not yet written to the kernel.
- *  - A peer whose process is killed ends with BEV_EVENT_ERROR (the
- *    channel's EVRDMA_REASON_DISCONNECTED), where a socket peer's kernel
- *    would send a FIN (EOF); see evrdma/channel.h.
  *  - bufferevent_getfd() returns -1. To shut down writing (the peer gets
  *    EOF after the data, reading goes on) call
  *    bufferevent_flush(bev, EV_WRITE, BEV_FINISHED), as on a pair; over
@@ -70,6 +67,21 @@
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
  *    does not make the bufferevent usable from other threads.
  *  - Stream only; message mode stays with channels.
+ *
+ * Where a connection ends, as a socket's (evrdma/channel.h gives the
+ * rule): bytes that passed the write callback are in the channel, as in a
+ * kernel, and bufferevent_free() sends them, then EOF, or, when received
+ * bytes were never taken, a reset after them: libevent's hello-world,
+ * freed in its write callback with a request unread, has its reply
+ * arrive, then BEV_EVENT_ERROR, as over TCP. A program that returns from
+ * main with bufferevents open ends their connections as a kernel does
+ * (EOF, or a reset with bytes unread). The event callback's errno is set
+ * with BEV_EVENT_ERROR (ECONNRESET, EPIPE, ETIMEDOUT...). Two ends only a
+ * kernel can tell: a peer killed right after it read our last bytes (its
+ * credits not yet back) reads as BEV_EVENT_ERROR, not EOF; and a killed
+ * peer whose RDMA bufferevent had fallen back to TCP read its socket ahead
+ * of its application, so unread bytes there give EOF, not a reset
+ * (tests/test_bev_compare.c, "process-end", pins both).
  *
  * Without RDMA (evrdma_config_set_tcp_fallback()): on a base that has no
  * RDMA the same calls make plain bufferevent_socket bufferevents and TCP

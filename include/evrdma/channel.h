@@ -34,26 +34,40 @@
  *  - a new channel has EV_WRITE enabled and EV_READ disabled; enable
  *    EV_READ to receive.
  *
- * The end of the stream is reported once per direction, after the data:
- *  - BEV_EVENT_EOF | BEV_EVENT_READING when the peer shut down in order
- *    (evrdma_channel_shutdown(), or evrdma_channel_free() with nothing of
- *    ours left unread), once every byte it sent is in input;
+ * The end of the stream is reported once per direction, after the data,
+ * by the rule a socket's kernel follows (a FIN or a reset):
+ *  - BEV_EVENT_EOF | BEV_EVENT_READING when the peer ended in order, once
+ *    every byte it sent is in input: it shut down (evrdma_channel_shutdown())
+ *    or was freed with nothing of ours left unread, or its process ended
+ *    (exit(), a return from main: evrdma ends every connection then, as
+ *    the kernel does a socket's), or it disconnected (killed) after every
+ *    message we sent was consumed (its credits came back);
  *  - BEV_EVENT_ERROR | BEV_EVENT_READING, with evrdma_channel_get_error(),
- *    when the connection ended otherwise (the peer freed with unread data,
- *    was killed, its host went away, it broke the protocol:
- *    EVRDMA_REASON_DISCONNECTED, _PROTOCOL, ...), also after the data that
- *    did arrive;
+ *    when the connection ended otherwise, also after the data that did
+ *    arrive: the peer was freed (or exited) with bytes it never read
+ *    (EVRDMA_REASON_DISCONNECTED: it said so, as a reset), it was killed
+ *    with a message of ours not consumed, its host went away or stopped
+ *    answering (_PEER_DEAD), it broke the protocol (_PROTOCOL), its own
+ *    failure (its reset), a transport error of ours;
  *  - BEV_EVENT_ERROR | BEV_EVENT_WRITING when the connection is over and
  *    output holds bytes (written before or after), as a socket's write
  *    fails; this can follow an EOF | READING (the peer shut down, then
  *    went away). Writes are still accepted, as bufferevent_write() accepts
  *    them: they wait in output.
+ * With BEV_EVENT_ERROR errno says why, as after a socket's: ECONNRESET
+ * (the peer reset or went), EPIPE (a write after that), ETIMEDOUT,
+ * EPROTO, EHOSTUNREACH, ENOMEM...
  * Where a socket cannot know and a channel can, the channel says so: once
  * the connection is over, the end is reported even with EV_READ disabled
  * and nothing to write, unless received bytes still wait to be read
- * (then it comes after them, when reading is enabled). A peer process that
- * is killed ends with ERROR (DISCONNECTED), where a socket peer's kernel
- * would have sent a FIN (EOF) had it no unread data.
+ * (then it comes after them, when reading is enabled).
+ * Where a channel cannot know and a socket's kernel does: a peer killed
+ * (no library ran to end its connection) is judged by its credits. One
+ * killed within 20 ms of reading our last bytes had not returned their
+ * credits yet (they go with its next message, or after 20 ms without
+ * traffic): ERROR, where a socket peer's kernel would send a FIN; one
+ * killed with small messages of ours copied into its input but unread
+ * had returned them: EOF, where a kernel would reset.
  *
  * Modes: EVRDMA_CHANNEL_STREAM (ordered bytes, like TCP) and
  * EVRDMA_CHANNEL_MESSAGE (each evrdma_channel_write(), and each addition
@@ -231,7 +245,7 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  * not take them back. Everything else about them is as for output: they
  * go in order, before what output holds; if writing is disabled before
  * the callback returns, they wait at the front of output; freeing the
- * channel discards them.
+ * channel before the callback returns discards them.
  *
  * As bufferevent_write(), writing zero bytes does nothing (stream mode),
  * and writing after the connection is over is accepted: the bytes wait in
@@ -327,15 +341,25 @@ EVRDMA_EXPORT int evrdma_channel_shutdown(struct evrdma_channel *ch);
 EVRDMA_EXPORT int evrdma_channel_get_error(struct evrdma_channel *ch);
 
 /**
- * Free the channel at any time, also from its callbacks. Unsent output is
- * discarded (as bufferevent does). What already left output arrives, then
- * the peer sees EOF: the connection stays open in the background until
- * the peer has our end (and has pulled what it was to pull, see
- * evrdma_config_set_channel_pull()), at most the teardown timeout. A
- * channel freed with received bytes it never read ends the connection at
- * once instead, as closing a socket with unread data resets it: the peer
- * sees BEV_EVENT_ERROR (EVRDMA_REASON_DISCONNECTED). No callback runs
- * after this call. After evrdma_base_free() this frees the closed husk.
+ * Free the channel at any time, also from its callbacks; as closing a
+ * socket:
+ *  - output not yet sent is discarded (as bufferevent does), and with it
+ *    a write made from the read callback that the pass had not posted
+ *    yet; what already left output arrives;
+ *  - then the end goes at once (not at the next loop iteration: a
+ *    program may free and return from main): EOF, or, when received bytes
+ *    were never read (in input, or still in the channel), a RESET, after
+ *    the bytes sent, as a kernel resets a socket closed with unread data
+ *    after what it had accepted: the peer gets them, then BEV_EVENT_ERROR
+ *    (EVRDMA_REASON_DISCONNECTED, ECONNRESET). Bytes that arrive after
+ *    the free are dropped, their credits returned, and turn an EOF not
+ *    yet sent into a RESET;
+ *  - the connection stays open in the background until the peer has our
+ *    end (and has pulled what it was to pull, see
+ *    evrdma_config_set_channel_pull()), at most the teardown timeout; a
+ *    channel whose peer reset it goes at once.
+ * No callback runs after this call. After evrdma_base_free() this frees
+ * the closed husk.
  */
 EVRDMA_EXPORT void evrdma_channel_free(struct evrdma_channel *ch);
 
