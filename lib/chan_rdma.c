@@ -114,6 +114,7 @@ struct ch_rdma {
 	int reset_due;			/* ... with bytes it never read: the
 					 * end is a RESET, not an EOF */
 	int fail_reason;		/* rc_fail(): its RESET is on its way */
+	int violated;			/* the peer broke the protocol */
 	int pre_send;			/* inside the pass's read callbacks */
 	int again;			/* ... which asked for another pass */
 	int flush_sent;			/* a flush sent bytes: the next pass
@@ -250,6 +251,7 @@ static int rc_up(const struct ch_rdma *rc);
 static void rc_violation(struct ch_rdma *rc, const char *why);
 static void pool_room_freed(struct evrdma__chpool *pool);
 static void rc_pool_depart(struct ch_rdma *rc);
+static void rc_judge_end(struct ch_rdma *rc);
 static void slot_release(struct ch_rdma *rc, unsigned idx);
 
 static struct ch_rdma *
@@ -621,8 +623,11 @@ rc_violation(struct ch_rdma *rc, const char *why)
 {
 	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
 	    "peer: %s", (void *)rc, why);
-	/* whatever it said before, this is no orderly end */
+	/* whatever it said before or says after (what it sent in the same
+	 * poll is still to come: rc_recv_cb() drops it), this is no orderly
+	 * end */
 	rc->ch.peer_eof = 0;
+	rc->violated = 1;
 	if (rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
 }
@@ -1165,6 +1170,10 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 			rc_schedule(rc);
 		return;
 	}
+	if (rc->violated) {
+		rb_free(rc, idx);
+		return;
+	}
 	if (wc->opcode != EVRDMA_OP_RECV || !wc->has_imm) {
 		rb_free(rc, idx);
 		rc_violation(rc, "not a SEND with immediate");
@@ -1697,6 +1706,26 @@ rc_waiting(struct ch_rdma *rc)
 	return 0;
 }
 
+/*
+ * The connection is over and everything that arrived is in: a disconnect
+ * with no EOF, once every message we sent was consumed (all our credits
+ * back, nothing in flight, nothing to pull) and nothing was lost, is the
+ * peer's process going with nothing of ours unread, which over TCP its
+ * kernel answers with a FIN. (Judged here, not at the disconnect: its
+ * last messages may still be in the CQ then. A peer on a pool lends its
+ * credits: there the count cannot tell.)
+ */
+static void
+rc_judge_end(struct ch_rdma *rc)
+{
+	if (rc->ch.gone_reason == EVRDMA_REASON_DISCONNECTED &&
+	    rc->established && !rc->ch.peer_eof && !rc->violated &&
+	    !rc->peer_lends && !rc->data_lost &&
+	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
+	    rc->wopen < 0)
+		rc->ch.peer_eof = 1;
+}
+
 /* What a pass does first on a queue's pool. */
 static void
 rc_pool_pass(struct ch_rdma *rc)
@@ -1782,6 +1811,7 @@ rc_pass(struct ch_rdma *rc)
 	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
 	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone &&
 	    (!rc->pool || rc->conn_freed)) {
+		rc_judge_end(rc);
 		ch->gone = 1;
 		rc_drop_pending_writes(rc);
 		if (rc->pool)
@@ -2145,16 +2175,6 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	rc->ended = 1;
 	if (!rc->ch.gone_reason)
 		rc->ch.gone_reason = reason;
-	/* A disconnect with no EOF, once every message we sent was
-	 * consumed (all our credits back, nothing in flight, nothing to
-	 * pull): the peer's process went with nothing of ours unread, which
-	 * over TCP its kernel answers with a FIN. (A peer on a pool lends
-	 * its credits: there the count cannot tell.) */
-	if (reason == EVRDMA_REASON_DISCONNECTED && rc->established &&
-	    !rc->ch.peer_eof && !rc->peer_lends &&
-	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
-	    rc->wopen < 0)
-		rc->ch.peer_eof = 1;
 	if (reason == EVRDMA_REASON_DNS)
 		rc->ch.dns_error = conn->dns_error;
 	rc_drop_pending_writes(rc);
@@ -2203,6 +2223,8 @@ own_closed(void *owner, int husk)
 	rc_drop_pending_writes(rc);
 	if (!ch->gone_reason)
 		ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
+	if (!ch->gone)
+		rc_judge_end(rc);
 	ch->gone = 1;
 	if (rc->pool)
 		rc_pool_depart(rc);
