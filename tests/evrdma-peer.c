@@ -15,8 +15,11 @@
  *   kill-read    reads the reply and is killed at once (SIGKILL);
  *   kill-idle    reads the reply, runs its loop 200 ms, then is killed;
  *   kill-unread  does not read: once the reply can have arrived (500 ms),
- *                it is killed with it unread.
- * Exit status 0 (exit), or death by SIGKILL; 2 on a failure.
+ *                it is killed with it unread;
+ *   request      (a client of hello-world) prints what it reads, then
+ *                "end: EOF" or "end: ERROR" when the connection ends, and
+ *                exits 0.
+ * Exit status 0 (exit, request), or death by SIGKILL; 2 on a failure.
  */
 #include <errno.h>
 #include <signal.h>
@@ -57,6 +60,12 @@ peer_read(struct bufferevent *bev, void *arg)
 	struct timeval tv = { 0, 200000 };
 
 	p->got += (int)evbuffer_get_length(in);
+	if (!strcmp(p->mode, "request")) {
+		fwrite(evbuffer_pullup(in, -1), 1, evbuffer_get_length(in),
+		    stdout);
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
 	evbuffer_drain(in, evbuffer_get_length(in));
 	if (p->got < 3)
 		return;
@@ -77,6 +86,10 @@ peer_event(struct bufferevent *bev, short what, void *arg)
 	struct timeval tv = { 0, 500000 };
 
 	(void)bev;
+	if (!strcmp(p->mode, "request") && !(what & BEV_EVENT_CONNECTED)) {
+		printf("end: %s\n", what & BEV_EVENT_EOF ? "EOF" : "ERROR");
+		exit(0);
+	}
 	if (!(what & BEV_EVENT_CONNECTED)) {
 		fprintf(stderr, "evrdma-peer: the connection ended (0x%x)\n",
 		    (unsigned)what);
@@ -99,7 +112,7 @@ main(int argc, char **argv)
 
 	if (argc != 5) {
 		fprintf(stderr, "usage: evrdma-peer tcp|evrdma ADDR PORT "
-		    "exit|kill-read|kill-idle|kill-unread\n");
+		    "exit|kill-read|kill-idle|kill-unread|request\n");
 		return 2;
 	}
 	memset(&p, 0, sizeof(p));
