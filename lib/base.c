@@ -288,13 +288,6 @@ evrdma_base_get_stats(struct evrdma_base *base, struct evrdma_stats *out,
 		    "sizeof(struct evrdma_stats)", outlen, sizeof(st));
 	st = base->stats;
 	st.reqs = base->reqs.live;
-	/* A caller compiled against a later release: what this one does not
-	 * know reads 0. One compiled against an earlier release: the fields
-	 * it knows. */
-	if (outlen > sizeof(st)) {
-		memset((char *)out + sizeof(st), 0, outlen - sizeof(st));
-		outlen = sizeof(st);
-	}
-	memcpy(out, &st, outlen);
-	return 0;
+	return evrdma__stats_out(out, outlen, &st, sizeof(st),
+	    STATS_SIZE_0_1);
 }

@@ -1586,6 +1586,37 @@ evrdma_bufferevent_get_dns_error(struct bufferevent *bev)
 }
 
 int
+evrdma_bufferevent_get_stats(struct bufferevent *bev,
+    struct evrdma_channel_stats *out, size_t outlen)
+{
+	struct evrdma_channel_stats st;
+	struct ad *ad;
+	evutil_socket_t fd;
+
+	if (!bev)
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_get_stats: no "
+		    "bufferevent");
+	ad = ad_below(bev);
+	if (ad && ad->ch)
+		return evrdma_channel_get_stats(ad->ch, out, outlen);
+	memset(&st, 0, sizeof(st));
+	fd = ad ? (ad->sock ? bufferevent_getfd(ad->sock) : -1) :
+	    bufferevent_getfd(bev);
+	if (ad && fd < 0) {
+		/* not yet connected, or its transport gone */
+		st.transport = ad->transport;
+		st.state = ad->state == AD_UP || ad->state == AD_FAILED ?
+		    EVRDMA_CHANNEL_ENDED : EVRDMA_CHANNEL_CONNECTING;
+	} else if (fd < 0) {
+		return evrdma__fail(EINVAL, "evrdma_bufferevent_get_stats: "
+		    "neither an evrdma nor a socket bufferevent");
+	} else if (evrdma__tcp_stats(fd, &st) < 0) {
+		return -1;
+	}
+	return evrdma__stats_out(out, outlen, &st, sizeof(st), sizeof(st));
+}
+
+int
 evrdma_bufferevent_get_transport(struct bufferevent *bev)
 {
 	struct ad *ad;

@@ -746,6 +746,24 @@ evrdma_channel_get_error(struct evrdma_channel *ch)
 	return ch ? ch->error : EVRDMA_REASON_NONE;
 }
 
+int
+evrdma_channel_get_stats(struct evrdma_channel *ch,
+    struct evrdma_channel_stats *out, size_t outlen)
+{
+	struct evrdma_channel_stats st;
+
+	if (!ch || ch->freed)
+		return evrdma__fail(EINVAL, "evrdma_channel_get_stats: no "
+		    "channel");
+	memset(&st, 0, sizeof(st));
+	st.transport = EVRDMA_TRANSPORT_RDMA;
+	st.state = ch->gone || !ch->base ? EVRDMA_CHANNEL_ENDED :
+	    ch->connected ? EVRDMA_CHANNEL_CONNECTED :
+	    EVRDMA_CHANNEL_CONNECTING;
+	ch->ops->stats(ch, &st);
+	return evrdma__stats_out(out, outlen, &st, sizeof(st), sizeof(st));
+}
+
 void
 evrdma_channel_free(struct evrdma_channel *ch)
 {

@@ -68,6 +68,9 @@ struct evrdma__chan_ops {
 	/* The process exits with the channel still the user's: end its
 	 * connection as a free would, without waiting (no callback). */
 	void (*exiting)(struct evrdma_channel *ch);
+	/* What the connection carried (all of @p st, zeroed before). */
+	void (*stats)(struct evrdma_channel *ch,
+	    struct evrdma_channel_stats *st);
 	/* The last reference went: free the transport and the memory. */
 	void (*destruct)(struct evrdma_channel *ch);
 };

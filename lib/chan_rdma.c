@@ -172,6 +172,12 @@ struct ch_rdma {
 	unsigned s_credits, c_credits;	/* the peer's, in hand */
 	int eof_sent, eof_done;
 
+	/* what it carried (evrdma_channel_get_stats()) */
+	unsigned long long tx_bytes, rx_bytes, tx_msgs, rx_msgs;
+	unsigned long long tx_pulls, rx_pulls, stalls, stall_us;
+	unsigned long long ka_probes;	/* its connection's, once gone */
+	uint64_t stall_t0;		/* output waits for credits since */
+
 	/* receives from a queue's pool instead (rb and rring are the
 	 * pool's; nfree and posted stay 0) */
 	struct evrdma__chpool *pool;
@@ -1109,6 +1115,8 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	rc->rxq[rc->rx_tail++ % rc->nbuf] = idx;
 	rc->held++;
 	rc->rx_recent = 1;
+	rc->rx_msgs++;
+	rc->rx_bytes += b->len;
 	if (rc->closing) {
 		/* freed: nobody reads; the peer gets its credits (and its
 		 * pulls reported done) so that it is not held up, and, unless
@@ -1197,6 +1205,10 @@ rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 	rc->s_credits += m.dret;
 	rc->c_credits += m.cret;
+	if (rc->stall_t0 && m.dret) {
+		rc->stall_us += evrdma__now_us() - rc->stall_t0;
+		rc->stall_t0 = 0;
+	}
 	if (m.starved)
 		rc->peer_starved = 1;
 	if (m.type == EVRDMA_CH_DATA) {
@@ -1244,6 +1256,7 @@ rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	}
 	b->state = RB_READY;
 	rc->ret_pull++;
+	rc->rx_pulls++;
 	rc_schedule(rc);
 }
 
@@ -1395,7 +1408,7 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 static int
 rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 {
-	size_t off = (size_t)idx * rc->slot_size;
+	size_t off = (size_t)idx * rc->slot_size, len = n;
 	struct evrdma__ch_imm m;
 	int pull;
 
@@ -1430,10 +1443,14 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	if (pull)
 		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = idx;
 	rc->s_credits--;
-	if (pull)
+	rc->tx_msgs++;
+	rc->tx_bytes += len;
+	if (pull) {
+		rc->tx_pulls++;
 		rc->ch.base->stats.ch_pulled++;
-	else
+	} else {
 		rc->ch.base->stats.ch_written++;
+	}
 	return 0;
 }
 
@@ -1513,6 +1530,12 @@ rc_send_data(struct ch_rdma *rc)
 		if (rc_post_slot(rc, (unsigned)idx, n) < 0)
 			return -1;
 		sent = 1;
+	}
+	/* output waits for the peer's credits: a stall begins (counted;
+	 * the clock is read only here and when it ends) */
+	if (!rc->s_credits && ch->out_len && !rc->stall_t0) {
+		rc->stall_t0 = evrdma__now_us();
+		rc->stalls++;
 	}
 	return sent;
 }
@@ -2212,6 +2235,8 @@ own_closed(void *owner, int husk)
 	struct evrdma_channel *ch = &rc->ch;
 	int never_handed = rc->passive && !rc->established && !ch->freed;
 
+	if (rc->conn)
+		rc->ka_probes = rc->conn->ka_probes;
 	rc->conn = NULL;
 	evrdma__ev_free(rc->linger_ev);
 	evrdma__ev_free(rc->ret_ev);
@@ -2490,6 +2515,37 @@ op_max_message(struct evrdma_channel *ch)
 	return rc->peer_slot_size ? rc_chunk(rc) : rc->slot_size;
 }
 
+static void
+op_stats(struct evrdma_channel *ch, struct evrdma_channel_stats *st)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	struct evrdma_conn *c = rc->conn_freed ? NULL : rc->conn;
+
+	st->bytes_sent = rc->tx_bytes;
+	st->bytes_received = rc->rx_bytes;
+	st->msgs_sent = rc->tx_msgs;
+	st->msgs_received = rc->rx_msgs;
+	st->pulls_sent = rc->tx_pulls;
+	st->pulls_done = rc->rx_pulls;
+	st->credit_stalls = rc->stalls;
+	st->credit_stall_us = rc->stall_us + (rc->stall_t0 ?
+	    evrdma__now_us() - rc->stall_t0 : 0);
+	st->keepalive_probes = rc->conn ? rc->conn->ka_probes : rc->ka_probes;
+	if (c && c->qp) {
+		struct ibv_qp_attr a;
+		struct ibv_qp_init_attr ia;
+
+		if (EVRDMA_SYM(ibv_query_qp)(c->qp, &a, IBV_QP_TIMEOUT |
+		    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER,
+		    &ia) == 0) {
+			st->retry_count = a.retry_cnt;
+			st->rnr_retry = a.rnr_retry;
+			st->ack_timeout = a.timeout;
+			st->min_rnr_timer = a.min_rnr_timer;
+		}
+	}
+}
+
 /* The base goes while the user holds the channel: with its connection
  * still there, that connection's release makes it a husk (own_closed());
  * after it ended, nothing else would. */
@@ -2551,6 +2607,7 @@ static const struct evrdma__chan_ops rc_ops = {
 	.max_message = op_max_message,
 	.base_gone = op_base_gone,
 	.exiting = op_exiting,
+	.stats = op_stats,
 	.destruct = op_destruct,
 };
 

@@ -288,8 +288,11 @@ conn_ka_probe(struct evrdma_conn *conn)
 
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_RDMA_WRITE;
-	return evrdma__ep_post(&conn->ep, NULL, 0, 0, &wr, EVRDMA_OP_WRITE,
-	    conn_ka_probe_cb, conn);
+	if (evrdma__ep_post(&conn->ep, NULL, 0, 0, &wr, EVRDMA_OP_WRITE,
+	    conn_ka_probe_cb, conn) < 0)
+		return -1;
+	conn->ka_probes++;
+	return 0;
 }
 
 static void

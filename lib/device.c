@@ -377,15 +377,6 @@ poll_later(struct evrdma_dev *dev)
 		dev->poll_due = 1;
 }
 
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Passes with completions one spin runs before it yields to the loop. */
 #define SPIN_WORK_PASSES 16
 
@@ -429,7 +420,7 @@ dev_spin(void *arg)
 		}
 		if (i % 64)
 			continue;
-		now = now_us();
+		now = evrdma__now_us();
 		if (!idle_since)
 			idle_since = now;
 		else if (now - idle_since >= dev->base->cfg.busy_poll_us) {

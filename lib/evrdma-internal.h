@@ -44,6 +44,18 @@ void evrdma__set_errmsg(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 void evrdma__log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Copy the statistics @p st (@p len bytes) to the caller's @p out of
+ * @p outlen bytes (its struct as it was compiled: fewer fields, or more,
+ * zeroed): 0, or -1 with EINVAL when @p out is NULL or @p outlen below
+ * @p min (the first release's struct). */
+int evrdma__stats_out(void *out, size_t outlen, const void *st, size_t len,
+    size_t min);
+/* The statistics of TCP socket @p fd from TCP_INFO (sockinfo.c): 0, or
+ * -1 with errno (EINVAL: not a TCP socket). */
+struct evrdma_channel_stats;
+int evrdma__tcp_stats(int fd, struct evrdma_channel_stats *st);
+/* A monotonic clock in microseconds. */
+uint64_t evrdma__now_us(void);
 /* The errno an event of @p reason leaves (EVRDMA_REASON_*: ECONNRESET,
  * ETIMEDOUT, EPROTO...), for callbacks that report an error. */
 int evrdma__reason_errno(int reason);
@@ -572,6 +584,7 @@ struct evrdma_conn {
 	unsigned ka_idle_ms, ka_interval_ms, ka_count;
 	unsigned ka_seen;		/* ep.activity at the last look */
 	unsigned ka_misses;		/* silent intervals while probing */
+	unsigned long long ka_probes;	/* probes sent, for the statistics */
 	int ka_probing;			/* silent for an idle time: probing */
 	int ka_probe;			/* a probe is in flight */
 	struct evrdma__resolve_req *dns_req;

@@ -31,6 +31,7 @@
 	X(ibv, int, ibv_dereg_mr, (struct ibv_mr *)) \
 	X(ibv, int, ibv_query_device, (struct ibv_context *, struct ibv_device_attr *)) \
 	X(ibv, int, ibv_modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int)) \
+	X(ibv, int, ibv_query_qp, (struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *)) \
 	X(ibv, struct ibv_srq *, ibv_create_srq, (struct ibv_pd *, struct ibv_srq_init_attr *)) \
 	X(ibv, int, ibv_modify_srq, (struct ibv_srq *, struct ibv_srq_attr *, int)) \
 	X(ibv, int, ibv_destroy_srq, (struct ibv_srq *)) \

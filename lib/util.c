@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "evrdma-internal.h"
 
@@ -92,6 +93,30 @@ evrdma__fail(int err, const char *fmt, ...)
 	evrdma__log(EVRDMA_LOG_DEBUG, "%s", errmsg_buf);
 	errno = err;
 	return -1;
+}
+
+/* A caller compiled against a later release: what this one does not know
+ * reads 0. One compiled against an earlier release: the fields it knows. */
+int
+evrdma__stats_out(void *out, size_t outlen, const void *st, size_t len,
+    size_t min)
+{
+	if (!out || outlen < min)
+		return evrdma__fail(EINVAL, "statistics: no buffer, or one of "
+		    "%zu bytes (%zu at least)", outlen, min);
+	memcpy(out, st, outlen < len ? outlen : len);
+	if (outlen > len)
+		memset((char *)out + len, 0, outlen - len);
+	return 0;
+}
+
+uint64_t
+evrdma__now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
 }
 
 int

@@ -1105,6 +1105,108 @@ START_TEST(bev_free_in_callback)
 }
 END_TEST
 
+/* ==== per-connection statistics (issue 28) ==== */
+
+struct bs {
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *srv;
+	size_t rx;
+};
+
+static void
+bs_read(struct bufferevent *bev, void *arg)
+{
+	struct bs *b = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	b->rx += evbuffer_get_length(in);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void
+bs_accept(struct bufferevent *bev, void *arg)
+{
+	struct bs *b = arg;
+
+	b->srv = bev;
+	bufferevent_setcb(bev, bs_read, NULL, NULL, b);
+	bufferevent_enable(bev, EV_READ);
+}
+
+static struct evrdma_channel_stats
+bs_get(struct bufferevent *bev)
+{
+	struct evrdma_channel_stats st;
+
+	ck_assert_int_eq(evrdma_bufferevent_get_stats(bev, &st, sizeof(st)),
+	    0);
+	return st;
+}
+
+#define BS_BYTES	(100 * 1000)
+
+/*
+ * evrdma_bufferevent_get_stats() on every backend: after 100,000 bytes
+ * one way, the client reports them sent and the server received, exactly
+ * over RDMA (its channel's counts) and as TCP_INFO has them over TCP (a
+ * socket bufferevent too, in fallback), with the transport and the state;
+ * what is no bufferevent of either kind, or no buffer, fails with EINVAL.
+ */
+START_TEST(bev_stats)
+{
+	struct bs b;
+	struct bufferevent *cli, *pair[2];
+	struct evrdma_channel_stats st;
+	static uint8_t data[BS_BYTES];
+	int want;
+
+	if (!bt_available(_i))
+		return;
+	memset(&b, 0, sizeof(b));
+	bt_env_init(&b.env, _i, NULL);
+	bt_listen(&b.l, &b.env, bs_accept, &b, 0);
+	cli = bt_new(&b.env, 0);
+	bt_connect(&b.l, cli, 0);
+	BT_WAIT(b.env.eb, b.srv != NULL, 20000);
+	ck_assert_int_eq(bufferevent_write(cli, data, sizeof(data)), 0);
+	BT_WAIT(b.env.eb, b.rx == BS_BYTES, 20000);
+	want = evrdma_bufferevent_get_transport(cli) == EVRDMA_TRANSPORT_RDMA ?
+	    EVRDMA_TRANSPORT_RDMA : EVRDMA_TRANSPORT_TCP;
+	/* (TCP counts what the peer acknowledged: a moment later) */
+	BT_WAIT(b.env.eb, bs_get(cli).bytes_sent == BS_BYTES, 5000);
+	st = bs_get(cli);
+	fprintf(stderr, "bufferevent stats on %s: transport %d, sent %llu B "
+	    "in %llu, retransmits %llu\n", bt_name(_i), st.transport,
+	    st.bytes_sent, st.msgs_sent, st.retransmits);
+	ck_assert_int_eq(st.transport, want);
+	ck_assert_int_eq(st.state, EVRDMA_CHANNEL_CONNECTED);
+	ck_assert_uint_gt(st.msgs_sent, 0);
+	st = bs_get(b.srv);
+	ck_assert_int_eq(st.transport, want);
+	ck_assert_uint_eq(st.bytes_received, BS_BYTES);
+	if (want == EVRDMA_TRANSPORT_RDMA)
+		ck_assert_uint_eq(st.bytes_sent, 0);
+	/* misuse */
+	ck_assert_int_eq(evrdma_bufferevent_get_stats(NULL, &st, sizeof(st)),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_bufferevent_get_stats(cli, NULL, sizeof(st)),
+	    -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(bufferevent_pair_new(b.env.eb, 0, pair), 0);
+	ck_assert_int_eq(evrdma_bufferevent_get_stats(pair[0], &st,
+	    sizeof(st)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	bufferevent_free(pair[0]);
+	bufferevent_free(pair[1]);
+	bufferevent_free(cli);
+	bufferevent_free(b.srv);
+	bt_listener_free(&b.l);
+	bt_env_fini(&b.env);
+}
+END_TEST
+
 Suite *
 bt_suite_bev(void)
 {
@@ -1127,6 +1229,7 @@ bt_suite_bev(void)
 	tc = tcase_create("free-in-callback");
 	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_free_in_callback, 0, FC_N * BT_N);
+	tcase_add_loop_test(tc, bev_stats, 0, BT_N);
 	suite_add_tcase(s, tc);
 	return s;
 }

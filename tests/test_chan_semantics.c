@@ -788,6 +788,132 @@ START_TEST(channel_message_high_watermark)
 }
 END_TEST
 
+/* ==== per-connection statistics (issue 28) ==== */
+
+static struct evrdma_channel_stats
+cs_get(struct evrdma_channel *ch)
+{
+	struct evrdma_channel_stats st;
+
+	memset(&st, 0xee, sizeof(st));
+	ck_assert_int_eq(evrdma_channel_get_stats(ch, &st, sizeof(st)), 0);
+	return st;
+}
+
+#define CS_MSGS		20
+#define CS_LEN		(32 * KiB)
+
+/*
+ * What evrdma_channel_get_stats() counts, exactly: 20 messages of 32 KiB
+ * (message mode, pulls from 16 KiB) are 20 messages and 640 KiB each way
+ * of the count, as many pulled by the receiver as left to pull by the
+ * sender; a reader that stops makes the writer stall on credits for as
+ * long as it waits; keepalive probes go while the pair is idle; the QP's
+ * retry settings are the configuration's; the state follows the end.
+ */
+START_TEST(channel_stats)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(8, 64 * KiB, 0);
+	struct evrdma_channel_stats c, sv, small;
+	struct chp p;
+	static uint8_t buf[CS_LEN];
+	int i;
+
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 16 * KiB), 0);
+	ck_assert_int_eq(evrdma_config_set_keepalive(cfg, 100, 100, 50), 0);
+	ck_assert_int_eq(evrdma_config_set_transport_retry(cfg, 0, 5), 0);
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(&p, &env, EVRDMA_CHANNEL_MESSAGE, 1);
+	c = cs_get(p.cli.ch);
+	ck_assert_int_eq(c.transport, EVRDMA_TRANSPORT_RDMA);
+	ck_assert_int_eq(c.state, EVRDMA_CHANNEL_CONNECTED);
+	ck_assert_uint_eq(c.bytes_sent + c.msgs_sent + c.credit_stalls, 0);
+	ck_assert_uint_eq(c.retry_count, 5);
+	ck_assert_uint_eq(c.rnr_retry, 0);	/* its peer owns a ring */
+	/* misuse */
+	ck_assert_int_eq(evrdma_channel_get_stats(NULL, &c, sizeof(c)), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(evrdma_channel_get_stats(p.cli.ch, NULL, sizeof(c)),
+	    -1);
+	ck_assert_int_eq(evrdma_channel_get_stats(p.cli.ch, &small, 8), -1);
+	ck_assert_int_eq(errno, EINVAL);
+
+	/* the counts, exactly */
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	for (i = 0; i < CS_MSGS; i++) {
+		pat_fill(buf, (uint64_t)i * CS_LEN, CS_LEN, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CS_LEN), 0);
+	}
+	p.cli.tx_total = p.cli.tx_queued = (uint64_t)CS_MSGS * CS_LEN;
+	CH_WAIT(env.eb, p.srv->rx == p.cli.tx_total || p.srv->ends, 30000);
+	ch_loop_for(env.eb, 100);
+	c = cs_get(p.cli.ch);
+	sv = cs_get(p.srv->ch);
+	fprintf(stderr, "stats: client sent %llu B in %llu messages (%llu "
+	    "pulled); server got %llu B in %llu (pulled %llu)\n",
+	    c.bytes_sent, c.msgs_sent, c.pulls_sent, sv.bytes_received,
+	    sv.msgs_received, sv.pulls_done);
+	ck_assert_uint_eq(c.msgs_sent, CS_MSGS);
+	ck_assert_uint_eq(c.bytes_sent, (uint64_t)CS_MSGS * CS_LEN);
+	ck_assert_uint_eq(sv.msgs_received, CS_MSGS);
+	ck_assert_uint_eq(sv.bytes_received, (uint64_t)CS_MSGS * CS_LEN);
+	ck_assert_uint_gt(c.pulls_sent, 0);
+	ck_assert_uint_eq(sv.pulls_done, c.pulls_sent);
+	ck_assert_uint_eq(sv.msgs_sent + c.msgs_received, 0);
+
+	/* a reader that stops: the writer stalls on credits */
+	ck_assert_int_eq(evrdma_channel_disable(p.srv->ch, EV_READ), 0);
+	for (i = 0; i < 12; i++)
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CS_LEN), 0);
+	ch_loop_for(env.eb, 300);
+	c = cs_get(p.cli.ch);
+	ck_assert_uint_ge(c.credit_stalls, 1);
+	ck_assert_uint_ge(c.credit_stall_us, 200000);
+	ck_assert_uint_lt(c.msgs_sent, CS_MSGS + 12);
+	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	CH_WAIT(env.eb, cs_get(p.cli.ch).msgs_sent == CS_MSGS + 12, 30000);
+	ch_loop_for(env.eb, 100);
+	sv = cs_get(p.srv->ch);
+	c = cs_get(p.cli.ch);
+	ck_assert_uint_eq(sv.msgs_received, CS_MSGS + 12);
+	/* it ended: the time no longer grows */
+	ch_loop_for(env.eb, 200);
+	ck_assert_uint_eq(cs_get(p.cli.ch).credit_stall_us, c.credit_stall_us);
+	fprintf(stderr, "stats: %llu credit stalls, %llu us in all\n",
+	    c.credit_stalls, c.credit_stall_us);
+
+	/* idle: keepalive probes */
+	ch_loop_for(env.eb, 700);
+	c = cs_get(p.cli.ch);
+	ck_assert_uint_gt(c.keepalive_probes, 0);
+
+	/* a larger struct of a later release reads zeros past ours */
+	{
+		uint8_t big[sizeof(c) + 16];
+
+		memset(big, 0xee, sizeof(big));
+		ck_assert_int_eq(evrdma_channel_get_stats(p.cli.ch,
+		    (struct evrdma_channel_stats *)big, sizeof(big)), 0);
+		for (i = 0; i < 16; i++)
+			ck_assert_uint_eq(big[sizeof(c) + i], 0);
+	}
+
+	/* the end */
+	ep_free(p.srv);
+	CH_WAIT(env.eb, p.cli.ends, 20000);
+	ch_loop_for(env.eb, 300);
+	c = cs_get(p.cli.ch);
+	ck_assert_int_eq(c.state, EVRDMA_CHANNEL_ENDED);
+	ck_assert_uint_eq(c.msgs_sent, CS_MSGS + 12);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_semantics(void)
 {
@@ -804,6 +930,7 @@ dt_suite_chan_semantics(void)
 	tcase_add_test(tc, channel_timeouts_microseconds);
 	tcase_add_loop_test(tc, channel_end_with_reading_off, 0, 4);
 	tcase_add_test(tc, channel_message_high_watermark);
+	tcase_add_test(tc, channel_stats);
 	suite_add_tcase(s, tc);
 	return s;
 }

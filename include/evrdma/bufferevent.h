@@ -103,13 +103,8 @@ extern "C" {
 struct evrdma_base;
 struct evrdma_listener;
 struct evdns_base;
+struct evrdma_channel_stats;
 
-/** What carries a bufferevent's bytes (evrdma_bufferevent_get_transport()). */
-enum evrdma_transport {
-	EVRDMA_TRANSPORT_NONE = 0,	/**< no bufferevent */
-	EVRDMA_TRANSPORT_RDMA,		/**< an evrdma channel */
-	EVRDMA_TRANSPORT_TCP		/**< a TCP socket */
-};
 
 /**
  * Accept callback of evrdma_bufferevent_listener_new(): the callback owns
@@ -262,6 +257,24 @@ EVRDMA_EXPORT int evrdma_bufferevent_get_dns_error(struct bufferevent *bev);
  *   NULL
  */
 EVRDMA_EXPORT int evrdma_bufferevent_get_transport(struct bufferevent *bev);
+
+/**
+ * What one bufferevent's connection carried so far (struct
+ * evrdma_channel_stats, evrdma/channel.h): an RDMA bufferevent's are its
+ * channel's (evrdma_channel_get_stats()); one over TCP (the fallback, or
+ * any libevent socket bufferevent) reports its transport, state and the
+ * kernel's TCP_INFO: bytes acknowledged and received, segments, and
+ * retransmissions.
+ * @param bev the bufferevent
+ * @param out filled in, up to @p outlen bytes
+ * @param outlen sizeof(struct evrdma_channel_stats) as the caller was
+ *   compiled (doc/ABI.md)
+ * @return 0, or -1 with errno EINVAL (no bufferevent, no @p out, @p outlen
+ *   below the first release's struct, a bufferevent of another kind) or
+ *   the getsockopt() error
+ */
+EVRDMA_EXPORT int evrdma_bufferevent_get_stats(struct bufferevent *bev,
+    struct evrdma_channel_stats *out, size_t outlen);
 
 #ifdef __cplusplus
 }

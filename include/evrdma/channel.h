@@ -340,6 +340,70 @@ EVRDMA_EXPORT int evrdma_channel_shutdown(struct evrdma_channel *ch);
 /** @return after BEV_EVENT_ERROR: an evrdma_reason, or EVRDMA_REASON_NONE */
 EVRDMA_EXPORT int evrdma_channel_get_error(struct evrdma_channel *ch);
 
+/** Where a channel's connection stands (struct evrdma_channel_stats). */
+enum evrdma_channel_state {
+	EVRDMA_CHANNEL_CONNECTING = 1,	/**< connect or accept under way */
+	EVRDMA_CHANNEL_CONNECTED,	/**< up: bytes move */
+	EVRDMA_CHANNEL_ENDED		/**< the connection is over */
+};
+
+/**
+ * What one connection carried so far, for an operator
+ * (evrdma_channel_get_stats(), evrdma_bufferevent_get_stats()). The struct
+ * grows at its end in later releases; callers pass its size (doc/ABI.md).
+ */
+struct evrdma_channel_stats {
+	int transport;		/**< enum evrdma_transport */
+	int state;		/**< enum evrdma_channel_state */
+	/** bytes sent: RDMA, in data messages posted; TCP, acknowledged by
+	 * the peer */
+	unsigned long long bytes_sent;
+	unsigned long long bytes_received;	/**< bytes received */
+	/** data messages sent (RDMA), data segments sent (TCP) */
+	unsigned long long msgs_sent;
+	/** data messages received (RDMA), segments received (TCP) */
+	unsigned long long msgs_received;
+	/** data messages this side left for the peer to pull (RDMA READ by
+	 * the peer, evrdma_config_set_channel_pull()) */
+	unsigned long long pulls_sent;
+	/** the peer's data messages this side pulled */
+	unsigned long long pulls_done;
+	/** how often output waited for the peer's credits: the peer read
+	 * slower than this side wrote (a TCP window that closed) */
+	unsigned long long credit_stalls;
+	/** how long output waited for credits, in all, in microseconds
+	 * (a wait still on counted up to now) */
+	unsigned long long credit_stall_us;
+	/** keepalive probes sent (evrdma_config_set_keepalive()) */
+	unsigned long long keepalive_probes;
+	/** TCP: segments retransmitted (TCP_INFO's tcpi_total_retrans).
+	 * RDMA: 0, the device retransmits unseen; see the QP's settings: */
+	unsigned long long retransmits;
+	/** RDMA (ibv_query_qp(), while the QP exists), else 0: retries of a
+	 * request the peer does not acknowledge (0..7), */
+	unsigned retry_count;
+	/** ... retries of a receiver-not-ready NAK (7: for ever), */
+	unsigned rnr_retry;
+	/** ... the wait before a retry, 4.096 us * 2^ack_timeout, */
+	unsigned ack_timeout;
+	/** ... and the RNR wait this side asks its peer for (IB code) */
+	unsigned min_rnr_timer;
+};
+
+/**
+ * Read what @p ch's connection carried so far (struct
+ * evrdma_channel_stats): counting costs a few additions per message.
+ * @param ch the channel (also after its connection ended)
+ * @param out filled in, up to @p outlen bytes
+ * @param outlen sizeof(struct evrdma_channel_stats) as the caller was
+ *   compiled: a program built against an earlier release gets the fields
+ *   it knows (doc/ABI.md)
+ * @return 0, or -1 with errno EINVAL (no channel, no @p out, @p outlen
+ *   below the first release's struct)
+ */
+EVRDMA_EXPORT int evrdma_channel_get_stats(struct evrdma_channel *ch,
+    struct evrdma_channel_stats *out, size_t outlen);
+
 /**
  * Free the channel at any time, also from its callbacks; as closing a
  * socket:

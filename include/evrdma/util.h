@@ -48,6 +48,14 @@ enum evrdma_reason {
 	EVRDMA_REASON_INTERNAL		/**< evrdma found its own state of the connection inconsistent (a bug in evrdma: please report it); the connection ends, nothing is freed twice */
 };
 
+/** What carries a connection's bytes (evrdma_bufferevent_get_transport(),
+ * struct evrdma_channel_stats). */
+enum evrdma_transport {
+	EVRDMA_TRANSPORT_NONE = 0,	/**< nothing (no bufferevent) */
+	EVRDMA_TRANSPORT_RDMA,		/**< an evrdma channel */
+	EVRDMA_TRANSPORT_TCP		/**< a TCP socket */
+};
+
 /**
  * Describe a reason code.
  * @param reason an evrdma_reason value
