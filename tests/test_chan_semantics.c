@@ -867,8 +867,11 @@ START_TEST(channel_stats)
 
 	/* a reader that stops: the writer stalls on credits */
 	ck_assert_int_eq(evrdma_channel_disable(p.srv->ch, EV_READ), 0);
-	for (i = 0; i < 12; i++)
+	for (i = 0; i < 12; i++) {
+		pat_fill(buf, (uint64_t)(CS_MSGS + i) * CS_LEN, CS_LEN,
+		    p.cli.tx_seed);
 		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CS_LEN), 0);
+	}
 	ch_loop_for(env.eb, 300);
 	c = cs_get(p.cli.ch);
 	ck_assert_uint_ge(c.credit_stalls, 1);
