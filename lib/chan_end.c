@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport: how a connection ends early. A
+ * violation by the peer cuts it off at once; a failure of our own says so
+ * with a RESET first; a freed channel lingers until the peer has its end.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_rdma.h"
+
+/* A rule of the protocol broken: the peer loses its access at once. */
+void
+evrdma__rc_violation(struct ch_rdma *rc, const char *why)
+{
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
+	    "peer: %s", (void *)rc, why);
+	/* whatever it said before or says after (what it sent in the same
+	 * poll is still to come: evrdma__rc_recv_cb() drops it), this is no
+	 * orderly end */
+	rc->ch.peer_eof = 0;
+	rc->violated = 1;
+	if (rc->conn)
+		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
+}
+
+static void
+rc_reset_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	if (rc->conn && !rc->conn_freed && !rc->ended)
+		evrdma__conn_abort(rc->conn, rc->fail_reason);
+}
+
+/*
+ * End the connection for a failure of ours (a resource, the user's
+ * misuse, an impossible state), not for the peer's violation: a RESET
+ * goes first, so that the peer reports an error and not the orderly end
+ * that a bare disconnect with nothing unconsumed reads as (own_ended());
+ * the abort follows once it went, or at once with no control credit in
+ * hand. Nothing else is sent meanwhile (rc_up()).
+ */
+void
+evrdma__rc_fail(struct ch_rdma *rc, int reason)
+{
+	struct evrdma__ch_imm m;
+
+	if (!rc->conn || rc->conn_freed || rc->ended || rc->fail_reason)
+		return;
+	rc->fail_reason = reason;
+	if (!rc->eof_sent && rc->c_credits) {
+		memset(&m, 0, sizeof(m));
+		m.type = EVRDMA_CH_EOF;
+		m.reset = 1;
+		if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+		    evrdma__ch_imm_encode(&m), rc_reset_cb, rc) == 0) {
+			rc->c_credits--;
+			rc->eof_sent = 1;
+			return;
+		}
+	}
+	evrdma__conn_abort(rc->conn, reason);
+}
+
+/* An impossible state of our own: the connection ends, nothing more is
+ * freed or returned for it. */
+void
+evrdma__rc_internal(struct ch_rdma *rc, const char *what)
+{
+	evrdma__log(EVRDMA_LOG_ERROR, "channel %p: internal error: %s",
+	    (void *)rc, what);
+	rc->ch.peer_eof = 0;
+	evrdma__rc_fail(rc, EVRDMA_REASON_INTERNAL);
+}
+
+void
+evrdma__rc_conn_free(struct ch_rdma *rc)
+{
+	if (rc->conn && !rc->conn_freed) {
+		rc->conn_freed = 1;
+		evrdma__ev_stop(rc->linger_ev);
+		evrdma_conn_free(rc->conn);
+	}
+}
+
+/* The user freed the channel and the peer has what was sent: close. */
+void
+evrdma__rc_linger_check(struct ch_rdma *rc)
+{
+	if (rc->closing && rc->eof_done && !rc->spq_n)
+		evrdma__rc_conn_free(rc);
+}
+
+void
+evrdma__rc_linger_timeout(void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: the peer did not confirm "
+	    "the end in time; closing", (void *)rc);
+	evrdma__rc_conn_free(rc);
+}
+
+/*
+ * The connection is over and everything that arrived is in: a disconnect
+ * with no EOF, once every message we sent was consumed (all our credits
+ * back, nothing in flight, nothing to pull) and nothing was lost, is the
+ * peer's process going with nothing of ours unread, which over TCP its
+ * kernel answers with a FIN. (Judged here, not at the disconnect: its
+ * last messages may still be in the CQ then. A peer on a pool lends its
+ * credits: there the count cannot tell.)
+ */
+void
+evrdma__rc_judge_end(struct ch_rdma *rc)
+{
+	if (rc->ch.gone_reason == EVRDMA_REASON_DISCONNECTED &&
+	    rc->established && !rc->ch.peer_eof && !rc->violated &&
+	    !rc->peer_lends && !rc->data_lost &&
+	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
+	    rc->wopen < 0)
+		rc->ch.peer_eof = 1;
+}

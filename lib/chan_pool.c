@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport: a queue's receive pool
+ * (evrdma_channel_srq_new()), the channels' places in it, and lending:
+ * credits lent, withheld, reclaimed (doc/channel-protocol.md, "Lending").
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_rdma.h"
+
+void
+evrdma__pool_free(struct evrdma__chpool *pool, unsigned idx)
+{
+	if (pool->rb[idx].state == RB_FREE) {
+		/* impossible (see struct ch_rbuf): pushing it again would
+		 * write past the free stack */
+		evrdma__log(EVRDMA_LOG_ERROR, "channel queue: internal error: "
+		    "buffer %u freed twice", idx);
+		return;
+	}
+	pool->own[idx] = NULL;
+	pool->rb[idx].state = RB_FREE;
+	pool->free[pool->nfree++] = idx;
+	/* posted again before any channel returns a credit, and at the
+	 * latest after this poll pass: an honest peer's SEND that met an
+	 * RNR (a violator took its buffer) waits for no traffic */
+	if (pool->base)
+		evrdma__work_queue(pool->base, &pool->post_work);
+}
+
+/* Post every free buffer: 0, or -1 with errno. */
+int
+evrdma__pool_post(struct evrdma__chpool *pool)
+{
+	unsigned idx[64], n, i;
+	int k;
+
+	if (!pool->nfree)
+		return 0;
+	if (!pool->mr || !evrdma__srq_alive(pool->srq))
+		return evrdma__fail(EPIPE, "the channel queue is gone");
+	while (pool->nfree) {
+		n = pool->nfree < 64 ? pool->nfree : 64;
+		for (i = 0; i < n; i++)
+			idx[i] = pool->free[pool->nfree - 1 - i];
+		k = evrdma__ep_ring_post(evrdma__srq_ep(pool->srq), idx, n);
+		if (k < 0)
+			return -1;
+		for (i = 0; i < (unsigned)k; i++)
+			pool->rb[pool->free[--pool->nfree]].state = RB_POSTED;
+		if ((unsigned)k < n)
+			return evrdma__fail(ENOMEM, "cannot post receives");
+	}
+	return 0;
+}
+
+void
+evrdma__pool_post_work(struct evrdma__work *w)
+{
+	struct evrdma__chpool *pool = (struct evrdma__chpool *)((char *)w -
+	    offsetof(struct evrdma__chpool, post_work));
+
+	if (evrdma__pool_post(pool) < 0 && errno != EPIPE)
+		evrdma__log(EVRDMA_LOG_ERROR, "channel queue: %s",
+		    evrdma_errmsg());
+}
+
+/* Buffers no channel was promised. */
+static unsigned
+pool_room(const struct evrdma__chpool *pool)
+{
+	unsigned long used = (unsigned long)pool->committed + pool->orphans +
+	    pool->reserve;
+
+	return used < pool->nbuf ? (unsigned)(pool->nbuf - used) : 0;
+}
+
+/* The data credits each channel may have lent, all sharing evenly. */
+static unsigned
+pool_share(const struct evrdma__chpool *pool)
+{
+	unsigned long fixed = (unsigned long)pool->reserve + pool->ctrl_sum +
+	    pool->orphans;
+	unsigned avail = fixed < pool->nbuf ? (unsigned)(pool->nbuf - fixed) :
+	    0;
+	unsigned share = pool->nchan ? avail / pool->nchan : avail;
+
+	return share ? share : 1;
+}
+
+/* Lent credits beyond the pool's even share (keeping one, so that the
+ * peer can always send, and say it is starved). */
+int
+evrdma__rc_over_share(const struct ch_rdma *rc)
+{
+	unsigned lent = rc->slots - rc->withheld;
+
+	return lent > 1 && lent > pool_share(rc->pool);
+}
+
+static void
+pool_tick_arm(struct evrdma__chpool *pool)
+{
+	if (!pool->tick_armed && pool->tick_ev &&
+	    evrdma__ev_timer_start(pool->tick_ev, POOL_TICK_MS) == 0)
+		pool->tick_armed = 1;
+}
+
+/* Ask @p rc's peer for @p n of the credits lent to it (the pass sends the
+ * RECLAIM). */
+static void
+rc_reclaim(struct ch_rdma *rc, unsigned n)
+{
+	if (!n || rc->reclaim_want || rc->reclaim_out)
+		return;
+	rc->reclaim_want = n;
+	rc->reclaim_ticks = 0;
+	pool_tick_arm(rc->pool);
+	rc_schedule(rc);
+}
+
+/* The pool has no room: ask the channels over their share for the rest. */
+static void
+pool_reclaim_over_share(struct evrdma__chpool *pool)
+{
+	unsigned share = pool_share(pool);
+	struct ch_rdma *rc;
+
+	LIST_FOREACH(rc, &pool->chans, pool_link) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		if (lent > share && lent > 1)
+			rc_reclaim(rc, lent - (share ? share : 1));
+	}
+}
+
+/* Buffers were given back (a yield, a withheld return, a channel gone):
+ * the channels whose peers wait for a loan the pool had no room for get
+ * their pass, which lends (evrdma__rc_pool_pass()). */
+void
+evrdma__pool_room_freed(struct evrdma__chpool *pool)
+{
+	struct ch_rdma *rc;
+
+	if (!pool->want_room)
+		return;
+	pool->want_room = 0;
+	LIST_FOREACH(rc, &pool->chans, pool_link)
+		if (rc->peer_starved && rc->withheld)
+			rc_schedule(rc);
+}
+
+/* Lend the peer more of our R while the pool has buffers nobody was
+ * promised, up to the even share. */
+static void
+rc_lend(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned share = pool_share(pool);
+
+	while (rc->withheld && rc->slots - rc->withheld < share &&
+	    pool_room(pool)) {
+		rc->withheld--;
+		pool->committed++;
+		rc->ret_data++;
+	}
+	if (rc->withheld && rc->slots - rc->withheld < share &&
+	    !pool_room(pool)) {
+		/* it is owed its share: ask those over theirs, and come
+		 * back when something was given back */
+		pool->want_room = 1;
+		pool_reclaim_over_share(pool);
+	}
+	if (rc->slots - rc->withheld > 1)
+		pool_tick_arm(pool);
+}
+
+/* Every tick: a peer holding more than one credit that sent no DATA for a
+ * whole tick is asked for the rest; one that did not answer a RECLAIM
+ * within POOL_RECLAIM_TICKS is cut off. */
+void
+evrdma__pool_tick(void *arg)
+{
+	struct evrdma__chpool *pool = arg;
+	struct ch_rdma *rc, *next;
+	int busy = 0;
+
+	pool->tick_armed = 0;
+	for (rc = LIST_FIRST(&pool->chans); rc; rc = next) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		next = LIST_NEXT(rc, pool_link);
+		if (rc->reclaim_want || rc->reclaim_out) {
+			if (++rc->reclaim_ticks >= POOL_RECLAIM_TICKS) {
+				rc->reclaim_want = rc->reclaim_out = 0;
+				evrdma__rc_violation(rc, "lent credits not "
+				    "given back when reclaimed");
+			} else {
+				busy = 1;
+			}
+		} else if (lent > 1 && !rc->rx_recent && rc_up(rc)) {
+			rc_reclaim(rc, evrdma__ch_reclaim_amount(lent));
+			busy = 1;
+		} else if (lent > 1) {
+			busy = 1;
+		}
+		rc->rx_recent = 0;
+	}
+	if (busy)
+		pool_tick_arm(pool);
+}
+
+/* A receive of a queue's pool: the channel whose QP took it, if it is
+ * still there, gets the buffer (else NULL: the buffer is free again). */
+struct ch_rdma *
+evrdma__rc_pool_taker(struct evrdma__chpool *pool, struct evrdma_conn *c,
+    const struct evrdma_wc *wc, unsigned idx)
+{
+	struct ch_rdma *rc = c ? evrdma__conn_owner(c) : NULL;
+
+	if (!rc || rc->pool != pool || wc->status) {
+		/* flushed, cancelled, or its channel went before it was
+		 * polled */
+		evrdma__pool_free(pool, idx);
+		return NULL;
+	}
+	pool->own[idx] = rc;
+	return rc;
+}
+
+/* Whether the pool has room for one more channel: its control credits
+ * and one data credit. If not, those over their share are asked for what
+ * they hold beyond it, so that a later request may find room. */
+static int
+pool_admits(struct evrdma__chpool *pool, unsigned ctrl)
+{
+	if (pool_room(pool) >= ctrl + 1)
+		return 0;
+	pool_reclaim_over_share(pool);
+	return evrdma__fail(ENOBUFS, "the channel queue has no room for "
+	    "another channel (%u of %u buffers promised)",
+	    pool->committed + pool->orphans + pool->reserve, pool->nbuf);
+}
+
+/*
+ * On a queue's pool: the send ring in the queue's PD, for local access
+ * only (any peer on the queue could reach a remote-readable region in
+ * that PD by guessing its rkey, so there are no pulls). Nothing of the
+ * pool is committed yet (evrdma__rc_pool_join()): all R credits are withheld.
+ */
+int
+evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	rc->pull_cap = 0;
+	rc->pull_min = 0;
+	rc->src_remote = 0;
+	if (pool_admits(rc->pool, rc->ctrl) < 0)
+		return -1;
+	if (evrdma__mem_pin_check(rc->sring->len) < 0)
+		return -1;
+	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
+	    rc->sring->mem, rc->sring->len, 0);
+	if (!rc->smr)
+		return -1;
+	return evrdma__pool_post(rc->pool);
+}
+
+/* Established: the channel takes its place in the pool (its control
+ * credits and one data credit), and grants that credit to the peer.
+ * 0, or -1 (ENOBUFS) when the pool has no room any more. */
+int
+evrdma__rc_pool_join(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+
+	if (pool_admits(pool, rc->ctrl) < 0)
+		return -1;
+	pool->committed += rc->ctrl + 1;
+	pool->ctrl_sum += rc->ctrl;
+	pool->nchan++;
+	LIST_INSERT_HEAD(&pool->chans, rc, pool_link);
+	rc->pool_joined = 1;
+	rc->withheld = rc->slots - 1;
+	rc->ret_data++;
+	rc->grant_due = 1;	/* it has nothing: the grant goes at once */
+	rc_schedule(rc);
+	return 0;
+}
+
+/* The connection is over: the channel gives up its place (its control
+ * credits, its share, the pool's tick) and keeps only the buffers it
+ * still holds for the application, each going back as it lets go
+ * (rb_release()), whether or not the application frees the channel. */
+void
+evrdma__rc_pool_depart(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned lent = rc->slots - rc->withheld;
+
+	if (!rc->pool_joined)
+		return;
+	if (lent > rc->held) {
+		pool->committed -= lent - rc->held;
+		rc->withheld = rc->slots - rc->held;
+	}
+	pool->committed -= rc->ctrl;
+	pool->ctrl_sum -= rc->ctrl;
+	pool->nchan--;
+	LIST_REMOVE(rc, pool_link);
+	rc->pool_joined = 0;
+	rc->reclaim_want = rc->reclaim_out = 0;
+	evrdma__pool_room_freed(pool);
+}
+
+/* Leave the pool: the buffers this channel holds go back to it, or, while
+ * the application still references their bytes, when it lets go. */
+void
+evrdma__rc_pool_leave(struct ch_rdma *rc)
+{
+	struct evrdma__chpool *pool = rc->pool;
+	unsigned i;
+
+	for (i = 0; i < pool->nbuf; i++) {
+		if (pool->own[i] != rc)
+			continue;
+		pool->rb[i].queued = 0;
+		if (pool->rb[i].refs) {
+			pool->own[i] = NULL;
+			pool->orphans++;
+		} else {
+			evrdma__pool_free(pool, i);
+		}
+	}
+	evrdma__rc_pool_depart(rc);
+	/* the buffers it held are free or orphans now */
+	pool->committed -= rc->slots - rc->withheld;
+	rc->withheld = rc->slots;
+	evrdma__pool_room_freed(pool);
+}
+
+/* What a pass does first on a queue's pool. */
+void
+evrdma__rc_pool_pass(struct ch_rdma *rc)
+{
+	if (rc->ended && rc->conn && !rc->conn_freed) {
+		/* A pool's receives are not flushed when the connection
+		 * ends: what the peer sent before it went is in the queue's
+		 * CQ, maybe not polled yet (the end came on the CM's fd).
+		 * The end asked for a poll (own_ended()); once a poll has
+		 * found the CQ empty, everything is in, and the connection
+		 * goes. The poll runs from the loop, not from here: a pass
+		 * must not run other connections' completions (and their
+		 * owners' callbacks) inside itself. */
+		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
+
+		if (cq && !cq->dev->dead && cq->emptied == rc->drain_mark) {
+			rc->again = 1;
+			return;
+		}
+		evrdma__rc_conn_free(rc);
+	} else if (rc->withheld && rc->peer_starved && rc_up(rc)) {
+		/* lent on demand (the peer said it is starved, and the
+		 * credits due go back at once): a channel that never ran
+		 * short keeps the one credit it joined with */
+		rc_lend(rc);
+	}
+}
+
+/* A LOAN from the peer (its control credit is counted): 0, or -1 when it
+ * broke the rules (the connection is then cut off). */
+int
+evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m)
+{
+	if (m->yield) {
+		unsigned lent = rc->slots - rc->withheld;
+
+		if (!rc->pool || !evrdma__ch_yield_valid(rc->reclaim_out,
+		    m->loan, lent, rc->held + rc->ret_data)) {
+			evrdma__rc_violation(rc, "a yield of credits not "
+			    "reclaimed");
+			return -1;
+		}
+		rc->withheld += m->loan;
+		rc->pool->committed -= m->loan;
+		rc->reclaim_out = 0;
+		if (m->loan)
+			evrdma__pool_room_freed(rc->pool);
+		return 0;
+	}
+	if (!rc->peer_lends || rc->yield_asked ||
+	    !evrdma__ch_reclaim_valid(m->loan, rc->peer_slots)) {
+		evrdma__rc_violation(rc, "a reclaim of credits not lent");
+		return -1;
+	}
+	rc->yield_asked = m->loan;
+	return 0;
+}
+
+static void
+chpool_fini(struct evrdma__chpool *pool, int husk)
+{
+	evrdma__ev_free(pool->tick_ev);
+	pool->tick_ev = NULL;
+	pool->tick_armed = 0;
+	if (pool->base)
+		evrdma__work_cancel(pool->base, &pool->post_work);
+	pool->base = NULL;
+	evrdma_mr_free(pool->mr);
+	pool->mr = NULL;
+}
+
+void
+evrdma__chpool_free(struct evrdma__chpool *pool)
+{
+	evrdma__ev_free(pool->tick_ev);
+	if (pool->ring) {
+		pool->ring->pool = NULL;
+		evrdma__ring_unref(pool->ring);
+	}
+	free(pool->rb);
+	free(pool->own);
+	free(pool->free);
+	free(pool);
+}
+
+/* Draw the receives from @p srq's pool instead of a ring of our own
+ * (before the connection's QP exists). */
+int
+evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
+{
+	struct evrdma__chpool *pool = evrdma__srq_chpool(srq);
+
+	if (!pool)
+		return evrdma__fail(EINVAL, "not a queue of channels "
+		    "(evrdma_channel_srq_new)");
+	if (pool->slot_size != rc->slot_size)
+		return evrdma__fail(EINVAL, "the queue's buffers are of %u "
+		    "bytes, the channel's slots of %u", pool->slot_size,
+		    rc->slot_size);
+	if (!evrdma__srq_alive(srq))
+		return evrdma__fail(EPIPE, "the queue was freed");
+	rc->pool = pool;
+	rc->srq = srq;
+	rc->withheld = rc->slots;	/* nothing lent before the join */
+	evrdma__ep_ref(evrdma__srq_ep(srq));
+	/* control messages carry no bytes but take a whole buffer of the
+	 * pool each: the fewest the protocol allows */
+	rc->ctrl = EVRDMA_CH_CTRL_MIN;
+	/* a ring of our own, if evrdma__rc_new() made one, is not needed */
+	if (rc->rring)
+		evrdma__ring_unref(rc->rring);
+	free(rc->rb);
+	free(rc->rfree);
+	rc->rfree = NULL;
+	rc->nfree = 0;
+	rc->rring = pool->ring;
+	rc->rring->refs++;
+	rc->rb = pool->rb;
+	return 0;
+}
+
+const struct evrdma__chpool_ops evrdma__rc_chpool_ops = {
+	.fini = chpool_fini,
+	.free = evrdma__chpool_free,
+};

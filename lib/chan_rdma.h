@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport, private: its objects and what its
+ * files call of each other. A channel (chan.h) whose bytes move as SENDs
+ * with immediate between two rings, by the protocol of
+ * doc/channel-protocol.md, whose pure rules are lib/wire.h. rc_ is "RDMA
+ * channel": struct ch_rdma, the transport's object. The files, each
+ * calling only those listed before it (tools/check-layering):
+ *   chan_ring.c    ring memory and its send slots
+ *   chan_end.c     the end: violations, our own failures, the linger
+ *   chan_pool.c    a queue's receive pool, and lending
+ *   chan_rx.c      receives, delivery and pulls
+ *   chan_tx.c      send slots, writes, credit returns and loans
+ *   chan_rdma.c    the channel object, its pass, the owner ops, close
+ *   chan_listen.c  the listener's side
+ * The semantics (watermarks, callbacks, the end of the stream) are chan.c.
+ */
+#ifndef EVRDMA_CHAN_RDMA_H_INCLUDED_
+#define EVRDMA_CHAN_RDMA_H_INCLUDED_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chan.h"
+#include <evrdma/srq.h>
+
+/* spare receives beyond R + C: credits can go back before the pass has
+ * reposted what it consumed (the refill waits until after the sends) */
+#define SPARE_RECVS	4
+/* messages under this size are copied into input; writes from this size
+ * on (and any write into an empty output) are copied straight into a send
+ * slot */
+#define STAGE_MIN	1024
+/* credits still owed after this long without an arrival go back (rc_pass) */
+#define RET_IDLE_MS	20
+
+/* control receives of a channel on a ring of its own (R + C) */
+#define RC_CTRL		4
+/* after the send slots: a pull descriptor for each */
+#define RC_SRING_EXTRA(slots)	((size_t)(slots) * EVRDMA_CH_PULL_DESC_LEN)
+
+/* receive buffers */
+enum { RB_FREE, RB_POSTED, RB_READY, RB_PULL, RB_PULLING, RB_LOST };
+
+/* send slots */
+enum { SLOT_FREE, SLOT_STAGED, SLOT_POSTED, SLOT_RESERVED, SLOT_OPEN };
+#define SF_PULL		0x01	/* posted as a pull */
+#define SF_SENT		0x02	/* its send completed */
+#define SF_PULLED	0x04	/* the peer reported the pull done */
+
+struct ch_rdma;
+
+/* Memory of a ring, kept while evbuffer references into it live (the
+ * user may move them anywhere). */
+struct ch_ring {
+	struct ch_rdma *owner;		/* NULL once the channel is gone, and
+					 * for a pool's ring (below) */
+	struct evrdma__chpool *pool;	/* a pool's ring, until the pool goes */
+	uint8_t *mem;
+	size_t len;
+	unsigned refs;			/* references + 1 for the channel */
+	struct ch_slotref {
+		struct ch_ring *ring;
+		unsigned idx;
+	} *slot;
+};
+
+/*
+ * A receive buffer. Its counters are bounded by construction, whatever
+ * the peer sends and however finely the application reads:
+ *  - refs: every reference put into input covers at least one byte of
+ *    [off, len) that no other reference covers (off moves past it), so
+ *    refs <= len <= slot_size <= EVRDMA_CH_SLOT_MAX (4 MiB): it fits its
+ *    32 bits. (It was 16 bits, and a reader taking one byte at a time
+ *    under a read high watermark above max_input wrapped it at 65,536:
+ *    the buffer went back to the peer, or to another channel of a pool,
+ *    while input still pointed into it.)
+ *  - the channel's refs_held counts buffers whose refs went 0 -> 1 and
+ *    not yet back, so it is at most nbuf; a pool's orphans count its
+ *    buffers with refs left and no channel, at most its nbuf; its free
+ *    stack holds each buffer at most once (evrdma__pool_free() refuses a free
+ *    one), so at most nbuf.
+ * A release that finds refs already 0, or a buffer already free, is an
+ * impossible state: it ends that connection (EVRDMA_REASON_INTERNAL) and
+ * frees nothing twice.
+ */
+struct ch_rbuf {
+	uint32_t len;			/* the message's bytes */
+	uint32_t off;			/* of which already in input */
+	uint32_t pslot;			/* a pull: the peer's send slot */
+	uint32_t refs;			/* input references into it */
+	uint8_t state;			/* RB_* */
+	uint8_t queued;			/* in rxq: not all in input yet */
+};
+
+struct ch_rdma {
+	struct evrdma_channel ch;	/* first */
+	struct evrdma_conn *conn;	/* until closed() */
+	int conn_freed;			/* evrdma_conn_free() done */
+	int passive;
+	int established;		/* the user has it, connected */
+	int ended;			/* the connection ended */
+	int closing;			/* the user freed the channel */
+	int reset_due;			/* ... with bytes it never read: the
+					 * end is a RESET, not an EOF */
+	int fail_reason;		/* evrdma__rc_fail(): its RESET is
+					 * on its way */
+	int violated;			/* the peer broke the protocol */
+	int pre_send;			/* inside the pass's read callbacks */
+	int again;			/* ... which asked for another pass */
+	int flush_sent;			/* a flush sent bytes: the next pass
+					 * owes the write callback */
+	struct evrdma__work pump_work;
+	struct event *linger_ev;
+	/* credits owed after an idle moment: returned then, so that a peer
+	 * that ends knows we consumed its bytes (own_ended()) */
+	struct event *ret_ev;
+	uint64_t ret_mark;		/* rx_tail when it was armed */
+	uint8_t ret_armed, ret_idle;
+
+	/* ours */
+	unsigned slots, ctrl, spare, nbuf;
+	uint32_t slot_size;
+	size_t max_input;
+	uint32_t pull_min;		/* we pull DATA of this size on */
+	unsigned pull_cap;		/* READs the send queue has room for */
+
+	/* the peer's */
+	unsigned peer_slots, peer_ctrl;
+	uint32_t peer_slot_size, peer_pull_min;
+	struct evrdma_remote peer_src;	/* its send ring, if we pull */
+
+	/* receive pool: nbuf buffers of slot_size, local write only */
+	struct ch_ring *rring;
+	struct evrdma_mr *rmr;
+	struct ch_rbuf *rb;
+	unsigned *rfree, nfree;		/* stack of free buffers */
+	unsigned *rxq;			/* arrived DATA in order (ring) */
+	uint64_t rx_head, rx_tail, rx_pull;	/* rx_pull: next READ */
+	unsigned posted;		/* receives posted */
+	unsigned held;			/* DATA arrived, buffer not free */
+	unsigned ret_data, ret_ctrl, ret_pull;	/* owed to the peer */
+	unsigned refs_held;		/* buffers input references */
+	unsigned pull_wait, pull_out;
+	int peer_starved;
+	int data_lost;			/* a pull could not be done */
+
+	/* send ring: slots of slot_size, then a pull descriptor for each */
+	struct ch_ring *sring;
+	struct evrdma_mr *smr;
+	int src_remote;			/* smr is readable by the peer */
+	int pullable;			/* the peer pulls, and may */
+	uint8_t *sstate, *sflags;
+	unsigned *sfifo, sfifo_head, sfifo_n;	/* posted DATA, in order */
+	unsigned *spq, spq_head, spq_n;		/* pulls not reported done */
+	unsigned snext, sfree;
+	int resv;			/* reserved slot, or -1 */
+	size_t resv_len;
+	size_t resv_max;		/* the most it was reserved for */
+	int resv_wanted;		/* a reserve failed: EAGAIN */
+	int wopen;			/* slot of the open write, or -1 */
+	size_t wopen_len;
+	unsigned s_credits, c_credits;	/* the peer's, in hand */
+	int eof_sent, eof_done;
+
+	/* what it carried (evrdma_channel_get_stats()) */
+	unsigned long long tx_bytes, rx_bytes, tx_msgs, rx_msgs;
+	unsigned long long tx_pulls, rx_pulls, stalls, stall_us;
+	unsigned long long ka_probes;	/* its connection's, once gone */
+	uint64_t stall_t0;		/* output waits for credits since */
+
+	/* receives from a queue's pool instead (rb and rring are the
+	 * pool's; nfree and posted stay 0) */
+	struct evrdma__chpool *pool;
+	struct evrdma_srq *srq;		/* its queue, a reference */
+	int pool_joined;		/* committed: on pool->chans */
+	LIST_ENTRY(ch_rdma) pool_link;
+	unsigned long drain_mark;	/* the CQ's emptied count at the end */
+	unsigned withheld;		/* of our R, credits not lent */
+	uint8_t rx_recent;		/* DATA arrived since the pool's tick */
+	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
+	unsigned reclaim_out;		/* sent: its YIELD is due */
+	unsigned reclaim_ticks;		/* ticks since it was wanted */
+	uint8_t grant_due;		/* joined: the first credit goes now */
+	/* the peer lends (LEND in its handshake): its RECLAIM to answer */
+	uint8_t peer_lends;
+	unsigned yield_asked;
+};
+
+/*
+ * A channel queue's receive pool (evrdma_channel_srq_new): buffers of one
+ * slot size posted to the SRQ; a SEND of any channel on the queue lands in
+ * the next one, and the buffer is then that channel's until the bytes are
+ * consumed, as with a ring of its own.
+ *
+ * Credits are what keeps one channel's peer from taking another's
+ * buffers (doc/channel-protocol.md, "Lending"):
+ *  - A channel on the pool announces LEND; its peer starts with no data
+ *    credit. Nothing is committed for a connection before it is
+ *    established (a stranger that never completes its handshake takes
+ *    nothing); then the channel joins (evrdma__rc_pool_join()): its control
+ *    credits and one data credit are committed, and that credit is
+ *    granted to the peer.
+ *  - When the peer says it is starved the channel lends more (up to its
+ *    R) while the pool has buffers no other channel was promised, toward
+ *    an even share; a channel over its share keeps the credits its peer's
+ *    data frees (one at least stays lent).
+ *  - Lent credits come back from a peer that does not use them: the
+ *    pool's tick (POOL_TICK_MS) asks every peer that sent no DATA for a
+ *    whole tick for all but one (RECLAIM), as it asks those over their
+ *    share when the pool runs out for another channel; the peer answers
+ *    with a YIELD of what it holds unused, and one that does not answer
+ *    within POOL_RECLAIM_TICKS is cut off (a protocol violation).
+ *  - committed counts every credit lent and every control credit of the
+ *    joined channels; it never exceeds the buffers less a reserve, so the
+ *    pool backs every promise (the buffers of a gone channel that the
+ *    application still references, orphans, count against it too).
+ *  - A peer that sends beyond its credits is a violation, as on a ring;
+ *    what its extra SENDs took from the pool meanwhile makes honest peers
+ *    meet an RNR, which they retry (a pool channel asks its peer for
+ *    rnr_retry 7, and its QP says wait 0.64 ms, not rdma_cm's 655: see
+ *    conn.c) until the poll that catches the violator posts them again.
+ */
+#define POOL_TICK_MS		1000
+#define POOL_RECLAIM_TICKS	3
+struct evrdma__chpool {
+	struct evrdma_srq *srq;		/* the queue that holds the pool */
+	struct ch_ring *ring;
+	struct evrdma_mr *mr;
+	struct ch_rbuf *rb;
+	struct ch_rdma **own;		/* the channel a buffer is with */
+	unsigned *free, nfree;
+	unsigned nbuf, reserve;
+	uint32_t slot_size;
+	unsigned committed, orphans, nchan, ctrl_sum;
+	struct evrdma_base *base;
+	struct evrdma__work post_work;	/* post the free buffers */
+	LIST_HEAD(, ch_rdma) chans;	/* the joined channels */
+	struct event *tick_ev;		/* evrdma__pool_tick(), while
+					 * anything is lent beyond one
+					 * credit or reclaimed */
+	uint8_t tick_armed;
+	uint8_t want_room;		/* a starved channel found none */
+};
+
+static inline struct ch_rdma *
+to_rc(struct evrdma_channel *ch)
+{
+	return (struct ch_rdma *)ch;
+}
+
+/* Can the pass send data? (Control messages go on while closing.) */
+static inline int
+rc_up(const struct ch_rdma *rc)
+{
+	return rc->conn && !rc->conn_freed && !rc->ended && rc->established &&
+	    !rc->fail_reason;
+}
+
+/* rc_pass() at the end of this poll pass, or at the next iteration. */
+static inline void
+rc_schedule(struct ch_rdma *rc)
+{
+	if (rc->ch.base)
+		evrdma__work_queue(rc->ch.base, &rc->pump_work);
+}
+
+static inline size_t
+rc_chunk(const struct ch_rdma *rc)
+{
+	return rc->peer_slot_size < rc->slot_size ?
+	    rc->peer_slot_size : rc->slot_size;
+}
+
+static inline uint8_t *
+slot_mem(struct ch_rdma *rc, unsigned idx)
+{
+	return rc->sring->mem + (size_t)idx * rc->slot_size;
+}
+
+/* ---- ring memory and its send slots (chan_ring.c) ---- */
+struct ch_ring *evrdma__ring_new(struct ch_rdma *rc, unsigned n, size_t size,
+    size_t extra);
+void evrdma__ring_unref(struct ch_ring *ring);
+int evrdma__slot_alloc(struct ch_rdma *rc, unsigned reserve);
+void evrdma__slot_release(struct ch_rdma *rc, unsigned idx);
+void evrdma__slot_drop(struct ch_rdma *rc, unsigned idx, size_t len);
+int evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len);
+int evrdma__rc_depths_check(const struct evrdma_config *cfg);
+unsigned evrdma__rc_nbuf(const struct evrdma_config *cfg);
+
+/* ---- the end: violations, our own failures, the linger (chan_end.c) ---- */
+void evrdma__rc_violation(struct ch_rdma *rc, const char *why);
+void evrdma__rc_fail(struct ch_rdma *rc, int reason);
+void evrdma__rc_internal(struct ch_rdma *rc, const char *what);
+void evrdma__rc_conn_free(struct ch_rdma *rc);
+void evrdma__rc_linger_check(struct ch_rdma *rc);
+void evrdma__rc_linger_timeout(void *arg);
+void evrdma__rc_judge_end(struct ch_rdma *rc);
+
+/* ---- a queue's receive pool, and lending (chan_pool.c) ---- */
+void evrdma__pool_free(struct evrdma__chpool *pool, unsigned idx);
+int evrdma__pool_post(struct evrdma__chpool *pool);
+void evrdma__pool_post_work(struct evrdma__work *w);
+int evrdma__rc_over_share(const struct ch_rdma *rc);
+void evrdma__pool_room_freed(struct evrdma__chpool *pool);
+void evrdma__pool_tick(void *arg);
+struct ch_rdma *evrdma__rc_pool_taker(struct evrdma__chpool *pool,
+    struct evrdma_conn *c, const struct evrdma_wc *wc, unsigned idx);
+int evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn);
+int evrdma__rc_pool_join(struct ch_rdma *rc);
+void evrdma__rc_pool_depart(struct ch_rdma *rc);
+void evrdma__rc_pool_leave(struct ch_rdma *rc);
+void evrdma__rc_pool_pass(struct ch_rdma *rc);
+int evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m);
+void evrdma__chpool_free(struct evrdma__chpool *pool);
+int evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq);
+extern const struct evrdma__chpool_ops evrdma__rc_chpool_ops;
+
+/* ---- receives, delivery and pulls (chan_rx.c) ---- */
+int evrdma__rc_post_free(struct ch_rdma *rc);
+int evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
+    unsigned ctrl_after);
+void evrdma__rc_deliver(struct ch_rdma *rc);
+void evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg);
+int evrdma__rc_post_pulls(struct ch_rdma *rc);
+int evrdma__rc_waiting(struct ch_rdma *rc);
+int evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn);
+
+/* ---- send slots, writes, credit returns and loans (chan_tx.c) ---- */
+int evrdma__rc_send_all(struct ch_rdma *rc);
+void evrdma__rc_drop_pending_writes(struct ch_rdma *rc);
+void evrdma__rc_wopen_settle(struct ch_rdma *rc);
+int evrdma__op_write(struct evrdma_channel *ch, const void *data, size_t len);
+void *evrdma__op_reserve(struct evrdma_channel *ch, size_t len);
+int evrdma__op_commit(struct evrdma_channel *ch, size_t len);
+
+/* ---- the channel object, its pass, owner ops, close (chan_rdma.c) ---- */
+struct ch_rdma *evrdma__rc_new(struct evrdma_base *base, int flags, int pooled);
+void evrdma__rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn);
+
+#endif /* EVRDMA_CHAN_RDMA_H_INCLUDED_ */

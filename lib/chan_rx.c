@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport: receives, their refill, what
+ * arrives (checked against the protocol), its delivery into input or to
+ * the receive callback, and the pulls (RDMA READs of the peer's messages).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_rdma.h"
+
+int
+evrdma__rc_post_free(struct ch_rdma *rc)
+{
+	unsigned idx[64], n, i;
+	int k;
+
+	while (rc->nfree) {
+		n = rc->nfree < 64 ? rc->nfree : 64;
+		for (i = 0; i < n; i++)
+			idx[i] = rc->rfree[rc->nfree - 1 - i];
+		k = evrdma__conn_ring_post(rc->conn, idx, n);
+		if (k < 0)
+			return -1;
+		for (i = 0; i < (unsigned)k; i++)
+			rc->rb[rc->rfree[--rc->nfree]].state = RB_POSTED;
+		rc->posted += (unsigned)k;
+		if ((unsigned)k < n)
+			return evrdma__fail(ENOMEM, "cannot post receives");
+	}
+	return 0;
+}
+
+/* Before credits go back: receives for everything the peer may then
+ * send (evrdma__ch_recvs_cover; on a pool, what it promised is covered
+ * once its free buffers are posted). */
+int
+evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
+    unsigned ctrl_after)
+{
+	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	    data_after, ctrl_after))
+		return 0;
+	if (rc->pool)
+		return evrdma__pool_post(rc->pool);
+	if (evrdma__rc_post_free(rc) < 0)
+		return -1;
+	if (!evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	    data_after, ctrl_after))
+		return evrdma__fail(ENOMEM, "receives do not cover the credits");
+	return 0;
+}
+
+static void
+rb_free(struct ch_rdma *rc, unsigned idx)
+{
+	if (rc->pool) {
+		evrdma__pool_free(rc->pool, idx);
+		return;
+	}
+	if (rc->rb[idx].state == RB_FREE) {
+		evrdma__rc_internal(rc, "a receive buffer freed twice");
+		return;
+	}
+	rc->rb[idx].state = RB_FREE;
+	rc->rfree[rc->nfree++] = idx;
+}
+
+/* A DATA buffer is done with: the buffer goes back to the pool and its
+ * credit to the peer (on a queue's pool, back to the pool when this
+ * channel has more than its share lent). */
+static void
+rb_release(struct ch_rdma *rc, unsigned idx)
+{
+	if (!rc->held || rc->rb[idx].state == RB_FREE) {
+		evrdma__rc_internal(rc, "a receive buffer released twice");
+		return;
+	}
+	rb_free(rc, idx);
+	rc->held--;
+	if (rc->pool && (!rc->pool_joined || evrdma__rc_over_share(rc))) {
+		/* (a channel whose connection is over returns every one) */
+		rc->withheld++;
+		rc->pool->committed--;
+		evrdma__pool_room_freed(rc->pool);
+	} else {
+		rc->ret_data++;
+	}
+	if (!rc->pre_send)
+		rc_schedule(rc);
+}
+
+static void
+rc_ref_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct evrdma__chpool *pool = ring->pool;
+	struct ch_rdma *rc = pool ? pool->own[ref->idx] : ring->owner;
+
+	if (!rc && pool) {
+		/* the channel is gone: the buffer returns to the pool */
+		struct ch_rbuf *b = &pool->rb[ref->idx];
+
+		if (!b->refs || !pool->orphans)
+			evrdma__log(EVRDMA_LOG_ERROR, "channel queue: internal "
+			    "error: buffer %u released more often than it "
+			    "was referenced", ref->idx);
+		else if (--b->refs == 0) {
+			pool->orphans--;
+			evrdma__pool_free(pool, ref->idx);
+			evrdma__pool_room_freed(pool);
+		}
+	} else if (rc) {
+		struct ch_rbuf *b = &rc->rb[ref->idx];
+
+		if (!b->refs || !rc->refs_held)
+			evrdma__rc_internal(rc, "a receive buffer released "
+			    "more often than it was referenced");
+		else if (--b->refs == 0) {
+			rc->refs_held--;
+			if (!b->queued)
+				rb_release(rc, ref->idx);
+		}
+	}
+	evrdma__ring_unref(ring);
+}
+
+static void
+rxq_pop(struct ch_rdma *rc)
+{
+	rc->rx_head++;
+	if (rc->rx_pull < rc->rx_head)
+		rc->rx_pull = rc->rx_head;
+}
+
+/* The buffer at the head of rxq, if it can be delivered now. */
+static int
+rxq_ready(struct ch_rdma *rc)
+{
+	return rc->rx_head < rc->rx_tail &&
+	    rc->rb[rc->rxq[rc->rx_head % rc->nbuf]].state == RB_READY;
+}
+
+/*
+ * Move arrived data into input while reading is enabled and input has
+ * room (or hand it to the receive callback while input is empty); then
+ * the read callback.
+ */
+void
+evrdma__rc_deliver(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	/* input's length, kept here: only we add to it in this loop */
+	size_t have = evbuffer_get_length(ch->input);
+	int moved = 0, held = 0;
+
+	while (evrdma__chan_reading(ch) && rxq_ready(rc)) {
+		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
+		struct ch_rbuf *b = &rc->rb[idx];
+		uint8_t *p = rc->rring->mem + (size_t)idx * rc->slot_size +
+		    b->off;
+		size_t len = b->len - b->off, room, take;
+		int copy_ok, ref_ok;
+
+		if (ch->recvcb && !have) {
+			/* zero-copy to the user; the buffer goes back to
+			 * the peer as soon as the callback returns */
+			rxq_pop(rc);
+			b->queued = 0;
+			evrdma__chan_recv(ch, p, len);
+			rb_release(rc, idx);
+			if (ch->freed)
+				return;
+			/* it may have put bytes in input: what comes next
+			 * goes there, behind them */
+			have = evbuffer_get_length(ch->input);
+			continue;
+		}
+		if (ch->sink && !have && len < STAGE_MIN &&
+		    ch->sink->take(ch->sink_arg, p, len)) {
+			/* copied by the adapter: the slot goes back at once,
+			 * before its read callback (which may write the
+			 * reply: the credit then goes with it) */
+			rxq_pop(rc);
+			b->queued = 0;
+			rb_release(rc, idx);
+			evrdma__chan_sunk(ch);
+			if (ch->freed)
+				return;
+			have = evbuffer_get_length(ch->input);
+			continue;
+		}
+		room = evrdma__chan_room(ch, have);
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			/* whole messages, and one even past the mark when
+			 * input is empty (it could never enter otherwise) */
+			take = (len <= room || !have) && room ? len : 0;
+		else
+			take = len < room ? len : room;
+		if (!take) {
+			held = 1;
+			break;
+		}
+		/* (once the connection is over there is no peer to hold
+		 * back: what arrived goes in, as far as the watermark lets.
+		 * Within STAGE_MIN of the read high watermark a piece is
+		 * copied even past max_input: input never passes the mark,
+		 * so that costs at most STAGE_MIN more, and a reader that
+		 * frees a few bytes at a time gets them, as from a socket,
+		 * without a reference per piece into one buffer) */
+		copy_ok = ch->gone || have + take <= rc->max_input ||
+		    room < STAGE_MIN;
+		ref_ok = ch->gone || rc->refs_held < rc->slots / 2;
+		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
+			if (evbuffer_add(ch->input, p, take) < 0) {
+				held = 1;
+				break;
+			}
+		} else if (ref_ok) {
+			rc->rring->refs++;
+			if (evbuffer_add_reference(ch->input, p, take,
+			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
+				rc->rring->refs--;
+				held = 1;
+				break;
+			}
+			if (b->refs++ == 0)
+				rc->refs_held++;
+		} else {
+			held = 1;
+			break;	/* held in its buffer: the peer waits */
+		}
+		have += take;
+		b->off += (uint32_t)take;
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+		    evrdma__lenq_push(&ch->in_msgs, take) < 0) {
+			if (rc->conn)
+				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
+			return;
+		}
+		moved = 1;
+		if (b->off < b->len)
+			continue;	/* cut at the high watermark */
+		rxq_pop(rc);
+		b->queued = 0;
+		if (!b->refs)
+			rb_release(rc, idx);
+	}
+	/* before the read callback: what it reads may let more in */
+	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
+		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
+	if (moved)
+		evrdma__chan_input_added(ch, have);
+}
+
+/* The peer has done @p n more of our pulls (in order). -1 when it claims
+ * more than we made. */
+static int
+rc_pulls_done(struct ch_rdma *rc, unsigned n)
+{
+	if (n > rc->spq_n)
+		return -1;
+	for (; n; n--) {
+		unsigned idx = rc->spq[rc->spq_head];
+
+		rc->spq_head = (rc->spq_head + 1) % rc->slots;
+		rc->spq_n--;
+		rc->sflags[idx] |= SF_PULLED;
+		if (rc->sflags[idx] & SF_SENT)
+			evrdma__slot_release(rc, idx);
+	}
+	evrdma__rc_linger_check(rc);
+	return 0;
+}
+
+/* A DATA message arrived in buffer @p idx. */
+static void
+rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
+    uint32_t byte_len)
+{
+	struct ch_rbuf *b = &rc->rb[idx];
+
+	if (rc->ch.peer_eof) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "data after EOF");
+		return;
+	}
+	if (!evrdma__ch_data_allowed(rc->held + rc->ret_data + rc->withheld,
+	    rc->slots)) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "data beyond its credits");
+		return;
+	}
+	if (m->pull) {
+		struct evrdma__ch_pull d;
+		const char *why;
+
+		if (!rc->pull_min || !rc->peer_src.rkey) {
+			rb_free(rc, idx);
+			evrdma__rc_violation(rc, "pull not offered");
+			return;
+		}
+		if (evrdma__ch_pull_decode(rc->rring->mem +
+		    (size_t)idx * rc->slot_size, byte_len, rc->peer_slots,
+		    rc->peer_slot_size, rc->slot_size, &d, &why) < 0) {
+			rb_free(rc, idx);
+			evrdma__rc_violation(rc, why);
+			return;
+		}
+		b->len = d.len;
+		b->pslot = d.slot;
+		b->state = RB_PULL;
+		rc->pull_wait++;
+	} else {
+		if (byte_len == 0) {
+			rb_free(rc, idx);
+			evrdma__rc_violation(rc, "empty data message");
+			return;
+		}
+		b->len = byte_len;
+		b->state = RB_READY;
+	}
+	b->off = 0;
+	b->queued = 1;
+	rc->rxq[rc->rx_tail++ % rc->nbuf] = idx;
+	rc->held++;
+	rc->rx_recent = 1;
+	rc->rx_msgs++;
+	rc->rx_bytes += b->len;
+	if (rc->closing) {
+		/* freed: nobody reads; the peer gets its credits (and its
+		 * pulls reported done) so that it is not held up, and, unless
+		 * our EOF went already, a RESET instead, as data arriving at
+		 * a closed socket does */
+		if (!rc->eof_sent)
+			rc->reset_due = 1;
+		if (b->state == RB_PULL) {
+			b->state = RB_READY;
+			rc->pull_wait--;
+			rc->ret_pull++;
+		}
+		rc->rx_head = rc->rx_pull = rc->rx_tail;
+		b->queued = 0;
+		rb_release(rc, idx);
+	}
+}
+
+/* A message (or a failed receive) in buffer ref->idx: of the channel's
+ * own ring (owner set), or of a queue's pool (owner NULL). */
+void
+evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+	unsigned idx = ref->idx;
+	struct evrdma__ch_imm m;
+
+	if (rc) {
+		rc->posted--;
+	} else {
+		rc = evrdma__rc_pool_taker(ref->ring->pool, c, wc, idx);
+		if (!rc)
+			return;
+	}
+	if (wc->status) {
+		/* flushed (the connection is ending) or failed (it ends); the
+		 * last of them tells that everything that arrived is in */
+		rb_free(rc, idx);
+		if (rc->ended && !rc->posted)
+			rc_schedule(rc);
+		return;
+	}
+	if (rc->violated) {
+		rb_free(rc, idx);
+		return;
+	}
+	if (wc->opcode != EVRDMA_OP_RECV || !wc->has_imm) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "not a SEND with immediate");
+		return;
+	}
+	if (evrdma__ch_imm_decode(wc->imm_data, &m) < 0) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "bad immediate");
+		return;
+	}
+	if (!evrdma__ch_return_valid(rc->s_credits, m.dret, rc->peer_slots) ||
+	    !evrdma__ch_return_valid(rc->c_credits, m.cret, rc->peer_ctrl)) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "credits returned that were not lent");
+		return;
+	}
+	if (rc_pulls_done(rc, m.pdone) < 0) {
+		rb_free(rc, idx);
+		evrdma__rc_violation(rc, "pulls acknowledged that were not "
+		    "made");
+		return;
+	}
+	rc->s_credits += m.dret;
+	rc->c_credits += m.cret;
+	if (rc->stall_t0 && m.dret) {
+		rc->stall_us += evrdma__now_us() - rc->stall_t0;
+		rc->stall_t0 = 0;
+	}
+	if (m.starved)
+		rc->peer_starved = 1;
+	if (m.type == EVRDMA_CH_DATA) {
+		rc_take_data(rc, idx, &m, wc->byte_len);
+	} else {
+		rb_free(rc, idx);
+		if (!evrdma__ch_ctrl_allowed(rc->ret_ctrl, rc->ctrl)) {
+			evrdma__rc_violation(rc, "control beyond its credits");
+			return;
+		}
+		rc->ret_ctrl++;
+		if (m.type == EVRDMA_CH_LOAN &&
+		    evrdma__rc_take_loan(rc, &m) < 0)
+			return;
+		if (m.type == EVRDMA_CH_EOF) {
+			if (rc->ch.peer_eof) {
+				evrdma__rc_violation(rc, "a second EOF");
+				return;
+			}
+			rc->ch.peer_eof = 1;
+			rc->ch.peer_reset = m.reset;
+		}
+	}
+	/* After the poll pass, not from inside it: sending there lets
+	 * channels with traffic in flight refill ahead of the others
+	 * (measured: unfair with 200 channels), and one pass per poll
+	 * batches what all of its completions made due. */
+	rc_schedule(rc);
+}
+
+static void
+rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc = ref->ring->owner;
+	struct ch_rbuf *b = &rc->rb[ref->idx];
+
+	rc->pull_out--;
+	if (wc->status) {
+		/* its bytes are lost: the connection fails for it, and the
+		 * stream cannot end in order */
+		b->state = RB_LOST;
+		rc->data_lost = 1;
+		rc_schedule(rc);
+		return;
+	}
+	b->state = RB_READY;
+	rc->ret_pull++;
+	rc->rx_pulls++;
+	rc_schedule(rc);
+}
+
+/* Post the READs of pulls, in arrival order, as far as the send queue has
+ * room for them beside our own messages. */
+int
+evrdma__rc_post_pulls(struct ch_rdma *rc)
+{
+	while (rc->rx_pull < rc->rx_tail) {
+		unsigned idx = rc->rxq[rc->rx_pull % rc->nbuf];
+		struct ch_rbuf *b = &rc->rb[idx];
+
+		if (b->state == RB_PULL) {
+			if (rc->pull_out >= rc->pull_cap)
+				break;	/* rc_pull_cb resumes */
+			if (evrdma_conn_post_read(rc->conn, rc->rmr,
+			    (size_t)idx * rc->slot_size, b->len, &rc->peer_src,
+			    (uint64_t)b->pslot * rc->peer_slot_size,
+			    rc_pull_cb, &rc->rring->slot[idx]) < 0) {
+				if (errno == EAGAIN)
+					break;	/* a completion resumes */
+				return -1;
+			}
+			b->state = RB_PULLING;
+			rc->pull_wait--;
+			rc->pull_out++;
+		}
+		rc->rx_pull++;
+	}
+	return 0;
+}
+
+/* Received bytes that can still reach input (data that is lost, or that
+ * waits for a READ that will never be posted, cannot). */
+int
+evrdma__rc_waiting(struct ch_rdma *rc)
+{
+	if (rc->rx_head == rc->rx_tail)
+		return 0;
+	if (!rc->ch.gone)
+		return 1;	/* more may still come in order */
+	if (rxq_ready(rc))
+		return 1;
+	/* the connection is over with a message that never arrived whole:
+	 * what follows it can never be delivered, and the end is no
+	 * orderly one */
+	if (!rc->data_lost)
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: messages lost with "
+		    "the connection", (void *)rc);
+	rc->data_lost = 1;
+	rc->ch.peer_eof = 0;
+	while (rc->rx_head < rc->rx_tail) {
+		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
+
+		rc->rb[idx].queued = 0;
+		rxq_pop(rc);
+		if (!rc->rb[idx].refs)
+			rb_release(rc, idx);
+	}
+	return 0;
+}
+
+/* The receive buffers are posted again and again, each with a request of
+ * its own made once (req.c's receive ring). */
+int
+evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	void **args = malloc(rc->nbuf * sizeof(*args));
+	unsigned i;
+	int r;
+
+	if (!args)
+		return evrdma__fail(ENOMEM, "out of memory");
+	for (i = 0; i < rc->nbuf; i++)
+		args[i] = &rc->rring->slot[i];
+	r = evrdma__conn_ring_init(conn, rc->rmr, rc->slot_size, rc->nbuf,
+	    evrdma__rc_recv_cb, args);
+	free(args);
+	return r;
+}

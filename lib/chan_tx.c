@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport: send slots, writes into them
+ * (staged, open, reserved), the messages posted with the credits we owe,
+ * control messages and loans.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_rdma.h"
+
+/* The immediate of a message of @p type, carrying what we owe. */
+static int
+rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
+{
+	unsigned d = rc->ret_data > EVRDMA_CH_DRET_MAX ? EVRDMA_CH_DRET_MAX :
+	    rc->ret_data;
+	unsigned p = rc->ret_pull > EVRDMA_CH_PDONE_MAX ? EVRDMA_CH_PDONE_MAX :
+	    rc->ret_pull;
+
+	if (evrdma__rc_returns_ready(rc, rc->ret_data - d, 0) < 0)
+		return -1;
+	memset(m, 0, sizeof(*m));
+	m->type = (uint8_t)type;
+	m->dret = (uint16_t)d;
+	m->cret = (uint8_t)rc->ret_ctrl;
+	m->pdone = (uint8_t)p;
+	rc->ret_data -= d;
+	rc->ret_ctrl = 0;
+	rc->ret_pull -= p;
+	/* The peer, starved, waits for what we owe, pulls included. It
+	 * stays starved until all of that went back: a message that leaves
+	 * READs of its pulls still running must not drop the flag, or the
+	 * pulls reported done later wait for a quarter of the ring that a
+	 * peer holding fewer (it pulls at most that many at once) never
+	 * fills, and both sides wait for ever (seen on the two-guest wire) */
+	/* On a pool, a starved peer also waits for a loan the pool may
+	 * have had no room for: a message that lends it nothing leaves it
+	 * starved, so that the pass lends once room comes back
+	 * (evrdma__pool_room_freed()); forgetting it there left the peer with
+	 * no credit and no way to say so (seen: 1 run in 10 of
+	 * isolation_fine_reader). */
+	if (!rc->ret_data && !rc->ret_pull && !rc->pull_wait &&
+	    !rc->pull_out && (d || !rc->pool))
+		rc->peer_starved = 0;
+	return 0;
+}
+
+static void
+rc_ctrl_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+}
+
+static void
+rc_eof_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+
+	if (!wc->status) {
+		rc->eof_done = 1;
+		evrdma__rc_linger_check(rc);
+	}
+}
+
+/* A CREDIT, EOF or RESET (an EOF with @p reset): 1 posted, 0 no control
+ * credit in hand, -1 failed. */
+static int
+rc_post_ctrl(struct ch_rdma *rc, int type, int starved, int reset)
+{
+	struct evrdma__ch_imm m;
+	int eof = type == EVRDMA_CH_EOF;
+
+	if (!rc->c_credits)
+		return 0;
+	if (rc_take_returns(rc, type, &m) < 0)
+		return -1;
+	m.starved = (uint8_t)starved;
+	m.reset = (uint8_t)reset;
+	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+	    evrdma__ch_imm_encode(&m), eof ? rc_eof_cb : rc_ctrl_cb, rc) < 0)
+		return -1;
+	rc->c_credits--;
+	return 1;
+}
+
+/* A LOAN message: a RECLAIM of @p n (we lend), or a YIELD of @p n (the
+ * peer lends). It returns control credits, never data credits (their
+ * field carries @p n). 1 posted, 0 no control credit in hand, -1 failed. */
+static int
+rc_post_loan(struct ch_rdma *rc, int yield, unsigned n)
+{
+	struct evrdma__ch_imm m;
+
+	if (!rc->c_credits)
+		return 0;
+	if (evrdma__rc_returns_ready(rc, rc->ret_data, 0) < 0)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	m.type = EVRDMA_CH_LOAN;
+	m.yield = (uint8_t)yield;
+	m.loan = (uint16_t)n;
+	m.cret = (uint8_t)rc->ret_ctrl;
+	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
+	    evrdma__ch_imm_encode(&m), rc_ctrl_cb, rc) < 0)
+		return -1;
+	rc->ret_ctrl = 0;
+	rc->c_credits--;
+	return 1;
+}
+
+/* The sends of a pass about loans: our RECLAIM, our YIELD. */
+static int
+rc_send_loans(struct ch_rdma *rc)
+{
+	int r = 0;
+
+	if (rc->reclaim_want) {
+		r = rc_post_loan(rc, 0, rc->reclaim_want);
+		if (r > 0) {
+			rc->reclaim_out = rc->reclaim_want;
+			rc->reclaim_want = 0;
+		}
+	}
+	if (r >= 0 && rc->yield_asked) {
+		unsigned k = evrdma__ch_yield_amount(rc->yield_asked,
+		    rc->s_credits);
+
+		r = rc_post_loan(rc, 1, k);
+		if (r > 0) {
+			rc->s_credits -= k;
+			rc->yield_asked = 0;
+		}
+	}
+	return r < 0 ? -1 : 0;
+}
+
+/* Output dropped a staged slot without sending it (the user drained
+ * output, or the channel is going): free again, and zeroed, since a peer
+ * that pulls could read it and it is no longer meant for the peer. */
+static void
+rc_staged_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct ch_rdma *rc = ring->owner;
+
+	if (rc && rc->sstate[ref->idx] == SLOT_STAGED) {
+		memset(slot_mem(rc, ref->idx), 0, len);
+		evrdma__slot_release(rc, ref->idx);
+	}
+	evrdma__ring_unref(ring);
+}
+
+/* Put the first @p len bytes of send slot @p idx into @p buf by reference,
+ * staged: posted from where they are when they reach output's front.
+ * -1 (out of memory) leaves the slot as it was. */
+static int
+slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
+{
+	rc->sring->refs++;
+	if (evbuffer_add_reference(buf, slot_mem(rc, idx), len,
+	    rc_staged_cleanup, &rc->sring->slot[idx]) < 0) {
+		rc->sring->refs--;
+		return -1;
+	}
+	rc->sstate[idx] = SLOT_STAGED;
+	return 0;
+}
+
+static void
+rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+	unsigned idx = rc->sfifo[rc->sfifo_head];
+
+	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
+	rc->sfifo_n--;
+	/* a pull's slot is free once the peer has also done the pull */
+	rc->sflags[idx] |= SF_SENT;
+	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
+	    wc->status)
+		evrdma__slot_release(rc, idx);
+	/* a free slot matters only to output waiting for one, or to a
+	 * reservation that found none; send queue room to waiting pulls */
+	if (!wc->status && (rc->ch.out_len ||
+	    rc->resv_wanted || rc->pull_wait))
+		rc_schedule(rc);
+}
+
+/*
+ * Post send slot @p idx holding @p n bytes as the next DATA message, with
+ * the credits we owe; the caller checked the peer's credits.
+ */
+static int
+rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
+{
+	size_t off = (size_t)idx * rc->slot_size, len = n;
+	struct evrdma__ch_imm m;
+	int pull;
+
+	rc->sstate[idx] = SLOT_POSTED;
+	/* pull while the peer keeps up with our pulls, write when it lags:
+	 * the bytes move either way, but on a software device the work of
+	 * moving them falls on the CPU of the side that posts the request,
+	 * so this shares it */
+	pull = rc->pullable && n >= rc->peer_pull_min &&
+	    rc->spq_n < (rc->slots / 4 ? rc->slots / 4 : 1);
+	rc->sflags[idx] = pull ? SF_PULL : 0;
+	if (pull) {
+		/* the peer READs the bytes where they are; we send only
+		 * where: a descriptor after the slots */
+		struct evrdma__ch_pull d = { idx, (uint32_t)n };
+
+		off = (size_t)rc->slots * rc->slot_size +
+		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
+		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
+		n = EVRDMA_CH_PULL_DESC_LEN;
+	}
+	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
+		return -1;
+	/* out of credits, or of send slots that pulls hold: the peer
+	 * answers at once (evrdma__ch_credit_due) */
+	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
+	m.pull = (uint8_t)pull;
+	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
+	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
+		return -1;
+	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = idx;
+	if (pull)
+		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = idx;
+	rc->s_credits--;
+	rc->tx_msgs++;
+	rc->tx_bytes += len;
+	if (pull) {
+		rc->tx_pulls++;
+		rc->ch.base->stats.ch_pulled++;
+	} else {
+		rc->ch.base->stats.ch_written++;
+	}
+	return 0;
+}
+
+/* Send the open write, then as much of output as the credits and our send
+ * ring allow: 1 when something went, 0 when nothing did, -1 on failure. */
+static int
+rc_send_data(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	size_t olen;
+	int sent = 0;
+
+	if (rc->wopen >= 0) {
+		/* it was opened with a credit in hand and goes first, so
+		 * the credit is still there */
+		unsigned idx = (unsigned)rc->wopen;
+
+		rc->wopen = -1;
+		if (rc_post_slot(rc, idx, rc->wopen_len) < 0)
+			return -1;
+		sent = 1;
+	}
+	while (((ch->enabled & EV_WRITE) || rc->closing) &&
+	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len)) {
+		struct evbuffer_iovec v;
+		size_t n, off;
+		int idx = -1;
+
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
+			n = evrdma__lenq_front(&ch->out_msgs);
+			if (n > rc_chunk(rc) || n > olen || !n) {
+				/* written before connect, larger than the
+				 * peer's slots: it cannot go as one message */
+				evrdma__fail(EMSGSIZE, "queued message of %zu "
+				    "bytes exceeds the peer's %zu", n,
+				    rc_chunk(rc));
+				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
+				return -1;
+			}
+		} else {
+			n = olen < rc_chunk(rc) ? olen : rc_chunk(rc);
+		}
+		/* a staged slot at the front, exactly this message, or in
+		 * stream mode at least half a message (sent alone: copying
+		 * it to coalesce would cost more than the slot space saved):
+		 * post it where it is; anything else is copied into a free
+		 * slot */
+		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
+		    (v.iov_len == n || (ch->mode != EVRDMA_CHANNEL_MESSAGE &&
+		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) &&
+		    (uint8_t *)v.iov_base >= rc->sring->mem &&
+		    (uint8_t *)v.iov_base < rc->sring->mem +
+		    (size_t)rc->slots * rc->slot_size) {
+			off = (size_t)((uint8_t *)v.iov_base - rc->sring->mem);
+			if (off % rc->slot_size == 0 &&
+			    rc->sstate[off / rc->slot_size] == SLOT_STAGED)
+				idx = (int)(off / rc->slot_size);
+		}
+		ch->out_own = 1;
+		if (idx >= 0) {
+			n = v.iov_len;
+			rc->sstate[idx] = SLOT_POSTED;
+			evbuffer_drain(ch->output, n);
+		} else {
+			idx = evrdma__slot_alloc(rc, 0);
+			if (idx < 0) {
+				ch->out_own = 0;
+				break;	/* all in flight: a completion resumes */
+			}
+			rc->sstate[idx] = SLOT_POSTED;
+			evbuffer_remove(ch->output, slot_mem(rc, (unsigned)idx),
+			    n);
+		}
+		ch->out_own = 0;
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+			evrdma__lenq_pop(&ch->out_msgs);
+		if (rc_post_slot(rc, (unsigned)idx, n) < 0)
+			return -1;
+		sent = 1;
+	}
+	/* output waits for the peer's credits: a stall begins (counted;
+	 * the clock is read only here and when it ends) */
+	if (!rc->s_credits && ch->out_len && !rc->stall_t0) {
+		rc->stall_t0 = evrdma__now_us();
+		rc->stalls++;
+	}
+	return sent;
+}
+
+/* The sends of a pass, under one doorbell: pulls, data, EOF, credits.
+ * Returns as rc_send_data. */
+int
+evrdma__rc_send_all(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	int sent = 0;
+
+	evrdma__conn_cork(rc->conn);
+	if (rc->pull_wait && evrdma__rc_post_pulls(rc) < 0)
+		sent = -1;
+	/* (a freed channel sends what its user was told is written: the
+	 * adapter's output; a channel's own was discarded at the free) */
+	if (sent >= 0 && (!rc->closing || ch->out_taken))
+		sent = rc_send_data(rc);
+	if (sent >= 0 && (rc->reclaim_want || rc->yield_asked) &&
+	    rc_send_loans(rc) < 0)
+		sent = -1;
+	/* the end after everything sent: EOF, or a RESET when freed with
+	 * bytes unread (a socket closed so resets the connection, but sends
+	 * what its kernel accepted first) */
+	if (sent >= 0 && !rc->eof_sent && (rc->closing || ch->shut_wr) &&
+	    !ch->out_len && rc->wopen < 0) {
+		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0,
+		    rc->closing && rc->reset_due);
+
+		if (r < 0)
+			sent = -1;
+		else
+			rc->eof_sent = r;
+	}
+	if (sent >= 0 && (evrdma__ch_credit_due(rc->ret_data, rc->ret_ctrl,
+	    rc->ret_pull, rc->pull_wait || rc->pull_out, rc->slots, rc->ctrl,
+	    rc->peer_starved) || ((rc->grant_due || rc->ret_idle) &&
+	    rc->ret_data))) {
+		int r = rc_post_ctrl(rc, EVRDMA_CH_CREDIT, 0, 0);
+
+		if (r < 0)
+			sent = -1;
+		else if (r > 0)
+			rc->grant_due = rc->ret_idle = 0;
+	}
+	evrdma__conn_uncork(rc->conn);
+	return sent;
+}
+
+/*
+ * The read callbacks' fast path: a write made while the pass that runs
+ * them is under way (it sends before the loop goes on), into an empty
+ * output, with a credit in hand, is copied into a free send slot that
+ * stays open for the writes that follow it into an empty output while
+ * they fit (stream mode), and that the pass posts as it is. A reply then
+ * costs no evbuffer chain, callbacks or drain, and it goes out as soon as
+ * it would have from output. Output's length does not count it: it is
+ * already on its way, as bytes a socket accepted.
+ */
+static int
+rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	int idx;
+
+	if (!rc->pre_send || ch->out_len)
+		return -1;
+	if (rc->wopen >= 0) {
+		if (ch->mode == EVRDMA_CHANNEL_MESSAGE ||
+		    rc->wopen_len + len > rc_chunk(rc))
+			return -1;
+		memcpy(slot_mem(rc, (unsigned)rc->wopen) + rc->wopen_len, data,
+		    len);
+		rc->wopen_len += len;
+		return 0;
+	}
+	if (!rc_up(rc) || !(ch->enabled & EV_WRITE) ||
+	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc))
+		return -1;
+	idx = evrdma__slot_copy(rc, data, len);
+	if (idx < 0)
+		return -1;
+	rc->sstate[idx] = SLOT_OPEN;
+	rc->wopen = idx;
+	rc->wopen_len = len;
+	return 0;
+}
+
+/* Writing was disabled with a write open: put it in front of output. */
+static int
+rc_wopen_to_output(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+	struct evbuffer *tmp = evbuffer_new();
+	int rc_;
+
+	if (!tmp)
+		return -1;
+	if ((ch->mode == EVRDMA_CHANNEL_MESSAGE &&
+	    evrdma__lenq_push_front(&ch->out_msgs, rc->wopen_len) < 0) ||
+	    slot_stage(rc, tmp, (unsigned)rc->wopen, rc->wopen_len) < 0) {
+		evbuffer_free(tmp);
+		return -1;
+	}
+	rc->wopen = -1;
+	/* libevent has no prepend of a reference: by way of a buffer */
+	ch->out_own = 1;
+	rc_ = evbuffer_prepend_buffer(ch->output, tmp);
+	ch->out_own = 0;
+	evbuffer_free(tmp);	/* if the prepend failed, frees the slot */
+	return rc_;
+}
+
+/* Drop the open write and the reservation (the channel is going or the
+ * connection is over). */
+void
+evrdma__rc_drop_pending_writes(struct ch_rdma *rc)
+{
+	if (rc->wopen >= 0) {
+		evrdma__slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
+		rc->wopen = -1;
+	}
+	if (rc->resv >= 0) {
+		evrdma__slot_drop(rc, (unsigned)rc->resv, rc->resv_max);
+		rc->resv = -1;
+	}
+}
+
+/*
+ * The open write is sent by this pass, unless the connection is over (it
+ * goes as unsent output does) or writing was disabled since (it goes to
+ * the front of output, to wait there).
+ */
+void
+evrdma__rc_wopen_settle(struct ch_rdma *rc)
+{
+	if (rc->closing)
+		return;		/* (kept only when taken: out_taken) */
+	if (!rc_up(rc)) {
+		evrdma__slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
+		rc->wopen = -1;
+		return;
+	}
+	if (!(rc->ch.enabled & EV_WRITE) && rc_wopen_to_output(rc) < 0) {
+		if (rc->wopen >= 0) {
+			evrdma__slot_drop(rc, (unsigned)rc->wopen,
+			    rc->wopen_len);
+			rc->wopen = -1;
+		}
+		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
+	}
+}
+
+/*
+ * Copy a write straight into a free send slot and put the slot in output
+ * by reference, so that sending it needs no second copy. Small writes
+ * behind others are left to evbuffer (and coalesced with them when sent);
+ * a small write into an empty output is staged too: the common request
+ * and reply, sent alone. One slot always stays for the copy path, which
+ * must make progress when staged data does not fit a message.
+ */
+int
+evrdma__op_write(struct evrdma_channel *ch, const void *data, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	int idx;
+
+	if (rc_write_open(rc, data, len) == 0)
+		return 0;
+	if ((len < STAGE_MIN && ch->out_len) ||
+	    len > rc_chunk(rc) || rc->closing)
+		return -1;
+	idx = evrdma__slot_copy(rc, data, len);
+	if (idx < 0)
+		return -1;
+	if (slot_stage(rc, ch->output, (unsigned)idx, len) < 0) {
+		evrdma__slot_drop(rc, (unsigned)idx, len);
+		return -1;
+	}
+	return 0;
+}
+
+void *
+evrdma__op_reserve(struct evrdma_channel *ch, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	int idx;
+
+	if (!rc->established) {
+		evrdma__fail(ENOTCONN, "channel not connected");
+		return NULL;
+	}
+	if (len == 0 || len > rc_chunk(rc)) {
+		evrdma__fail(len ? EMSGSIZE : EINVAL, "reservation of %zu "
+		    "bytes (1..%zu)", len, rc_chunk(rc));
+		return NULL;
+	}
+	/* a new reservation replaces an uncommitted one */
+	if (rc->resv >= 0) {
+		idx = rc->resv;
+	} else {
+		/* one slot stays for the copy path, as for staged writes */
+		idx = evrdma__slot_alloc(rc, 1);
+		if (idx < 0) {
+			/* the write callback tells when one is free */
+			rc->resv_wanted = 1;
+			evrdma__fail(EAGAIN, "no free send slot (all in "
+			    "flight or holding output)");
+			return NULL;
+		}
+		rc->sstate[idx] = SLOT_RESERVED;
+		rc->resv = idx;
+		rc->resv_max = 0;
+	}
+	rc->resv_len = len;
+	if (len > rc->resv_max)
+		rc->resv_max = len;
+	return slot_mem(rc, (unsigned)idx);
+}
+
+int
+evrdma__op_commit(struct evrdma_channel *ch, size_t len)
+{
+	struct ch_rdma *rc = to_rc(ch);
+	unsigned idx;
+
+	if (rc->resv < 0)
+		return evrdma__fail(EINVAL, "nothing reserved");
+	if (len > rc->resv_len)
+		return evrdma__fail(EINVAL, "commit of %zu bytes exceeds the "
+		    "reserved %zu", len, rc->resv_len);
+	idx = (unsigned)rc->resv;
+	rc->resv = -1;
+	if (len == 0) {
+		evrdma__slot_drop(rc, idx, rc->resv_max);
+		return 0;
+	}
+	if (ch->shut_wr) {
+		evrdma__slot_drop(rc, idx, rc->resv_max);
+		return evrdma__fail(EPIPE, "channel is shut down");
+	}
+	/* what was written past @p len is not sent either */
+	if (rc->resv_max > len)
+		memset(slot_mem(rc, idx) + len, 0, rc->resv_max - len);
+	/* (output's callback counts it as one message in message mode) */
+	if (slot_stage(rc, ch->output, idx, len) < 0) {
+		evrdma__slot_drop(rc, idx, len);
+		return evrdma__fail(ENOMEM, "out of memory");
+	}
+	return 0;
+}
