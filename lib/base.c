@@ -80,61 +80,6 @@ evrdma__base_without_rdma_of(struct event_base *eb)
 }
 
 /*
- * Drain every pending CM event. Each is handed to the listener, queued
- * request or connection that owns its id and then acked at once:
- * rdma_destroy_id() blocks until all events it has seen are acked, and ids
- * are only ever destroyed outside this loop or right after the ack.
- */
-static void
-cm_drain(struct evrdma_base *base)
-{
-	struct rdma_cm_event *ev;
-
-	if (!base->cm_ch)
-		return;
-	while (EVRDMA_SYM(rdma_get_cm_event)(base->cm_ch, &ev) == 0) {
-		struct rdma_cm_id *destroy = NULL;
-		struct evrdma_listener *lst = NULL;
-		int *kind;
-
-		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-			kind = ev->listen_id->context;
-		else
-			kind = ev->id->context;
-		evrdma__log(EVRDMA_LOG_DEBUG, "cm event %s status %d",
-		    EVRDMA_SYM(rdma_event_str)(ev->event), ev->status);
-		if (!kind) {
-			/* An id whose owner is gone (e.g. destroyed while
-			 * events were queued): nothing to tell. */
-		} else if (*kind == EVRDMA_CM_LISTENER) {
-			lst = (struct evrdma_listener *)kind;
-			lst->refcnt++;
-			if (evrdma__listener_cm_event(lst, ev))
-				destroy = ev->id;
-		} else if (*kind == EVRDMA_CM_QUEUED) {
-			if (evrdma__queued_cm_event(
-			    (struct evrdma__queued *)kind, ev))
-				destroy = ev->id;
-		} else {
-			evrdma__conn_cm_event((struct evrdma_conn *)kind, ev);
-		}
-		EVRDMA_SYM(rdma_ack_cm_event)(ev);
-		if (destroy) {
-			EVRDMA_SYM(rdma_destroy_id)(destroy);
-			base->stats.cm_ids--;
-		}
-		/* freed from a callback: now its event is acked */
-		if (lst) {
-			lst->refcnt--;
-			evrdma__listener_after_event(lst);
-		}
-	}
-	if (errno != EAGAIN && errno != EWOULDBLOCK)
-		evrdma__log(EVRDMA_LOG_ERROR, "rdma_get_cm_event: %s",
-		    strerror(errno));
-}
-
-/*
  * The TCP fallback (evrdma_config_set_tcp_fallback()): no RDMA here, say
  * why (evrdma_errmsg() still holds the cause), and hand out a base on which
  * only the bufferevent calls work, over TCP.
@@ -186,7 +131,6 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	LIST_INIT(&base->srqs);
 	LIST_INIT(&base->hooks);
 	base->reqs.next_gen = 1;
-	base->cm_drain = cm_drain;
 	if (evrdma__work_init(base) < 0) {
 		free(base);
 		return NULL;

@@ -4,8 +4,9 @@
  * evrdma: a base's rdma_cm event channel, opened on first use (by the
  * first listener or connection) so that a program may create its base and
  * fork (a daemon) before it serves; and the check, opening nothing, that
- * this process can do RDMA at all. Below the listener and the connection,
- * which open the channel; the base above drains it (base->cm_drain).
+ * this process can do RDMA at all; reading its events, each handed to the
+ * owner of its id through the owner's ops (struct evrdma__cm_owner). Below
+ * the listener and the connection, which open the channel and own ids.
  */
 #include "config.h"
 
@@ -39,13 +40,53 @@ evrdma__rdma_check(void)
 	return 0;
 }
 
+/*
+ * Drain every pending CM event. Each is handed to the listener, queued
+ * request or connection that owns its id and then acked at once:
+ * rdma_destroy_id() blocks until all events it has seen are acked, and ids
+ * are only ever destroyed outside this loop or right after the ack.
+ */
+void
+evrdma__cm_drain(struct evrdma_base *base)
+{
+	struct rdma_cm_event *ev;
+
+	if (!base->cm_ch)
+		return;
+	while (EVRDMA_SYM(rdma_get_cm_event)(base->cm_ch, &ev) == 0) {
+		struct rdma_cm_id *id = ev->id;
+		const struct evrdma__cm_ops *ops = NULL;
+		struct evrdma__cm_owner *o;
+		int destroy = 0;
+
+		o = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
+		    ev->listen_id->context : id->context;
+		evrdma__log(EVRDMA_LOG_DEBUG, "cm event %s status %d",
+		    EVRDMA_SYM(rdma_event_str)(ev->event), ev->status);
+		/* no owner: an id whose owner is gone (destroyed while
+		 * events were queued), nothing to tell */
+		if (o) {
+			ops = o->ops;	/* event() may free a queued one */
+			destroy = ops->event(o, ev);
+		}
+		EVRDMA_SYM(rdma_ack_cm_event)(ev);	/* ev is gone */
+		if (destroy) {
+			EVRDMA_SYM(rdma_destroy_id)(id);
+			base->stats.cm_ids--;
+		}
+		if (ops && ops->acked)
+			ops->acked(o);
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		evrdma__log(EVRDMA_LOG_ERROR, "rdma_get_cm_event: %s",
+		    strerror(errno));
+}
+
 static void
 cm_fd_cb(int fd, void *arg)
 {
-	struct evrdma_base *base = arg;
-
 	(void)fd;
-	base->cm_drain(base);
+	evrdma__cm_drain(arg);
 }
 
 struct rdma_event_channel *

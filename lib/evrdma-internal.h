@@ -497,6 +497,27 @@ int evrdma__access_to_ibv(int access);
 /* Base free: deregister every region; handles still held become husks. */
 void evrdma__mr_release_all(struct evrdma_base *base);
 
+/*
+ * The owner of an rdma_cm id (a connection, a listener, a connect request
+ * queued by its listener) embeds one, and the id's context points at it.
+ * cm.c's drain hands each event down to the owner through its ops; the
+ * event is acked right after.
+ */
+struct evrdma__cm_owner;
+struct evrdma__cm_ops {
+	/* An event of an id it owns. Returns nonzero when the id must be
+	 * destroyed once the event is acked (rdma_destroy_id() waits for
+	 * the ack). */
+	int (*event)(struct evrdma__cm_owner *o, struct rdma_cm_event *ev);
+	/* (optional) The event was acked: what had to wait for the ack (a
+	 * listener freed by a callback inside event()). An owner with this
+	 * op keeps itself alive from event() to here. */
+	void (*acked)(struct evrdma__cm_owner *o);
+};
+struct evrdma__cm_owner {
+	const struct evrdma__cm_ops *ops;
+};
+
 /* ---- connections (conn.c) ---- */
 enum evrdma_conn_state {
 	EVRDMA_CONN_IDLE = 0,
@@ -549,7 +570,7 @@ struct evrdma__parent_ops {
 
 struct evrdma_conn {
 	struct evrdma__ep ep;		/* first: requests and refcount */
-	int cm_kind;			/* rdma_cm_id context tag */
+	struct evrdma__cm_owner cm;	/* its id's context */
 	struct evrdma_base *base;	/* NULL: a husk (base freed) */
 	struct rdma_cm_id *id;
 	struct evrdma_dev *dev;
@@ -606,9 +627,6 @@ struct evrdma_conn {
 	LIST_ENTRY(evrdma_conn) srq_link;	/* while srq and qp are set */
 };
 
-enum evrdma__cm_kind { EVRDMA_CM_CONN = 1, EVRDMA_CM_LISTENER,
-	EVRDMA_CM_QUEUED };
-
 static inline struct evrdma_conn *
 evrdma__ep_conn(struct evrdma__ep *ep)
 {
@@ -619,8 +637,6 @@ struct evrdma_conn *evrdma__conn_alloc(struct evrdma_base *base, int flags);
 /* Attach an owner (before connect, or in a listener's attach op). */
 void evrdma__conn_set_owner(struct evrdma_conn *conn,
     const struct evrdma__owner_ops *ops, void *owner);
-void evrdma__conn_cm_event(struct evrdma_conn *conn,
-    struct rdma_cm_event *ev);
 /* Passive side, inside the CONNECT_REQUEST dispatch: QP, the owner's
  * prepare, accept. 0, or -1 with the reject code in *code (the caller
  * rejects; the connection is then dropped). */
@@ -689,7 +705,7 @@ struct evrdma__listen_ops {
 struct evrdma__queued;
 
 struct evrdma_listener {
-	int cm_kind;			/* first: rdma_cm_id context tag */
+	struct evrdma__cm_owner cm;	/* its id's context */
 	struct evrdma_base *base;	/* NULL: a husk (base freed) */
 	struct rdma_cm_id *id;		/* NULL once its device went away */
 	int flags;
@@ -752,14 +768,6 @@ int evrdma__listener_backlog(int backlog, const char *fn);
  * the listener (not inside the CM dispatch, which holds a reference). */
 void evrdma__listener_error(struct evrdma_listener *lst, int reason,
     int err);
-/* Returns nonzero when the event's id must be destroyed after the ack. */
-int evrdma__listener_cm_event(struct evrdma_listener *lst,
-    struct rdma_cm_event *ev);
-/* A queued request's id had an event: nonzero to destroy it. */
-int evrdma__queued_cm_event(struct evrdma__queued *q,
-    struct rdma_cm_event *ev);
-/* After the ack of an event of @p lst: finish a deferred free. */
-void evrdma__listener_after_event(struct evrdma_listener *lst);
 void evrdma__listener_release_now(struct evrdma_listener *lst);
 
 /* ---- the base (base.c) ---- */
@@ -777,9 +785,6 @@ struct evrdma_base {
 	struct evrdma_stats stats;
 	struct evrdma__reqtab reqs;
 	struct evrdma__workq work;
-	/* Runs the CM events queued now (base.c): a step timer that would
-	 * fire may be behind an event that is already here. */
-	void (*cm_drain)(struct evrdma_base *base);
 	int freeing;			/* inside evrdma_base_free() */
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
@@ -827,6 +832,10 @@ evrdma__base_rdma(const struct evrdma_base *base, const char *fn)
 /* The base's rdma_cm channel, opened on first use; NULL with errno (ENODEV,
  * or EPERM in a forked child). */
 struct rdma_event_channel *evrdma__base_cm(struct evrdma_base *base);
+/* Read every pending CM event and hand each to its id's owner
+ * (evrdma__cm_owner): from the channel's fd, and from a connection whose
+ * step timer finds the loop has not read the event yet. */
+void evrdma__cm_drain(struct evrdma_base *base);
 /* Can this process do RDMA at all (opening nothing)? 0, or -1 with errno
  * EPERM (a forked child), ENODEV (no rdma_cm, no device). */
 int evrdma__rdma_check(void);

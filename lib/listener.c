@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,7 +24,7 @@
 
 /* A connect request waiting for a half-open place. Its id's context. */
 struct evrdma__queued {
-	int cm_kind;			/* first: EVRDMA_CM_QUEUED */
+	struct evrdma__cm_owner cm;	/* its id's context */
 	struct evrdma_listener *lst;
 	struct rdma_cm_id *id;
 	struct rdma_conn_param param;
@@ -34,6 +35,7 @@ struct evrdma__queued {
 };
 
 static void lst_serve_queue(struct evrdma_listener *lst);
+static const struct evrdma__cm_ops queued_cm_ops;
 
 static uint64_t
 now_ms(void)
@@ -235,7 +237,7 @@ queue_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 
 	if (!q)
 		return -1;
-	q->cm_kind = EVRDMA_CM_QUEUED;
+	q->cm.ops = &queued_cm_ops;
 	q->lst = lst;
 	q->id = ev->id;
 	q->param = ev->param.conn;
@@ -250,7 +252,7 @@ queue_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
 	q->deadline_ms = now_ms() +
 	    lst->base->cfg.timeout_ms[EVRDMA_TIMEOUT_CONNECT];
-	ev->id->context = q;
+	ev->id->context = &q->cm;
 	TAILQ_INSERT_TAIL(&lst->queued, q, link);
 	lst->n_queued++;
 	if (!evrdma__ev_pending(lst->queue_ev))
@@ -306,14 +308,23 @@ queue_timer_cb(void *arg)
 	lst_serve_queue(arg);
 }
 
-int
-evrdma__queued_cm_event(struct evrdma__queued *q, struct rdma_cm_event *ev)
+/* The CM event of a queued request's id (cm.c's drain). */
+static int
+queued_cm_event(struct evrdma__cm_owner *o, struct rdma_cm_event *ev)
 {
+	struct evrdma__queued *q = (struct evrdma__queued *)((char *)o -
+	    offsetof(struct evrdma__queued, cm));
+
+	(void)ev;
 	/* the requester gave up (or its device went away) while waiting */
 	q->id->context = NULL;
 	queued_free(q->lst, q);
 	return 1;
 }
+
+static const struct evrdma__cm_ops queued_cm_ops = {
+	.event = queued_cm_event,
+};
 
 /* ---- requests ---- */
 
@@ -378,13 +389,23 @@ evrdma__listener_error(struct evrdma_listener *lst, int reason, int err)
 	destroy_if_done(lst);
 }
 
-int
-evrdma__listener_cm_event(struct evrdma_listener *lst,
-    struct rdma_cm_event *ev)
+static struct evrdma_listener *
+lst_of(struct evrdma__cm_owner *o)
 {
+	return (struct evrdma_listener *)((char *)o -
+	    offsetof(struct evrdma_listener, cm));
+}
+
+/* The CM event of the listener's id, or a connect request to it (cm.c's
+ * drain). A reference is held until listener_cm_acked(): a callback may
+ * free the listener, whose id can go only after the ack. */
+static int
+listener_cm_event(struct evrdma__cm_owner *o, struct rdma_cm_event *ev)
+{
+	struct evrdma_listener *lst = lst_of(o);
 	int destroy = 0;
 
-	/* (the dispatcher holds a reference around this call) */
+	lst->refcnt++;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
 		destroy = on_connect_request(lst, ev);
@@ -400,6 +421,21 @@ evrdma__listener_cm_event(struct evrdma_listener *lst,
 	}
 	return destroy;
 }
+
+/* The event is acked: a free from a callback is finished now. */
+static void
+listener_cm_acked(struct evrdma__cm_owner *o)
+{
+	struct evrdma_listener *lst = lst_of(o);
+
+	lst->refcnt--;
+	destroy_if_done(lst);
+}
+
+static const struct evrdma__cm_ops listener_cm_ops = {
+	.event = listener_cm_event,
+	.acked = listener_cm_acked,
+};
 
 /* ---- life ---- */
 
@@ -461,7 +497,7 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 		evrdma__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
-	lst->cm_kind = EVRDMA_CM_LISTENER;
+	lst->cm.ops = &listener_cm_ops;
 	lst->base = base;
 	lst->flags = flags;
 	lst->disabled = !!(flags & LEV_OPT_DISABLED);
@@ -486,7 +522,7 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	memcpy(&ss, sa, sa->sa_family == AF_INET ?
 	    sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	if (!evrdma__base_cm(base) ||
-	    EVRDMA_SYM(rdma_create_id)(base->cm_ch, &lst->id, lst,
+	    EVRDMA_SYM(rdma_create_id)(base->cm_ch, &lst->id, &lst->cm,
 	    RDMA_PS_TCP)) {
 		if (base->cm_ch)
 			evrdma__fail(errno, "rdma_create_id: %s",
@@ -644,12 +680,6 @@ destroy_if_done(struct evrdma_listener *lst)
 }
 
 void
-evrdma__listener_after_event(struct evrdma_listener *lst)
-{
-	destroy_if_done(lst);
-}
-
-void
 evrdma_listener_free(struct evrdma_listener *lst)
 {
 	if (!lst || lst->user_freed || evrdma__forked)
@@ -660,8 +690,8 @@ evrdma_listener_free(struct evrdma_listener *lst)
 		return;
 	}
 	/* Inside a callback or the dispatch the listener's event is not yet
-	 * acked, so its id cannot be destroyed now; the dispatcher's
-	 * caller finishes the job (evrdma__listener_after_event). */
+	 * acked, so its id cannot be destroyed now; listener_cm_acked()
+	 * finishes the job. */
 	destroy_if_done(lst);
 }
 
