@@ -2,10 +2,11 @@
 /* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: the bufferevent adapter, private (evrdma/bufferevent.h is the
- * public side). bev.c makes and runs the adapter, a libevent bufferevent
- * over a channel or, after a fallback, over a TCP bufferevent_socket;
- * bev_listener.c listens on RDMA and TCP and hands accepted connections
- * to bev.c. These two files hold every libevent call of the adapter.
+ * public side). bev.c, bev_io.c and bev_tp.c make and run the adapter, a
+ * libevent bufferevent over a channel or, after a fallback, over a TCP
+ * bufferevent_socket (bev_ad.h, their object); bev_listener.c listens on
+ * RDMA and TCP and hands accepted connections to bev.c. These files hold
+ * every libevent call of the adapter.
  */
 #ifndef EVRDMA_BEV_H_INCLUDED_
 #define EVRDMA_BEV_H_INCLUDED_

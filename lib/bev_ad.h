@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the bufferevent adapter's own object, private to its three
+ * files (bev.h is what the listener sees; evrdma/bufferevent.h the user):
+ *   bev_io.c   the data path: whether the bufferevent reads, rate limits,
+ *              receiving (the input filter), sending (the output filter)
+ *   bev_tp.c   the transport: the channel or a TCP bufferevent, the
+ *              connect, the fallback to TCP, the transport's callbacks
+ *   bev.c      the adapter: making one, closing, the public calls
+ * Each calls only those listed before it (tools/check-layering).
+ */
+#ifndef EVRDMA_BEV_AD_H_INCLUDED_
+#define EVRDMA_BEV_AD_H_INCLUDED_
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+/* For the timeouts (evrdma__ad_take_timeouts()) and evrdma__ad_live():
+ * libevent's deprecated, installed view of struct bufferevent (ev_read,
+ * ev_write, timeout_write, readcb). */
+#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
+
+#include "bev.h"
+
+#define AD_MAGIC	0x65766265u	/* "evbe" */
+#define AD_OPTIONS	EVRDMA__BEV_OPTIONS
+/* TCP: what the adapter hands the socket bufferevent beyond the kernel */
+#define SOCK_CAP	(256 * 1024)
+#define RESUME_MS_MAX	64
+/* output gathered from a burst of small writes before it moves
+ * (evrdma__ad_out()) */
+#define AD_GATHER_MAX	(16 * 1024)
+/* u's read timeout: only its event's being pending counts
+ * (evrdma__ad_probe()); it never expires (68 years) */
+#define AD_U_TIMEOUT_S	INT_MAX
+/* written straight into the channel below this (ad_direct()): the size
+ * from which the channel sends a write as a message of its own (its
+ * STAGE_MIN), which would cut the stream where a socket does not */
+#define AD_DIRECT_MAX	1024
+
+/* An event's EVLIST_* flags (event_struct.h, installed): whether it is
+ * pending or active, as event_pending() says, without its lock and call
+ * on paths that run for every message. */
+#define AD_EV_FLAGS(ev)	((ev)->ev_evcallback.evcb_flags)
+
+enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
+/* why ad_move_out() runs (struct ad's moving) */
+enum ad_move { AD_MOVE_NONE, AD_MOVE_PULL, AD_MOVE_BURST };
+
+struct ad {
+	uint32_t magic;
+	struct evrdma__hook hook;	/* on the base's list: base free */
+	int on_base;
+	struct evrdma_base *base;	/* NULL once the base is gone */
+	struct event_base *eb;
+	struct bufferevent *bev;	/* the user's; NULL once freed */
+	struct bufferevent *u, *d;	/* the pair: u under bev */
+	struct evbuffer *tok;		/* the probe's token, between rounds */
+	/* the transport: one of */
+	struct evrdma_channel *ch;
+	struct bufferevent *sock;
+	int transport;			/* EVRDMA_TRANSPORT_* */
+	enum ad_state state;
+	int fallback;			/* may fall back to TCP */
+	size_t cap;			/* output the transport takes */
+	unsigned teardown_ms;
+	/* the connect, for a fallback */
+	struct sockaddr_storage sa;
+	int salen;
+	char *host;
+	int family, port;
+	struct evdns_base *dns;
+	struct evrdma__resolve_req *resolving;
+	/* the end of the stream */
+	short rd_end;			/* EOF|READING or ERROR|READING due */
+	uint8_t rd_end_done;
+	uint8_t wr_end_done;		/* ERROR|WRITING reported */
+	uint8_t gone;			/* the connection is over */
+	uint8_t finish_due;		/* BEV_FINISHED before connected */
+	uint8_t shut;			/* our end shut down (BEV_FINISHED) */
+	uint8_t shut_due;		/* TCP: shutdown once output drained */
+	uint8_t reset_due;		/* TCP closing: a reset, unread bytes */
+	uint8_t delivering;
+	uint8_t moving;			/* enum ad_move: in ad_move_out() */
+	int error;			/* evrdma_bufferevent_get_error() */
+	int err;			/* the errno of the end, for the
+					 * event callback (ECONNRESET...) */
+	int dns_error;			/* evrdma_bufferevent_get_dns_error() */
+	struct event *work;		/* evrdma__ad_work_cb(): from the
+					 * loop */
+	struct event *move;		/* evrdma__ad_move_cb(): a burst's
+					 * output */
+	uint8_t move_due;
+	struct event *resume;		/* looks for EV_WRITE enabled again */
+	unsigned resume_ms;
+	struct event *linger;		/* closing: bounded wait for output */
+	size_t linger_left;
+};
+
+/* The adapter's transport: its input and output. */
+static inline struct evbuffer *
+tp_in(const struct ad *ad)
+{
+	return ad->ch ? evrdma_channel_get_input(ad->ch) :
+	    bufferevent_get_input(ad->sock);
+}
+
+static inline struct evbuffer *
+tp_out(const struct ad *ad)
+{
+	return ad->ch ? evrdma_channel_get_output(ad->ch) :
+	    bufferevent_get_output(ad->sock);
+}
+
+/* ---- bev_io.c: the data path ---- */
+
+/* The adapter of @p bev, or NULL (not an adapter, or freed). */
+struct ad *evrdma__ad_of(struct bufferevent *bev);
+/* The user's bufferevent while it is there and its callbacks may run,
+ * else NULL. */
+struct bufferevent *evrdma__ad_live(const struct ad *ad);
+/* Whether the bufferevent reads now (EV_READ on, not suspended); arms
+ * the doorbell when it does not. */
+int evrdma__ad_probe(struct ad *ad);
+/* u's read callback: the bufferevent reads again. */
+void evrdma__ad_doorbell(struct bufferevent *u, void *arg);
+/* The filters of the user's bufferevent (bufferevent_filter_new()). */
+enum bufferevent_filter_result evrdma__ad_in(struct evbuffer *src,
+    struct evbuffer *dst, ev_ssize_t limit, enum bufferevent_flush_mode mode,
+    void *arg);
+enum bufferevent_filter_result evrdma__ad_out(struct evbuffer *src,
+    struct evbuffer *dst, ev_ssize_t limit, enum bufferevent_flush_mode mode,
+    void *arg);
+/* The bufferevent's output grew: the callback on its evbuffer. */
+void evrdma__ad_output_cb(struct evbuffer *buf,
+    const struct evbuffer_cb_info *info, void *arg);
+/* The adapter's own events: work from the loop, a burst's output, a
+ * resumed write. */
+void evrdma__ad_work_cb(evutil_socket_t fd, short what, void *arg);
+void evrdma__ad_move_cb(evutil_socket_t fd, short what, void *arg);
+void evrdma__ad_resume_cb(evutil_socket_t fd, short what, void *arg);
+/* The bufferevent's timeouts are ours to run (it has no fd). */
+void evrdma__ad_take_timeouts(struct ad *ad);
+/* What the rate limit lets move now, in or out (SIZE_MAX: no limit). */
+size_t evrdma__ad_rate_max(const struct ad *ad, int wr);
+/* Room in the bufferevent's input below its read high watermark. */
+size_t evrdma__ad_read_room(const struct bufferevent *bev,
+    const struct evbuffer *dst);
+/* Bytes arrived: the read timeout restarts. */
+void evrdma__ad_read_restart(struct bufferevent *bev);
+/* Move the transport's input into @p dst; the bytes moved. */
+size_t evrdma__ad_take(struct ad *ad, struct bufferevent *bev,
+    struct evbuffer *dst);
+/* Received bytes (or the end) to the bufferevent. */
+void evrdma__ad_deliver(struct ad *ad);
+/* The transport has room: output moves. */
+void evrdma__ad_pull(struct ad *ad);
+/* The write side ended: its event, once. */
+void evrdma__ad_write_end(struct ad *ad);
+/* What the transport takes beyond @p have. */
+size_t evrdma__ad_room(const struct ad *ad, size_t have);
+
+/* ---- bev_tp.c: the transport ---- */
+
+/* @p ch (connecting or connected) becomes the transport. */
+void evrdma__ad_attach_channel(struct ad *ad, struct evrdma_channel *ch);
+/* @p sock (connecting or connected) becomes the transport. */
+void evrdma__ad_attach_sock(struct ad *ad, struct bufferevent *sock);
+/* Connect over TCP to the address or host of the RDMA attempt: 0, or -1
+ * with errno. */
+int evrdma__ad_tcp_start(struct ad *ad);
+
+#endif /* EVRDMA_BEV_AD_H_INCLUDED_ */
