@@ -29,7 +29,7 @@
 /* ---- message lengths ---- */
 
 int
-evrdma__lenq_push(struct evrdma__lenq *q, size_t len)
+evrdma__lenq_reserve(struct evrdma__lenq *q)
 {
 	if (q->count == q->cap) {
 		unsigned ncap = q->cap ? q->cap * 2 : 16, i;
@@ -44,6 +44,14 @@ evrdma__lenq_push(struct evrdma__lenq *q, size_t len)
 		q->head = 0;
 		q->cap = ncap;
 	}
+	return 0;
+}
+
+int
+evrdma__lenq_push(struct evrdma__lenq *q, size_t len)
+{
+	if (evrdma__lenq_reserve(q) < 0)
+		return -1;
 	q->v[(q->head + q->count++) % q->cap] = len;
 	q->bytes += len;
 	return 0;
@@ -478,6 +486,116 @@ void
 evrdma__chan_output_taken(struct evrdma_channel *ch)
 {
 	ch->out_taken = 1;
+}
+
+/*
+ * Output changes the channel makes itself are marked out_own, so that
+ * output's callback does not take them for the user's (a message
+ * channel's user may not drain output, and what leaves is no new write).
+ */
+void
+evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
+{
+	ch->out_own = 1;
+	if (dst)
+		evbuffer_remove(ch->output, dst, n);
+	else
+		evbuffer_drain(ch->output, n);
+	ch->out_own = 0;
+	if (evrdma__chan_messages(ch))
+		evrdma__lenq_pop(&ch->out_msgs);
+}
+
+void
+evrdma__chan_output_discard(struct evrdma_channel *ch)
+{
+	ch->out_own = 1;
+	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
+	ch->out_own = 0;
+	while (ch->out_msgs.count)
+		evrdma__lenq_pop(&ch->out_msgs);
+}
+
+int
+evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
+    size_t len)
+{
+	int r;
+
+	if (evrdma__chan_messages(ch) &&
+	    evrdma__lenq_push_front(&ch->out_msgs, len) < 0)
+		return -1;
+	/* libevent has no prepend of a reference: by way of a buffer */
+	ch->out_own = 1;
+	r = evbuffer_prepend_buffer(ch->output, b);
+	ch->out_own = 0;
+	if (r < 0 && evrdma__chan_messages(ch))
+		evrdma__lenq_pop(&ch->out_msgs);
+	return r;
+}
+
+int
+evrdma__chan_input_add(struct evrdma_channel *ch, const void *p, size_t len,
+    evbuffer_ref_cleanup_cb cleanup, void *arg)
+{
+	/* the length's place first: once the bytes are in, it must not
+	 * fail */
+	if (evrdma__chan_messages(ch) && evrdma__lenq_reserve(&ch->in_msgs) < 0)
+		return -1;
+	if (cleanup ? evbuffer_add_reference(ch->input, p, len, cleanup,
+	    arg) : evbuffer_add(ch->input, p, len))
+		return -1;
+	if (evrdma__chan_messages(ch))
+		(void)evrdma__lenq_push(&ch->in_msgs, len);
+	return 0;
+}
+
+void
+evrdma__chan_peer_eof(struct evrdma_channel *ch, int reset)
+{
+	ch->peer_eof = 1;
+	ch->peer_reset = (uint8_t)!!reset;
+}
+
+void
+evrdma__chan_peer_eof_void(struct evrdma_channel *ch)
+{
+	ch->peer_eof = 0;
+}
+
+void
+evrdma__chan_end_reason(struct evrdma_channel *ch, int reason, int dns)
+{
+	if (!ch->gone_reason)
+		ch->gone_reason = reason;
+	if (reason == EVRDMA_REASON_DNS)
+		ch->dns_error = dns;
+}
+
+void
+evrdma__chan_gone(struct evrdma_channel *ch)
+{
+	ch->gone = 1;
+}
+
+void
+evrdma__chan_accepted(struct evrdma_channel *ch)
+{
+	ch->connected = 1;
+}
+
+void
+evrdma__chan_unhanded(struct evrdma_channel *ch)
+{
+	ch->freed = 1;
+	evrdma__chan_unref(ch);
+}
+
+void
+evrdma__chan_discard(struct evrdma_channel *ch)
+{
+	ch->refcnt = 1;
+	evrdma__chan_unref(ch);
 }
 
 int

@@ -29,6 +29,8 @@ struct evrdma__lenq {
 	size_t bytes;			/* their sum */
 };
 
+/* Room for one more length: then a push cannot fail. */
+int evrdma__lenq_reserve(struct evrdma__lenq *q);
 int evrdma__lenq_push(struct evrdma__lenq *q, size_t len);
 int evrdma__lenq_push_front(struct evrdma__lenq *q, size_t len);
 size_t evrdma__lenq_pop(struct evrdma__lenq *q);
@@ -222,6 +224,71 @@ void evrdma__chan_sent(struct evrdma_channel *ch, int sent);
 void evrdma__chan_check_end(struct evrdma_channel *ch, int waiting);
 /* Call the event callback (with a reference held). */
 void evrdma__chan_event(struct evrdma_channel *ch, short what);
+
+/*
+ * ---- what the transport changes, through these alone ----
+ * The transport reads the channel but writes none of its fields
+ * (tools/check-layering): message framing, output's ownership, input's
+ * and output's bookkeeping and the record of the end stay here, so that
+ * another transport would reuse them as they are.
+ */
+
+/* A message channel: each piece the transport moves is one message. */
+static inline int
+evrdma__chan_messages(const struct evrdma_channel *ch)
+{
+	return ch->mode == EVRDMA_CHANNEL_MESSAGE;
+}
+/* The length of what goes next from output: its next message (message
+ * mode; it may exceed @p chunk: the caller refuses it), else up to
+ * @p chunk bytes. 0: output is empty. */
+static inline size_t
+evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
+{
+	if (evrdma__chan_messages(ch))
+		return evrdma__lenq_front(&ch->out_msgs);
+	return ch->out_len < chunk ? ch->out_len : chunk;
+}
+/* @p n bytes from output's front leave for the wire (one message in
+ * message mode): copied to @p dst, or with @p dst NULL dropped, as they
+ * already lie in a send slot. Output's callback does not count them as
+ * the user's change. */
+void evrdma__chan_output_took(struct evrdma_channel *ch, void *dst,
+    size_t n);
+/* Output's bytes are discarded, unsent (a free before the connection is
+ * up, the process exits): as bufferevent_free() does. */
+void evrdma__chan_output_discard(struct evrdma_channel *ch);
+/* @p b's @p len bytes (one message in message mode) go back in front of
+ * output. 0, or -1 (out of memory). @p b may keep them on failure. */
+int evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
+    size_t len);
+/* @p len bytes that arrived join input (one message in message mode):
+ * copied, or with @p cleanup by reference (@p cleanup(p, len, arg) when
+ * input lets them go). 0, or -1 with input unchanged (out of memory). */
+int evrdma__chan_input_add(struct evrdma_channel *ch, const void *p,
+    size_t len, evbuffer_ref_cleanup_cb cleanup, void *arg);
+/* The peer ended its side in order (EOF), with @p reset when it freed
+ * its channel with our bytes unread. */
+void evrdma__chan_peer_eof(struct evrdma_channel *ch, int reset);
+/* ... no orderly end after all: it broke the protocol, or data was lost
+ * with the connection. */
+void evrdma__chan_peer_eof_void(struct evrdma_channel *ch);
+/* Why the connection ends, unless a reason is known already (@p dns:
+ * the EVUTIL_EAI_* of a failed lookup, with EVRDMA_REASON_DNS). */
+void evrdma__chan_end_reason(struct evrdma_channel *ch, int reason,
+    int dns);
+/* The connection is over: nothing more arrives, nothing more can be
+ * sent (the end is reported once input has what arrived). */
+void evrdma__chan_gone(struct evrdma_channel *ch);
+/* A listener's channel, not yet the user's, is up (the accept callback
+ * follows). */
+void evrdma__chan_accepted(struct evrdma_channel *ch);
+/* A listener's channel whose connection ended before the user was
+ * handed it: the handle's reference goes, as the user's free would. */
+void evrdma__chan_unhanded(struct evrdma_channel *ch);
+/* Its set-up failed: the channel goes now, with every reference the
+ * set-up took; nobody else holds one yet. */
+void evrdma__chan_discard(struct evrdma_channel *ch);
 
 /* ---- the listener (chan_rdma.c) ---- */
 /* evrdma_channel_listener_new(), with @p free_arg(@p arg) called when

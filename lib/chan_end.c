@@ -23,7 +23,7 @@ evrdma__rc_violation(struct ch_rdma *rc, const char *why)
 	/* whatever it said before or says after (what it sent in the same
 	 * poll is still to come: evrdma__rc_recv_cb() drops it), this is no
 	 * orderly end */
-	rc->ch.peer_eof = 0;
+	evrdma__chan_peer_eof_void(&rc->ch);
 	rc->violated = 1;
 	if (rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
@@ -75,7 +75,7 @@ evrdma__rc_internal(struct ch_rdma *rc, const char *what)
 {
 	evrdma__log(EVRDMA_LOG_ERROR, "channel %p: internal error: %s",
 	    (void *)rc, what);
-	rc->ch.peer_eof = 0;
+	evrdma__chan_peer_eof_void(&rc->ch);
 	evrdma__rc_fail(rc, EVRDMA_REASON_INTERNAL);
 }
 
@@ -124,5 +124,5 @@ evrdma__rc_judge_end(struct ch_rdma *rc)
 	    !rc->peer_lends && !rc->data_lost &&
 	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
 	    rc->wopen < 0)
-		rc->ch.peer_eof = 1;
+		evrdma__chan_peer_eof(&rc->ch, rc->ch.peer_reset);
 }

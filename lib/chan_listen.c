@@ -45,8 +45,7 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	if (lst->srq && evrdma__rc_use_pool(rc, lst->srq) < 0) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel listener: %s",
 		    evrdma_errmsg());
-		rc->ch.refcnt = 1;
-		evrdma__chan_unref(&rc->ch);
+		evrdma__chan_discard(&rc->ch);
 		return -1;
 	}
 	rc->conn = conn;
@@ -62,7 +61,7 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	struct ch_rdma *rc = evrdma__conn_owner(conn);
 
 	rc->established = 1;
-	rc->ch.connected = 1;
+	evrdma__chan_accepted(&rc->ch);
 	evrdma__chan_ref(&rc->ch);
 	cl->cb(lst, &rc->ch, peer, socklen, cl->arg);
 	rc_schedule(rc);

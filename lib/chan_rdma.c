@@ -84,8 +84,7 @@ rc_pass(struct ch_rdma *rc)
 	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
 	if (ch->peer_reset && rc->conn && !rc->conn_freed && !rc->ended &&
 	    !rc->pull_wait && !rc->pull_out && !rc->closing) {
-		if (!ch->gone_reason)
-			ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
+		evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
 		evrdma__rc_conn_free(rc);
 	}
 	/* The connection ended and every receive has come back (flushed):
@@ -94,7 +93,7 @@ rc_pass(struct ch_rdma *rc)
 	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone &&
 	    (!rc->pool || rc->conn_freed)) {
 		evrdma__rc_judge_end(rc);
-		ch->gone = 1;
+		evrdma__chan_gone(ch);
 		evrdma__rc_drop_pending_writes(rc);
 		if (rc->pool)
 			evrdma__rc_pool_depart(rc);
@@ -316,10 +315,7 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 	struct ch_rdma *rc = owner;
 
 	rc->ended = 1;
-	if (!rc->ch.gone_reason)
-		rc->ch.gone_reason = reason;
-	if (reason == EVRDMA_REASON_DNS)
-		rc->ch.dns_error = conn->dns_error;
+	evrdma__chan_end_reason(&rc->ch, reason, conn->dns_error);
 	evrdma__rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
 	 * closed() (a pool's are not flushed: the pass takes what arrived
@@ -366,11 +362,10 @@ own_closed(void *owner, int husk)
 	evrdma_mr_free(rc->smr);
 	rc->rmr = rc->smr = NULL;
 	evrdma__rc_drop_pending_writes(rc);
-	if (!ch->gone_reason)
-		ch->gone_reason = EVRDMA_REASON_DISCONNECTED;
+	evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
 	if (!ch->gone)
 		evrdma__rc_judge_end(rc);
-	ch->gone = 1;
+	evrdma__chan_gone(ch);
 	if (rc->pool)
 		evrdma__rc_pool_depart(rc);
 	if (husk) {
@@ -380,10 +375,8 @@ own_closed(void *owner, int husk)
 	}
 	/* a request of a listener's that never reached the user: nobody
 	 * else will free it */
-	if (never_handed) {
-		ch->freed = 1;
-		evrdma__chan_unref(ch);
-	}
+	if (never_handed)
+		evrdma__chan_unhanded(ch);
 	evrdma__chan_unref(ch);		/* the connection's reference */
 }
 
@@ -447,9 +440,7 @@ op_close(struct evrdma_channel *ch)
 		/* unsent output is discarded, as bufferevent_free() does,
 		 * and an open write with it (evrdma/channel.h) */
 		evrdma__rc_drop_pending_writes(rc);
-		ch->out_own = 1;
-		evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
-		ch->out_own = 0;
+		evrdma__chan_output_discard(ch);
 	}
 	if (!ch->base)
 		return;		/* a husk: nothing left to close */
@@ -490,9 +481,7 @@ op_exiting(struct evrdma_channel *ch)
 		rc->reset_due = 1;
 	if (!ch->out_taken) {
 		rc->wopen = -1;		/* (its bytes: user space, lost) */
-		ch->out_own = 1;
-		evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
-		ch->out_own = 0;
+		evrdma__chan_output_discard(ch);
 	}
 	(void)evrdma__rc_send_all(rc);
 }
@@ -660,7 +649,7 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 	if (evrdma__chan_init(&rc->ch, base, &rc_ops,
 	    flags & EVRDMA_CHANNEL_MESSAGE) < 0)
 		goto nomem;
-	rc->ch.refcnt++;	/* the connection's, until closed() */
+	evrdma__chan_ref(&rc->ch);	/* the connection's, until closed() */
 	if (!pooled) {
 		rc->rring = evrdma__ring_new(rc, rc->nbuf, rc->slot_size, 0);
 		rc->rb = calloc(rc->nbuf, sizeof(*rc->rb));
@@ -687,8 +676,7 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 	return rc;
 nomem:
 	if (rc && rc->ch.ops) {
-		rc->ch.refcnt = 1;
-		evrdma__chan_unref(&rc->ch);
+		evrdma__chan_discard(&rc->ch);
 	} else {
 		free(rc);
 	}
@@ -827,8 +815,7 @@ evrdma_channel_new(struct evrdma_base *base, int flags)
 	if (!rc->conn) {
 		int err = errno;
 
-		rc->ch.refcnt = 1;
-		evrdma__chan_unref(&rc->ch);
+		evrdma__chan_discard(&rc->ch);
 		errno = err;
 		return NULL;
 	}

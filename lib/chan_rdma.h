@@ -338,7 +338,8 @@ void *evrdma__op_reserve(struct evrdma_channel *ch, size_t len);
 int evrdma__op_commit(struct evrdma_channel *ch, size_t len);
 
 /* ---- the channel object, its pass, owner ops, close (chan_rdma.c) ---- */
-struct ch_rdma *evrdma__rc_new(struct evrdma_base *base, int flags, int pooled);
+struct ch_rdma *evrdma__rc_new(struct evrdma_base *base, int flags,
+    int pooled);
 void evrdma__rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn);
 
 #endif /* EVRDMA_CHAN_RDMA_H_INCLUDED_ */

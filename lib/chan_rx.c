@@ -197,7 +197,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			continue;
 		}
 		room = evrdma__chan_room(ch, have);
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+		if (evrdma__chan_messages(ch))
 			/* whole messages, and one even past the mark when
 			 * input is empty (it could never enter otherwise) */
 			take = (len <= room || !have) && room ? len : 0;
@@ -218,13 +218,14 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		    room < STAGE_MIN;
 		ref_ok = ch->gone || rc->refs_held < rc->slots / 2;
 		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
-			if (evbuffer_add(ch->input, p, take) < 0) {
+			if (evrdma__chan_input_add(ch, p, take, NULL,
+			    NULL) < 0) {
 				held = 1;
 				break;
 			}
 		} else if (ref_ok) {
 			rc->rring->refs++;
-			if (evbuffer_add_reference(ch->input, p, take,
+			if (evrdma__chan_input_add(ch, p, take,
 			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
 				rc->rring->refs--;
 				held = 1;
@@ -238,12 +239,6 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		}
 		have += take;
 		b->off += (uint32_t)take;
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
-		    evrdma__lenq_push(&ch->in_msgs, take) < 0) {
-			if (rc->conn)
-				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
-			return;
-		}
 		moved = 1;
 		if (b->off < b->len)
 			continue;	/* cut at the high watermark */
@@ -354,7 +349,8 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 /* A message (or a failed receive) in buffer ref->idx: of the channel's
  * own ring (owner set), or of a queue's pool (owner NULL). */
 void
-evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg)
 {
 	struct ch_slotref *ref = arg;
 	struct ch_rdma *rc = ref->ring->owner;
@@ -427,8 +423,7 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 				evrdma__rc_violation(rc, "a second EOF");
 				return;
 			}
-			rc->ch.peer_eof = 1;
-			rc->ch.peer_reset = m.reset;
+			evrdma__chan_peer_eof(&rc->ch, m.reset);
 		}
 	}
 	/* After the poll pass, not from inside it: sending there lets
@@ -507,7 +502,7 @@ evrdma__rc_waiting(struct ch_rdma *rc)
 		evrdma__log(EVRDMA_LOG_INFO, "channel %p: messages lost with "
 		    "the connection", (void *)rc);
 	rc->data_lost = 1;
-	rc->ch.peer_eof = 0;
+	evrdma__chan_peer_eof_void(&rc->ch);
 	while (rc->rx_head < rc->rx_tail) {
 		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
 

@@ -270,8 +270,8 @@ rc_send_data(struct ch_rdma *rc)
 		size_t n, off;
 		int idx = -1;
 
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
-			n = evrdma__lenq_front(&ch->out_msgs);
+		n = evrdma__chan_output_next(ch, rc_chunk(rc));
+		if (evrdma__chan_messages(ch)) {
 			if (n > rc_chunk(rc) || n > olen || !n) {
 				/* written before connect, larger than the
 				 * peer's slots: it cannot go as one message */
@@ -281,8 +281,6 @@ rc_send_data(struct ch_rdma *rc)
 				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 				return -1;
 			}
-		} else {
-			n = olen < rc_chunk(rc) ? olen : rc_chunk(rc);
 		}
 		/* a staged slot at the front, exactly this message, or in
 		 * stream mode at least half a message (sent alone: copying
@@ -290,7 +288,7 @@ rc_send_data(struct ch_rdma *rc)
 		 * post it where it is; anything else is copied into a free
 		 * slot */
 		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
-		    (v.iov_len == n || (ch->mode != EVRDMA_CHANNEL_MESSAGE &&
+		    (v.iov_len == n || (!evrdma__chan_messages(ch) &&
 		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) &&
 		    (uint8_t *)v.iov_base >= rc->sring->mem &&
 		    (uint8_t *)v.iov_base < rc->sring->mem +
@@ -300,24 +298,18 @@ rc_send_data(struct ch_rdma *rc)
 			    rc->sstate[off / rc->slot_size] == SLOT_STAGED)
 				idx = (int)(off / rc->slot_size);
 		}
-		ch->out_own = 1;
 		if (idx >= 0) {
 			n = v.iov_len;
 			rc->sstate[idx] = SLOT_POSTED;
-			evbuffer_drain(ch->output, n);
+			evrdma__chan_output_took(ch, NULL, n);
 		} else {
 			idx = evrdma__slot_alloc(rc, 0);
-			if (idx < 0) {
-				ch->out_own = 0;
+			if (idx < 0)
 				break;	/* all in flight: a completion resumes */
-			}
 			rc->sstate[idx] = SLOT_POSTED;
-			evbuffer_remove(ch->output, slot_mem(rc, (unsigned)idx),
-			    n);
+			evrdma__chan_output_took(ch,
+			    slot_mem(rc, (unsigned)idx), n);
 		}
-		ch->out_own = 0;
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
-			evrdma__lenq_pop(&ch->out_msgs);
 		if (rc_post_slot(rc, (unsigned)idx, n) < 0)
 			return -1;
 		sent = 1;
@@ -396,7 +388,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	if (!rc->pre_send || ch->out_len)
 		return -1;
 	if (rc->wopen >= 0) {
-		if (ch->mode == EVRDMA_CHANNEL_MESSAGE ||
+		if (evrdma__chan_messages(ch) ||
 		    rc->wopen_len + len > rc_chunk(rc))
 			return -1;
 		memcpy(slot_mem(rc, (unsigned)rc->wopen) + rc->wopen_len, data,
@@ -426,17 +418,12 @@ rc_wopen_to_output(struct ch_rdma *rc)
 
 	if (!tmp)
 		return -1;
-	if ((ch->mode == EVRDMA_CHANNEL_MESSAGE &&
-	    evrdma__lenq_push_front(&ch->out_msgs, rc->wopen_len) < 0) ||
-	    slot_stage(rc, tmp, (unsigned)rc->wopen, rc->wopen_len) < 0) {
+	if (slot_stage(rc, tmp, (unsigned)rc->wopen, rc->wopen_len) < 0) {
 		evbuffer_free(tmp);
 		return -1;
 	}
+	rc_ = evrdma__chan_output_unget(ch, tmp, rc->wopen_len);
 	rc->wopen = -1;
-	/* libevent has no prepend of a reference: by way of a buffer */
-	ch->out_own = 1;
-	rc_ = evbuffer_prepend_buffer(ch->output, tmp);
-	ch->out_own = 0;
 	evbuffer_free(tmp);	/* if the prepend failed, frees the slot */
 	return rc_;
 }
