@@ -19,13 +19,10 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-/* For the timeouts (evrdma__ad_take_timeouts()) and evrdma__ad_live():
- * libevent's deprecated, installed view of struct bufferevent (ev_read,
- * ev_write, timeout_write, readcb). */
-#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 
 #include "bev.h"
+#include "bev_lev.h"	/* libevent's installed structs, read there only */
 
 #define AD_MAGIC	0x65766265u	/* "evbe" */
 #define AD_OPTIONS	EVRDMA__BEV_OPTIONS
@@ -42,11 +39,6 @@
  * from which the channel sends a write as a message of its own (its
  * STAGE_MIN), which would cut the stream where a socket does not */
 #define AD_DIRECT_MAX	1024
-
-/* An event's EVLIST_* flags (event_struct.h, installed): whether it is
- * pending or active, as event_pending() says, without its lock and call
- * on paths that run for every message. */
-#define AD_EV_FLAGS(ev)	((ev)->ev_evcallback.evcb_flags)
 
 enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
 /* why ad_move_out() runs (struct ad's moving) */

@@ -51,8 +51,8 @@ tp_shutdown(struct ad *ad)
  * what its partner (d) holds. So hand d the token: if u takes it at once,
  * the bufferevent reads (the token comes back). If not, the token waits at
  * d and a second byte joins it; when u reads again it takes both, which
- * reaches its read low watermark of 2 and runs evrdma__ad_doorbell(). While the
- * token waits, the answer is no without asking.
+ * reaches its read low watermark of 2 and runs evrdma__ad_doorbell().
+ * While the token waits, the answer is no without asking.
  *
  * The yes needs no token: u has a read timeout (AD_U_TIMEOUT_S, never due),
  * and libevent's pair keeps a read timeout's event pending exactly while
@@ -71,7 +71,7 @@ evrdma__ad_probe(struct ad *ad)
 
 	if (evbuffer_get_length(dout))
 		return 0;
-	if (AD_EV_FLAGS(&ad->u->ev_read) & EVLIST_TIMEOUT)
+	if (evrdma__lev_flags(evrdma__lev_ev_read(ad->u)) & EVLIST_TIMEOUT)
 		return 1;	/* event_pending(), without its lock and call */
 	evbuffer_add_buffer(dout, ad->tok);
 	if (evbuffer_get_length(uin)) {
@@ -105,17 +105,15 @@ evrdma__ad_doorbell(struct bufferevent *u, void *arg)
  * bufferevent_free() clears u's callbacks, the doorbell among them. While
  * a callback runs the adapter holds a reference, so the free shows only
  * once that is dropped, when nothing of the adapter's is on the stack.
- * u's read callback is read from the installed struct bufferevent
- * (bufferevent_struct.h, as the timeouts are) rather than with
- * bufferevent_getcb(), whose lock and call cost 32 instructions six times
- * per round trip; one pointer, written on the loop's thread.
+ * u's read callback is read from the installed struct (bev_lev.h).
  */
 struct bufferevent *
 evrdma__ad_live(const struct ad *ad)
 {
 	if (!ad->bev)
 		return NULL;
-	return ad->u->readcb == evrdma__ad_doorbell ? ad->bev : NULL;
+	return evrdma__lev_readcb_is(ad->u, evrdma__ad_doorbell) ? ad->bev :
+	    NULL;
 }
 
 /* ---- rate limits: the bufferevent's own bucket ---- */
@@ -201,12 +199,12 @@ evrdma__ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 size_t
 evrdma__ad_read_room(const struct bufferevent *bev, const struct evbuffer *dst)
 {
-	size_t len;
+	size_t hi = evrdma__lev_rd_high(bev), len;
 
-	if (!bev->wm_read.high)
+	if (!hi)
 		return SIZE_MAX;
 	len = evbuffer_get_length(dst);
-	return len < bev->wm_read.high ? bev->wm_read.high - len : 0;
+	return len < hi ? hi - len : 0;
 }
 
 /* Bytes arrived in the bufferevent's input: its read timeout starts
@@ -214,17 +212,20 @@ evrdma__ad_read_room(const struct bufferevent *bev, const struct evbuffer *dst)
 void
 evrdma__ad_read_restart(struct bufferevent *bev)
 {
-	if (evutil_timerisset(&bev->timeout_read))
-		event_add(&bev->ev_read, &bev->timeout_read);
+	const struct timeval *tv = evrdma__lev_tv_read(bev);
+
+	if (tv)
+		event_add(evrdma__lev_ev_read(bev), tv);
 }
 
 /*
  * What libevent's input filter path does for a flush of EV_READ in
  * BEV_NORMAL mode (be_filter_process_input()), without its cost: up to
  * the read high watermark, through ad_move_in(); then the read timeout
- * restarts. u's input holds nothing to drain here (evrdma__ad_probe() takes the
- * token back), and a flush of u (a pair) in BEV_NORMAL does nothing.
- * Called once evrdma__ad_probe() said the bufferevent reads. The bytes moved.
+ * restarts. u's input holds nothing to drain here (evrdma__ad_probe()
+ * takes the token back), and a flush of u (a pair) in BEV_NORMAL does
+ * nothing. Called once evrdma__ad_probe() said the bufferevent reads.
+ * Returns the bytes moved.
  */
 size_t
 evrdma__ad_take(struct ad *ad, struct bufferevent *bev, struct evbuffer *dst)
@@ -232,7 +233,7 @@ evrdma__ad_take(struct ad *ad, struct bufferevent *bev, struct evbuffer *dst)
 	size_t room = evrdma__ad_read_room(bev, dst);
 	ev_ssize_t n;
 
-	if (!(bev->enabled & EV_READ) || !room)
+	if (!(evrdma__lev_enabled(bev) & EV_READ) || !room)
 		return 0;
 	n = ad_move_in(ad, dst, room > EV_SSIZE_MAX ? -1 : (ev_ssize_t)room);
 	if (n <= 0)
@@ -304,11 +305,11 @@ static void
 ad_arm_write_timeout(struct ad *ad)
 {
 	struct bufferevent *bev = evrdma__ad_live(ad);
+	const struct timeval *tv = bev ? evrdma__lev_tv_write(bev) : NULL;
 
-	if (bev && evutil_timerisset(&bev->timeout_write) &&
-	    (bufferevent_get_enabled(bev) & EV_WRITE) &&
-	    !event_pending(&bev->ev_write, EV_TIMEOUT, NULL))
-		event_add(&bev->ev_write, &bev->timeout_write);
+	if (tv && (bufferevent_get_enabled(bev) & EV_WRITE) &&
+	    !event_pending(evrdma__lev_ev_write(bev), EV_TIMEOUT, NULL))
+		event_add(evrdma__lev_ev_write(bev), tv);
 }
 
 /* The read timeout, as a socket has it: not while reading is held (at
@@ -365,9 +366,9 @@ evrdma__ad_take_timeouts(struct ad *ad)
 {
 	struct bufferevent *bev = ad->bev;	/* just made */
 
-	event_assign(&bev->ev_read, bufferevent_get_base(bev), -1,
+	event_assign(evrdma__lev_ev_read(bev), bufferevent_get_base(bev), -1,
 	    EV_FINALIZE, ad_read_timeout, bev);
-	event_assign(&bev->ev_write, bufferevent_get_base(bev), -1,
+	event_assign(evrdma__lev_ev_write(bev), bufferevent_get_base(bev), -1,
 	    EV_FINALIZE, ad_write_timeout, bev);
 }
 
@@ -428,15 +429,16 @@ ad_wrote(struct ad *ad, size_t moved)
 	}
 	/* event_del() of an event not pending costs ~80 instructions, and
 	 * bufferevent_trigger() without a write callback ~100: this runs on
-	 * every write, so ask the struct first (bufferevent_struct.h) */
+	 * every write, so ask the struct first (bev_lev.h) */
 	if (!left) {
-		if (AD_EV_FLAGS(&bev->ev_write) & (EVLIST_TIMEOUT | EVLIST_ACTIVE |
-		    EVLIST_ACTIVE_LATER))
-			event_del(&bev->ev_write);
-	} else if (evutil_timerisset(&bev->timeout_write) &&
-	    (bev->enabled & EV_WRITE))
-		event_add(&bev->ev_write, &bev->timeout_write);
-	if (bev->writecb)
+		if (evrdma__lev_flags(evrdma__lev_ev_write(bev)) &
+		    (EVLIST_TIMEOUT | EVLIST_ACTIVE | EVLIST_ACTIVE_LATER))
+			event_del(evrdma__lev_ev_write(bev));
+	} else if (evrdma__lev_tv_write(bev) &&
+	    (evrdma__lev_enabled(bev) & EV_WRITE)) {
+		event_add(evrdma__lev_ev_write(bev), evrdma__lev_tv_write(bev));
+	}
+	if (evrdma__lev_has_writecb(bev))
 		bufferevent_trigger(bev, EV_WRITE, ad->moving ==
 		    AD_MOVE_PULL ? 0 : BEV_TRIG_DEFER_CALLBACKS);
 }
@@ -647,7 +649,7 @@ ad_write_now(struct ad *ad, struct bufferevent *bev, struct evbuffer *src)
 	size_t n;
 
 	if (!ad->ch || ad->state != AD_UP || ad->gone || ad->shut ||
-	    ad->moving || !(bev->enabled & EV_WRITE))
+	    ad->moving || !(evrdma__lev_enabled(bev) & EV_WRITE))
 		return -1;
 	n = evbuffer_get_length(src);
 	if (!n || n > ad->cap || evbuffer_get_length(tp_out(ad)) ||

@@ -122,7 +122,7 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	struct evbuffer *in;
 
 	if (!bev || ad->delivering || ad->rd_end ||
-	    !(bev->enabled & EV_READ) || !evrdma__ad_probe(ad) ||
+	    !(evrdma__lev_enabled(bev) & EV_READ) || !evrdma__ad_probe(ad) ||
 	    evrdma__ad_rate_max(ad, 0) != SIZE_MAX)
 		return 0;
 	in = bufferevent_get_input(bev);
