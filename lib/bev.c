@@ -42,19 +42,7 @@ evrdma__bev_tcp_adapters(void)
 static void
 ad_linger_done(struct ad *ad)
 {
-	if (ad->ch) {
-		evrdma_channel_free(ad->ch);
-	} else if (ad->sock) {
-		if (ad->reset_due) {
-			struct linger lg = { 1, 0 };	/* a reset */
-
-			(void)setsockopt(bufferevent_getfd(ad->sock),
-			    SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		}
-		bufferevent_free(ad->sock);
-	}
-	ad->ch = NULL;
-	ad->sock = NULL;
+	evrdma__ad_tp_free(ad);
 	ad_destroy(ad);
 }
 
@@ -124,11 +112,13 @@ ad_close(struct ad *ad)
 {
 	struct timeval tv;
 
-	if (ad->sock)
-		ad->reset_due = evbuffer_get_length(tp_in(ad)) > 0;
-	ad->linger_left = ad->sock ? evbuffer_get_length(tp_out(ad)) : 0;
-	if (!ad->sock || ad->state != AD_UP || ad->gone || !ad->linger_left ||
-	    !ad->base) {
+	if (!ad->tp || !ad->tp->lingers) {
+		ad_linger_done(ad);
+		return;
+	}
+	ad->reset_due = evbuffer_get_length(tp_in(ad)) > 0;
+	ad->linger_left = evbuffer_get_length(tp_out(ad));
+	if (ad->state != AD_UP || ad->gone || !ad->linger_left || !ad->base) {
 		ad_linger_done(ad);
 		return;
 	}
@@ -407,14 +397,16 @@ evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
 		return -1;
 	memcpy(&ad->sa, sa, (size_t)socklen);
 	ad->salen = socklen;
+	free(ad->host);		/* (of an attempt by name that failed) */
+	ad->host = NULL;
 	ad->state = AD_CONNECTING;
-	if (!ad->ch) {
+	if (!ad->tp) {		/* no RDMA here: TCP from the start */
 		if (evrdma__ad_tcp_start(ad) == 0)
 			return 0;
 		ad->state = AD_FAILED;
 		return -1;
 	}
-	if (evrdma_channel_connect(ad->ch, sa, socklen) == 0)
+	if (ad->tp->connect(ad) == 0)
 		return 0;
 	if (ad->fallback && errno != EINVAL && errno != EAFNOSUPPORT) {
 		evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: cannot connect "
@@ -486,14 +478,13 @@ evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
 	ad->family = family;
 	ad->port = port;
 	ad->state = AD_CONNECTING;
-	if (!ad->ch) {
+	if (!ad->tp) {		/* no RDMA here: TCP from the start */
 		if (evrdma__ad_tcp_start(ad) == 0)
 			return 0;
 		ad->state = AD_FAILED;
 		return -1;
 	}
-	if (evrdma_channel_connect_hostname(ad->ch, dns, family, host,
-	    port) == 0)
+	if (ad->tp->connect(ad) == 0)
 		return 0;
 	ad->state = AD_IDLE;
 	return -1;
@@ -547,8 +538,8 @@ evrdma_bufferevent_get_stats(struct bufferevent *bev,
 		return evrdma__fail(EINVAL, "evrdma_bufferevent_get_stats: no "
 		    "bufferevent");
 	ad = ad_below(bev);
-	if (ad && ad->ch)
-		return evrdma_channel_get_stats(ad->ch, out, outlen);
+	if (ad && ad->tp && ad->tp->stats)
+		return ad->tp->stats(ad, out, outlen);
 	memset(&st, 0, sizeof(st));
 	fd = ad ? (ad->sock ? bufferevent_getfd(ad->sock) : -1) :
 	    bufferevent_getfd(bev);

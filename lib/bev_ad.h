@@ -41,6 +41,34 @@
 #define AD_DIRECT_MAX	1024
 
 enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
+
+struct ad;
+/*
+ * The adapter's transport, an evrdma channel or a TCP socket bufferevent:
+ * what the data path and the close ask of it, in one table each
+ * (bev_tp.c), so that they never branch on which it is.
+ */
+struct ad_tp {
+	/* Connect to ad->host (when set) or ad->sa: 0, or -1 with errno
+	 * (NULL: it connected as it was made, a TCP fallback's socket). */
+	int (*connect)(struct ad *ad);
+	/* Our end is finished: EOF after what output holds. */
+	void (*shutdown)(struct ad *ad);
+	/* BEV_FLUSH: what output holds goes now (NULL: it goes anyway). */
+	void (*flush)(struct ad *ad);
+	/* @p n bytes sent straight, past output: 0, or -1 to move them as
+	 * usual (NULL: never). */
+	int (*write)(struct ad *ad, const void *p, size_t n);
+	/* Its numbers (evrdma_bufferevent_get_stats()); NULL: the socket's
+	 * kernel has them. */
+	int (*stats)(struct ad *ad, struct evrdma_channel_stats *out,
+	    size_t outlen);
+	/* Freed now, with a reset when ad->reset_due. */
+	void (*free)(struct ad *ad);
+	/* At a close the adapter waits, bounded, while output drains (a
+	 * socket bufferevent; a channel sends what it took by itself). */
+	uint8_t lingers;
+};
 /* why ad_move_out() runs (struct ad's moving) */
 enum ad_move { AD_MOVE_NONE, AD_MOVE_PULL, AD_MOVE_BURST };
 
@@ -53,7 +81,10 @@ struct ad {
 	struct bufferevent *bev;	/* the user's; NULL once freed */
 	struct bufferevent *u, *d;	/* the pair: u under bev */
 	struct evbuffer *tok;		/* the probe's token, between rounds */
-	/* the transport: one of */
+	/* the transport (NULL until there is one, and once freed), its
+	 * input and output, and its object: one of ch and sock */
+	const struct ad_tp *tp;
+	struct evbuffer *in, *out;
 	struct evrdma_channel *ch;
 	struct bufferevent *sock;
 	int transport;			/* EVRDMA_TRANSPORT_* */
@@ -94,19 +125,17 @@ struct ad {
 	size_t linger_left;
 };
 
-/* The adapter's transport: its input and output. */
+/* The adapter's transport's input and output (while it has one). */
 static inline struct evbuffer *
 tp_in(const struct ad *ad)
 {
-	return ad->ch ? evrdma_channel_get_input(ad->ch) :
-	    bufferevent_get_input(ad->sock);
+	return ad->in;
 }
 
 static inline struct evbuffer *
 tp_out(const struct ad *ad)
 {
-	return ad->ch ? evrdma_channel_get_output(ad->ch) :
-	    bufferevent_get_output(ad->sock);
+	return ad->out;
 }
 
 /* ---- bev_io.c: the data path ---- */
@@ -166,5 +195,7 @@ void evrdma__ad_attach_sock(struct ad *ad, struct bufferevent *sock);
 /* Connect over TCP to the address or host of the RDMA attempt: 0, or -1
  * with errno. */
 int evrdma__ad_tcp_start(struct ad *ad);
+/* The transport goes (its free op), and the adapter has none. */
+void evrdma__ad_tp_free(struct ad *ad);
 
 #endif /* EVRDMA_BEV_AD_H_INCLUDED_ */

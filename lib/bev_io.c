@@ -26,20 +26,10 @@
 static void
 tp_shutdown(struct ad *ad)
 {
-	if (ad->shut)
+	if (ad->shut || !ad->tp)
 		return;
 	ad->shut = 1;
-	if (ad->ch) {
-		if (evrdma_channel_shutdown(ad->ch) < 0)
-			evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: "
-			    "shutdown: %s", (void *)ad->bev, evrdma_errmsg());
-	} else if (evbuffer_get_length(tp_out(ad)) == 0) {
-		shutdown(bufferevent_getfd(ad->sock), SHUT_WR);
-	} else {
-		/* after what the socket bufferevent still holds */
-		ad->shut_due = 1;
-		bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
-	}
+	ad->tp->shutdown(ad);
 }
 
 /* ---- whether the bufferevent reads: the pair's token ---- */
@@ -188,7 +178,7 @@ evrdma__ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 
 	if (evbuffer_get_length(src))
 		evbuffer_drain(src, evbuffer_get_length(src));
-	if (!evrdma__ad_live(ad) || (!ad->ch && !ad->sock))
+	if (!evrdma__ad_live(ad) || !ad->tp)
 		return BEV_NEED_MORE;
 	n = ad_move_in(ad, dst, mode == BEV_NORMAL ? limit : -1);
 	return n < 0 ? BEV_ERROR : n ? BEV_OK : BEV_NEED_MORE;
@@ -278,7 +268,7 @@ evrdma__ad_deliver(struct ad *ad)
 		return;
 	ad->delivering = 1;
 	bufferevent_incref(bev);
-	while (ad->ch || ad->sock) {
+	while (ad->tp) {
 		size_t have = evbuffer_get_length(tp_in(ad));
 
 		if (!have && (!ad->rd_end || ad->rd_end_done))
@@ -464,11 +454,11 @@ ad_direct(struct ad *ad, struct evbuffer *src, size_t n)
 {
 	unsigned char *p;
 
-	if (!ad->ch || n >= AD_DIRECT_MAX ||
+	if (!ad->tp->write || n >= AD_DIRECT_MAX ||
 	    (size_t)evbuffer_get_contiguous_space(src) < n)
 		return -1;
 	p = evbuffer_pullup(src, (ev_ssize_t)n);
-	if (!p || evrdma_channel_write(ad->ch, p, n) < 0)
+	if (!p || ad->tp->write(ad, p, n) < 0)
 		return -1;
 	evbuffer_drain(src, n);
 	return 0;
@@ -545,8 +535,8 @@ evrdma__ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	if (mode != BEV_NORMAL && !evbuffer_get_length(src)) {
 		if (mode == BEV_FINISHED)
 			tp_shutdown(ad);
-		else if (ad->ch)
-			evrdma_channel_flush(ad->ch);
+		else if (ad->tp->flush)
+			ad->tp->flush(ad);
 	}
 	ad_wrote(ad, n);
 	return BEV_NEED_MORE;
@@ -648,7 +638,8 @@ ad_write_now(struct ad *ad, struct bufferevent *bev, struct evbuffer *src)
 {
 	size_t n;
 
-	if (!ad->ch || ad->state != AD_UP || ad->gone || ad->shut ||
+	if (!ad->tp || !ad->tp->write || ad->state != AD_UP || ad->gone ||
+	    ad->shut ||
 	    ad->moving || !(evrdma__lev_enabled(bev) & EV_WRITE))
 		return -1;
 	n = evbuffer_get_length(src);

@@ -217,10 +217,109 @@ ad_resolved(int err, const struct sockaddr *sa, int socklen, void *arg)
 	    EVRDMA_REASON_CONNECT_ERROR, err ? 0 : EVUTIL_SOCKET_ERROR());
 }
 
+/* ---- the two transports' tables ---- */
+
+static int
+ch_connect(struct ad *ad)
+{
+	if (ad->host)
+		return evrdma_channel_connect_hostname(ad->ch, ad->dns,
+		    ad->family, ad->host, ad->port);
+	return evrdma_channel_connect(ad->ch, (struct sockaddr *)&ad->sa,
+	    ad->salen);
+}
+
+static void
+ch_shutdown(struct ad *ad)
+{
+	if (evrdma_channel_shutdown(ad->ch) < 0)
+		evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: shutdown: %s",
+		    (void *)ad->bev, evrdma_errmsg());
+}
+
+static void
+ch_flush(struct ad *ad)
+{
+	evrdma_channel_flush(ad->ch);
+}
+
+static int
+ch_write(struct ad *ad, const void *p, size_t n)
+{
+	return evrdma_channel_write(ad->ch, p, n);
+}
+
+static int
+ch_stats(struct ad *ad, struct evrdma_channel_stats *out, size_t outlen)
+{
+	return evrdma_channel_get_stats(ad->ch, out, outlen);
+}
+
+/* (a channel whose output is taken sends it, then its end: EOF, or a
+ * reset when the user left bytes unread) */
+static void
+ch_free(struct ad *ad)
+{
+	evrdma_channel_free(ad->ch);
+	ad->ch = NULL;
+}
+
+static const struct ad_tp tp_channel = {
+	.connect = ch_connect,
+	.shutdown = ch_shutdown,
+	.flush = ch_flush,
+	.write = ch_write,
+	.stats = ch_stats,
+	.free = ch_free,
+};
+
+static void
+sock_shutdown(struct ad *ad)
+{
+	if (evbuffer_get_length(tp_out(ad)) == 0) {
+		shutdown(bufferevent_getfd(ad->sock), SHUT_WR);
+	} else {
+		/* after what the socket bufferevent still holds */
+		ad->shut_due = 1;
+		bufferevent_setwatermark(ad->sock, EV_WRITE, 0, 0);
+	}
+}
+
+static void
+sock_free(struct ad *ad)
+{
+	if (ad->reset_due) {
+		struct linger lg = { 1, 0 };	/* a reset */
+
+		(void)setsockopt(bufferevent_getfd(ad->sock), SOL_SOCKET,
+		    SO_LINGER, &lg, sizeof(lg));
+	}
+	bufferevent_free(ad->sock);
+	ad->sock = NULL;
+}
+
+static const struct ad_tp tp_sock = {
+	.shutdown = sock_shutdown,
+	.free = sock_free,
+	.lingers = 1,
+};
+
+void
+evrdma__ad_tp_free(struct ad *ad)
+{
+	if (ad->tp)
+		ad->tp->free(ad);
+	ad->tp = NULL;
+	ad->in = ad->out = NULL;
+}
+
 void
 evrdma__ad_attach_sock(struct ad *ad, struct bufferevent *sock)
 {
+	ad->tp = &tp_sock;
 	ad->sock = sock;
+	ad->in = bufferevent_get_input(sock);
+	ad->out = bufferevent_get_output(sock);
 	ad->transport = EVRDMA_TRANSPORT_TCP;
 	ad->cap = SOCK_CAP;
 	bufferevent_setcb(sock, tp_sock_read, tp_sock_write, tp_sock_event,
@@ -243,10 +342,7 @@ evrdma__ad_tcp_start(struct ad *ad)
 	sock = bufferevent_socket_new(ad->eb, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!sock)
 		return evrdma__fail(ENOMEM, "bufferevent: out of memory");
-	if (ad->ch) {
-		evrdma_channel_free(ad->ch);
-		ad->ch = NULL;
-	}
+	evrdma__ad_tp_free(ad);		/* the channel: it never connected */
 	evrdma__ad_attach_sock(ad, sock);
 	if (ad->host) {
 		if (!ad->base)
@@ -267,7 +363,10 @@ evrdma__ad_attach_channel(struct ad *ad, struct evrdma_channel *ch)
 {
 	const struct evrdma_config *cfg = &ad->base->cfg;
 
+	ad->tp = &tp_channel;
 	ad->ch = ch;
+	ad->in = evrdma_channel_get_input(ch);
+	ad->out = evrdma_channel_get_output(ch);
 	ad->transport = EVRDMA_TRANSPORT_RDMA;
 	ad->cap = (size_t)cfg->ch_slots * cfg->ch_slot_size;
 	evrdma_channel_setcb(ch, tp_ch_read, tp_ch_write, tp_ch_event, ad);
