@@ -18,16 +18,17 @@
  * write), flush modes, enabling EV_WRITE, writes before the connection,
  * free with pending output, writes after a reset, rate limits on reading
  * and on writing; then connect failure and libevent's
- * sample/hello-world.c, on every backend.
+ * sample/hello-world.c, on every backend. The scenarios this file shares
+ * with test_chan_compare.c, and the harness, are in cmptest.c.
  */
 #include "bevtest.h"
+#include "cmptest.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -42,547 +43,15 @@
  * adapter's 256 KiB over TCP) and the channel's rings can hide */
 #define SC_BIG		(8 * MiB)
 
-struct sc;
-
-struct sc_end {
-	struct sc *sc;
-	const char *name;
-	struct bufferevent *bev;
-	int adapter;			/* an RDMA bufferevent */
-	int shut_pending;
-	char log[2048];
-	char last[64];
-	int drain_mode;		/* read cb drains; repeated tokens fold */
-	uint64_t rx;
-	size_t last_rlen;
-	int rlen_valid;
-	uint64_t drained;
-	unsigned repeats;
-	int up, eof, timeouts;
-	void (*on_read)(struct sc_end *);
-	void (*on_write)(struct sc_end *);
-	int nwrite, depth, max_depth;
-	int wrote;		/* sc_write() since the last write callback */
-};
-
-struct sc {
+/* A scenario on one backend. */
+struct sc_bev {
+	struct sc sc;		/* first: the scenarios get it */
 	struct bt_env env;
 	struct bt_listener l;
-	uint8_t *zeros;
-	struct event_base *eb;
-	struct sc_end c, s;
-	unsigned act;
-	unsigned quiet_ms;	/* SC_QUIET_MS of the backend */
 	size_t early;		/* bytes the client writes before connecting */
 };
 
-static void
-sc_tok(struct sc_end *e, const char *fmt, ...)
-{
-	char t[64];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(t, sizeof(t), fmt, ap);
-	va_end(ap);
-	if (e->drain_mode && !strcmp(t, e->last))
-		return;
-	e->sc->act++;
-	snprintf(e->last, sizeof(e->last), "%s", t);
-	ck_assert_msg(strlen(e->log) + strlen(t) + 2 < sizeof(e->log),
-	    "callback log overflows:%.300s", e->log);
-	strcat(e->log, " ");
-	strcat(e->log, t);
-}
-
-static void
-sc_mark(struct sc *sc, const char *step)
-{
-	sc_tok(&sc->c, "|%s", step);
-	sc_tok(&sc->s, "|%s", step);
-}
-
-static const char *
-sc_enstr(short en)
-{
-	static const char *const s[] = { "e-", "eR", "eW", "eRW" };
-
-	return s[((en & EV_READ) ? 1 : 0) | ((en & EV_WRITE) ? 2 : 0)];
-}
-
-#define SC_IN(e) bufferevent_get_input((e)->bev)
-#define SC_OUT(e) bufferevent_get_output((e)->bev)
-#define SC_INLEN(e) evbuffer_get_length(SC_IN(e))
-#define SC_OUTLEN(e) evbuffer_get_length(SC_OUT(e))
-
-static void
-sc_enable(struct sc_end *e, short ev)
-{
-	ck_assert_int_eq(bufferevent_enable(e->bev, ev), 0);
-}
-
-static void
-sc_disable(struct sc_end *e, short ev)
-{
-	ck_assert_int_eq(bufferevent_disable(e->bev, ev), 0);
-}
-
-static void
-sc_setwm(struct sc_end *e, short ev, size_t lo, size_t hi)
-{
-	bufferevent_setwatermark(e->bev, ev, lo, hi);
-}
-
-/* Read and write timeouts in microseconds; -1: none. */
-static void
-sc_settimeouts(struct sc_end *e, long rd_us, long wr_us)
-{
-	struct timeval rd = { rd_us / 1000000, rd_us % 1000000 };
-	struct timeval wr = { wr_us / 1000000, wr_us % 1000000 };
-
-	ck_assert_int_eq(bufferevent_set_timeouts(e->bev,
-	    rd_us < 0 ? NULL : &rd, wr_us < 0 ? NULL : &wr), 0);
-}
-
-static void
-sc_write(struct sc_end *e, size_t n)
-{
-	ck_assert_uint_le(n, SC_BIG);
-	ck_assert_int_eq(bufferevent_write(e->bev, e->sc->zeros, n), 0);
-	e->wrote = 1;
-}
-
-static void
-sc_shutdown(struct sc_end *e)
-{
-	e->shut_pending = bt_shutdown(e->bev);
-}
-
-static void
-sc_free(struct sc_end *e)
-{
-	if (e->bev)
-		bufferevent_free(e->bev);
-	e->bev = NULL;
-}
-
-/* The driver drains input (never the read callback, outside drain mode). */
-static void
-sc_drain(struct sc_end *e, size_t n)
-{
-	ck_assert_int_eq(evbuffer_drain(SC_IN(e), n), 0);
-	e->drained += n;
-	e->rlen_valid = 0;
-}
-
-static void
-sc_readcb(struct bufferevent *bev, void *arg)
-{
-	struct sc_end *e = arg;
-	size_t len = evbuffer_get_length(bufferevent_get_input(bev));
-
-	if (e->on_read) {
-		e->on_read(e);
-		return;
-	}
-	/*
-	 * libevent >= 2.1.11 calls the read callback again and again while
-	 * input is at the high watermark (libevent/libevent#891), on every
-	 * kind of bufferevent, and once more with empty input after the
-	 * user drained it: such a call reports nothing new and is counted,
-	 * not logged.
-	 */
-	if (!e->drain_mode &&
-	    (len == 0 || (e->rlen_valid && len == e->last_rlen))) {
-		e->repeats++;
-		return;
-	}
-	e->last_rlen = len;
-	e->rlen_valid = 1;
-	if (e->drain_mode) {
-		sc_tok(e, "R*");
-		e->rx += len;
-		evbuffer_drain(bufferevent_get_input(bev), len);
-	} else {
-		sc_tok(e, "R%zu", len);
-	}
-}
-
-static void
-sc_writecb(struct bufferevent *bev, void *arg)
-{
-	struct sc_end *e = arg;
-
-	if (e->on_write) {
-		e->on_write(e);
-		return;
-	}
-	sc_tok(e, "W");
-	if (e->shut_pending && !evbuffer_get_length(SC_OUT(e)))
-		e->shut_pending = bt_shutdown(bev);
-}
-
-static void
-sc_eventcb(struct bufferevent *bev, short what, void *arg)
-{
-	static const struct {
-		short f;
-		const char *n;
-	} names[] = {
-		{ BEV_EVENT_CONNECTED, "CONNECTED" }, { BEV_EVENT_EOF, "EOF" },
-		{ BEV_EVENT_ERROR, "ERROR" }, { BEV_EVENT_TIMEOUT, "TIMEOUT" },
-		{ BEV_EVENT_READING, "READING" },
-		{ BEV_EVENT_WRITING, "WRITING" },
-	};
-	struct sc_end *e = arg;
-	char f[64] = "";
-	size_t i;
-
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (what & names[i].f) {
-			if (*f)
-				strcat(f, "|");
-			strcat(f, names[i].n);
-		}
-	if (what & BEV_EVENT_CONNECTED)
-		e->up = 1;
-	if (what & BEV_EVENT_TIMEOUT)
-		e->timeouts++;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		e->eof++;
-		sc_tok(e, "ev:%s,%s,in%zu", f,
-		    sc_enstr(bufferevent_get_enabled(bev)),
-		    evbuffer_get_length(bufferevent_get_input(bev)));
-	} else {
-		sc_tok(e, "ev:%s", f);
-	}
-}
-
-static void
-sc_accept(struct bufferevent *bev, void *arg)
-{
-	struct sc *sc = arg;
-
-	ck_assert_ptr_null(sc->s.bev);
-	sc->s.bev = bev;
-	sc->s.adapter = bt_is_adapter(bev);
-	bufferevent_setcb(bev, sc_readcb, sc_writecb, sc_eventcb, &sc->s);
-	sc_tok(&sc->s, "A");
-	sc->s.up = 1;
-}
-
-static void
-sc_quiet(struct sc *sc)
-{
-	uint64_t dl = tu_now_ms() + 30000;
-	unsigned a;
-
-	do {
-		ck_assert_msg(tu_now_ms() < dl, "callbacks never stop");
-		a = sc->act;
-		bt_loop_for(sc->eb, sc->quiet_ms);
-	} while (a != sc->act);
-}
-
-#define SC_WAIT(sc, cond) BT_WAIT((sc)->eb, cond, 60000)
-
-/* ==== the scenarios ==== */
-
-/* Watermarks, EV_WRITE off, a reader that stops, shutdown, half-close. */
-static void
-sc_basic(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	/* read low watermark 100: no read callback for 60 bytes */
-	sc_mark(sc, "lowmark");
-	sc_setwm(s, EV_READ, 100, 0);
-	sc_write(c, 60);
-	SC_WAIT(sc, SC_INLEN(s) == 60);
-	sc_quiet(sc);
-	sc_mark(sc, "1b");
-	sc_write(c, 60);
-	SC_WAIT(sc, SC_INLEN(s) == 120);
-	sc_quiet(sc);
-	sc_mark(sc, "1c");
-	sc_drain(s, 120);
-	sc_quiet(sc);
-
-	/* read high watermark 1000: input stops there, resumes on drain */
-	sc_mark(sc, "highmark");
-	sc_setwm(s, EV_READ, 0, 1000);
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_INLEN(s) == 1000);
-	sc_quiet(sc);
-	sc_mark(sc, "2b");
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "2c");
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "2d");
-	sc_drain(s, 1000);
-	SC_WAIT(sc, SC_INLEN(s) == 1000);
-	sc_quiet(sc);
-	sc_mark(sc, "2e");
-	sc_drain(s, 1000);
-	SC_WAIT(sc, SC_INLEN(s) == 1000);
-	sc_quiet(sc);
-	sc_mark(sc, "2f");
-	sc_drain(s, 1000);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_setwm(s, EV_READ, 0, 0);
-
-	/* EV_WRITE off holds output; the write callback after it is sent */
-	sc_mark(sc, "writeoff");
-	sc_setwm(c, EV_WRITE, 2000, 0);
-	sc_disable(c, EV_WRITE);
-	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
-	sc_write(c, 1500);
-	sc_quiet(sc);
-	sc_tok(c, "out%zu", SC_OUTLEN(c));
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "3b");
-	sc_enable(c, EV_WRITE);
-	SC_WAIT(sc, SC_INLEN(s) == 1500);
-	sc_quiet(sc);
-	sc_mark(sc, "3c");
-	sc_drain(s, 1500);
-	sc_setwm(c, EV_WRITE, 0, 0);
-	sc_quiet(sc);
-
-	/* the reader stops: output stays (the peer is held back); one
-	 * write callback once it read everything */
-	sc_mark(sc, "stall");
-	sc_disable(s, EV_READ);
-	sc_tok(s, "%s", sc_enstr(bufferevent_get_enabled(s->bev)));
-	sc_write(c, SC_BIG);
-	sc_quiet(sc);
-	bt_loop_for(sc->eb, 500);
-	sc_tok(c, SC_OUTLEN(c) > 0 ? "out>0" : "out0");
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "4b");
-	s->drain_mode = 1;
-	sc_enable(s, EV_READ);
-	SC_WAIT(sc, s->rx == SC_BIG);
-	sc_quiet(sc);
-	s->drain_mode = 0;
-	sc_tok(c, "out%zu", SC_OUTLEN(c));
-
-	/* shutdown after data: all data, then EOF|READING */
-	sc_mark(sc, "shutdown");
-	sc_write(c, 3000);
-	sc_shutdown(c);
-	SC_WAIT(sc, s->eof);
-	sc_quiet(sc);
-
-	/* the half-closed side still receives; then the other EOF */
-	sc_mark(sc, "halfclose");
-	sc_drain(s, SC_INLEN(s));
-	sc_write(s, 500);
-	SC_WAIT(sc, SC_INLEN(c) == 500);
-	sc_quiet(sc);
-	sc_mark(sc, "6b");
-	sc_shutdown(s);
-	SC_WAIT(sc, c->eof);
-	sc_quiet(sc);
-}
-
-/* Finding 9: the read high watermark is a cap (the libevent book's rot13
- * server, MAX_LINE 16384, and a line of 20,006 bytes). */
-#define ROT13_MAX_LINE	16384
-#define ROT13_LINE	20006
-
-static char
-rot13_char(char ch)
-{
-	if ((ch >= 'a' && ch <= 'm') || (ch >= 'A' && ch <= 'M'))
-		return (char)(ch + 13);
-	if ((ch >= 'n' && ch <= 'z') || (ch >= 'N' && ch <= 'Z'))
-		return (char)(ch - 13);
-	return ch;
-}
-
-static void
-rot13_server_read(struct sc_end *e)
-{
-	struct evbuffer *input = SC_IN(e), *output = SC_OUT(e);
-	char *line;
-	size_t n, i;
-
-	while ((line = evbuffer_readln(input, &n, EVBUFFER_EOL_LF))) {
-		for (i = 0; i < n; ++i)
-			line[i] = rot13_char(line[i]);
-		evbuffer_add(output, line, n);
-		evbuffer_add(output, "\n", 1);
-		free(line);
-		sc_tok(e, "line%zu", n);
-	}
-	if (evbuffer_get_length(input) >= ROT13_MAX_LINE) {
-		char buf[1024];
-		size_t cut = evbuffer_get_length(input);
-
-		while (evbuffer_get_length(input)) {
-			int k = evbuffer_remove(input, buf, sizeof(buf));
-
-			for (i = 0; i < (size_t)k; ++i)
-				buf[i] = rot13_char(buf[i]);
-			evbuffer_add(output, buf, (size_t)k);
-		}
-		evbuffer_add(output, "\n", 1);
-		sc_tok(e, "cut%zu", cut);
-	}
-}
-
-static void
-sc_quiet_write(struct sc_end *e)
-{
-	(void)e;
-}
-
-static void
-rot13_client_read(struct sc_end *e)
-{
-	char *line;
-	size_t n, i;
-
-	while ((line = evbuffer_readln(SC_IN(e), &n, EVBUFFER_EOL_LF))) {
-		for (i = 0; i < n; i++)
-			ck_assert_int_eq(line[i], 'n');
-		free(line);
-		sc_tok(e, "L%zu", n);
-	}
-}
-
-static void
-sc_hiwm_cut(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-	char *line = malloc(ROT13_LINE);
-
-	ck_assert_ptr_nonnull(line);
-	memset(line, 'a', ROT13_LINE - 1);
-	line[ROT13_LINE - 1] = '\n';
-	s->on_read = rot13_server_read;
-	c->on_read = rot13_client_read;
-	s->on_write = c->on_write = sc_quiet_write;
-	sc_setwm(s, EV_READ, 0, ROT13_MAX_LINE);
-	sc_mark(sc, "rot13");
-	ck_assert_int_eq(evbuffer_add(SC_OUT(c), line, ROT13_LINE), 0);
-	free(line);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0 &&
-	    SC_INLEN(s) == 0 && SC_INLEN(c) == 0);
-	sc_quiet(sc);
-	s->on_read = c->on_read = NULL;
-	s->on_write = c->on_write = NULL;
-}
-
-/* Finding 9, continued: lowering the mark holds what comes next back. */
-static void
-sc_hiwm_lower(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	sc_mark(sc, "nomark");
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_INLEN(s) >= 1000);
-	sc_quiet(sc);
-	sc_mark(sc, "mark1500");
-	sc_setwm(s, EV_READ, 0, 1500);
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_INLEN(s) >= 1500);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "mark1000");
-	sc_setwm(s, EV_READ, 0, 1000);
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_mark(sc, "drain");
-	sc_drain(s, SC_INLEN(s));
-	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->drained + SC_INLEN(s) == 3000);
-	sc_quiet(sc);
-	sc_mark(sc, "drain2");
-	sc_drain(s, SC_INLEN(s));
-	SC_WAIT(sc, SC_INLEN(s) >= 500 || s->drained + SC_INLEN(s) == 3000);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu", SC_INLEN(s));
-	sc_drain(s, SC_INLEN(s));
-	sc_setwm(s, EV_READ, 0, 0);
-	sc_quiet(sc);
-}
-
-/* Finding 10: no read timeout while input is held at the high mark. */
-#define SC_TMO_US	1000000
-#define SC_HOLD_MS	2500
-
-static void
-sc_rdtimeout_held(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	sc_mark(sc, "fill");
-	sc_setwm(s, EV_READ, 0, 1000);
-	sc_settimeouts(s, SC_TMO_US, -1);
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_INLEN(s) >= 1000);
-	sc_quiet(sc);
-	sc_mark(sc, "held");
-	sc_write(c, 1000);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0);
-	sc_quiet(sc);
-	bt_loop_for(sc->eb, SC_HOLD_MS);
-	sc_tok(s, "in%zu,%s", SC_INLEN(s),
-	    sc_enstr(bufferevent_get_enabled(s->bev)));
-	sc_mark(sc, "drain");
-	sc_drain(s, SC_INLEN(s));
-	SC_WAIT(sc, SC_INLEN(s) >= 1000 || s->timeouts);
-	sc_quiet(sc);
-	sc_mark(sc, "drain2");
-	sc_drain(s, SC_INLEN(s));
-	SC_WAIT(sc, s->timeouts);
-	sc_quiet(sc);
-	sc_tok(s, "in%zu,%s", SC_INLEN(s),
-	    sc_enstr(bufferevent_get_enabled(s->bev)));
-	sc_settimeouts(s, -1, -1);
-	sc_setwm(s, EV_READ, 0, 0);
-}
-
-/* Finding 11: one write timeout, and none while EV_WRITE is off. */
-static void
-sc_wrtimeout_once(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	sc_mark(sc, "stall");
-	sc_disable(s, EV_READ);
-	sc_settimeouts(c, -1, SC_TMO_US);
-	sc_write(c, SC_BIG);
-	SC_WAIT(sc, c->timeouts);
-	sc_quiet(sc);
-	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
-	sc_mark(sc, "credits");
-	s->drain_mode = 1;
-	sc_enable(s, EV_READ);
-	SC_WAIT(sc, s->rx > 0);
-	sc_quiet(sc);
-	bt_loop_for(sc->eb, SC_HOLD_MS);
-	sc_tok(c, "%s,%s", sc_enstr(bufferevent_get_enabled(c->bev)),
-	    SC_OUTLEN(c) > 0 ? "out>0" : "out0");
-	sc_mark(sc, "resume");
-	sc_enable(c, EV_WRITE);
-	SC_WAIT(sc, s->rx == SC_BIG);
-	sc_quiet(sc);
-	s->drain_mode = 0;
-	sc_settimeouts(c, -1, -1);
-	sc_tok(c, "out%zu", SC_OUTLEN(c));
-}
+/* ==== the scenarios of bufferevents alone (the others: cmptest.c) ==== */
 
 /* Timeouts that must not fire: a write timeout with nothing left to
  * write (libevent#67 makes a filter bufferevent report one), a read
@@ -694,49 +163,6 @@ sc_enable_write(struct sc *sc)
 	sc_quiet(sc);
 }
 
-/* Finding 14: writing after the peer reset gives ERROR|WRITING. */
-static void
-sc_write_after_reset(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	sc_mark(sc, "unread");
-	sc_disable(c, EV_READ);
-	sc_disable(s, EV_READ);
-	sc_write(c, 100);
-	sc_write(s, 100);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_OUTLEN(s) == 0);
-	sc_quiet(sc);
-	sc_mark(sc, "reset");
-	sc_free(s);
-	sc_quiet(sc);
-	sc_mark(sc, "write");
-	sc_write(c, 100);
-	SC_WAIT(sc, c->eof);
-	sc_quiet(sc);
-}
-
-static void
-sc_write_after_error(struct sc *sc)
-{
-	struct sc_end *c = &sc->c, *s = &sc->s;
-
-	sc_mark(sc, "unread");
-	sc_disable(s, EV_READ);
-	sc_write(c, 100);
-	SC_WAIT(sc, SC_OUTLEN(c) == 0);
-	sc_quiet(sc);
-	sc_mark(sc, "reset");
-	sc_free(s);
-	SC_WAIT(sc, c->eof);
-	sc_quiet(sc);
-	sc_mark(sc, "write");
-	sc_write(c, 100);
-	sc_quiet(sc);
-	bt_loop_for(sc->eb, 500);
-	sc_tok(c, "out%zu", SC_OUTLEN(c));
-}
-
 /* The write callback of hello-world's server: free once output is
  * empty (the bytes passed to the transport, as to a kernel). */
 static void
@@ -805,12 +231,14 @@ sc_free_unread_writing(struct sc *sc)
 }
 
 /* Writes before the connection is up are sent once it is (sc_run()
- * wrote sc->early bytes before connecting). */
+ * wrote early bytes before connecting). */
 static void
 sc_early_write(struct sc *sc)
 {
+	struct sc_bev *b = (struct sc_bev *)sc;	/* sc is its first member */
+
 	sc_mark(sc, "read");
-	SC_WAIT(sc, SC_INLEN(&sc->s) == sc->early);
+	SC_WAIT(sc, SC_INLEN(&sc->s) == b->early);
 	sc_quiet(sc);
 }
 
@@ -955,33 +383,16 @@ struct sc_case {
 
 static const struct sc_case sc_cases[] = {
 	{ "basic", sc_basic, 4, 4096, 8192, 0,
-	    " ev:CONNECTED eW |lowmark W |1b W |1c"
-	    " |highmark W |2b W |2c W |2d |2e |2f |writeoff eR out1500 |3b W"
-	    " |3c |stall out>0 |4b W out0 |shutdown W |halfclose R500"
-	    " |6b ev:EOF|READING,eW,in500 |end",
-	    " A eW |lowmark |1b R120 |1c"
-	    " |highmark R1000 |2b in1000 |2c in1000 |2d R1000 |2e R1000 |2f"
-	    " in0 |writeoff in0 |3b R1500 |3c |stall eW in0 |4b R*"
-	    " |shutdown R3000 ev:EOF|READING,eW,in3000 |halfclose W |6b |end",
-	    NULL, NULL },
+	    SC_BASIC_CLIENT, SC_BASIC_SERVER, NULL, NULL },
 	{ "9: high watermark cuts (rot13)", sc_hiwm_cut, 0, 0, 0, 0,
-	    " ev:CONNECTED eW |rot13 L16384 L3621 |end",
-	    " A eW |rot13 cut16384 line3621 |end", NULL, NULL },
+	    SC_HIWM_CUT_CLIENT, SC_HIWM_CUT_SERVER, NULL, NULL },
 	{ "9: lowered high watermark holds back", sc_hiwm_lower, 4, 4096,
-	    8192, 0,
-	    " ev:CONNECTED eW |nomark W |mark1500 W |mark1000 W |drain |drain2"
-	    " |end",
-	    " A eW |nomark R1000 |mark1500 R1500 in1500 |mark1000 in1500"
-	    " |drain R1000 |drain2 R500 in500 |end", NULL, NULL },
+	    8192, 0, SC_HIWM_LOWER_CLIENT, SC_HIWM_LOWER_SERVER, NULL, NULL },
 	{ "10: no read timeout while held", sc_rdtimeout_held, 4, 4096, 8192,
-	    0,
-	    " ev:CONNECTED eW |fill W |held W |drain |drain2 |end",
-	    " A eW |fill R1000 |held in1000,eRW |drain R1000 |drain2"
-	    " ev:TIMEOUT|READING in0,eW |end", NULL, NULL },
+	    0, SC_RDTIMEOUT_HELD_CLIENT, SC_RDTIMEOUT_HELD_SERVER, NULL,
+	    NULL },
 	{ "11: one write timeout", sc_wrtimeout_once, 4, 4096, 8192, 0,
-	    " ev:CONNECTED eW |stall ev:TIMEOUT|WRITING eR |credits eR,out>0"
-	    " |resume W out0 |end",
-	    " A eW |stall |credits R* |resume R* |end", NULL, NULL },
+	    SC_WRTIMEOUT_ONCE_CLIENT, SC_WRTIMEOUT_ONCE_SERVER, NULL, NULL },
 	{ "timeouts that must not fire, and an idle one", sc_timeouts_idle,
 	    4, 4096, 8192, 0,
 	    " ev:CONNECTED eW |written W |trickle W W W W W W |idle |again W"
@@ -1001,14 +412,11 @@ static const struct sc_case sc_cases[] = {
 	    " |trigger W |end",
 	    " A eW |off |on |again |pending R3000 |trigger |end" },
 	{ "14: write after reset", sc_write_after_reset, 4, 4096, 8192, 0,
-	    " ev:CONNECTED eW |unread W |reset |write"
-	    " ev:ERROR|WRITING,e-,in0 |end",
-	    " A eW |unread W |reset |write |end", NULL, NULL },
+	    SC_WRITE_AFTER_RESET_CLIENT, SC_WRITE_AFTER_RESET_SERVER, NULL,
+	    NULL },
 	{ "14: write after the reset was reported", sc_write_after_error, 4,
-	    4096, 8192, 0,
-	    " ev:CONNECTED eW |unread W |reset ev:ERROR|READING,eW,in0 |write"
-	    " ev:ERROR|WRITING,e-,in0 out100 |end",
-	    " A eW |unread |reset |write |end", NULL, NULL },
+	    4096, 8192, 0, SC_WRITE_AFTER_ERROR_CLIENT,
+	    SC_WRITE_AFTER_ERROR_SERVER, NULL, NULL },
 	{ "writes before connecting", sc_early_write, 4, 4096, 8192, 700,
 	    " ev:CONNECTED W eW |read |end",
 	    " A eW |read R700 |end", NULL, NULL },
@@ -1049,46 +457,30 @@ static const struct sc_case sc_cases[] = {
 
 /* Scenario @p k on @p backend. */
 static void
-sc_run(struct sc *sc, int backend, const struct sc_case *k)
+sc_run(struct sc_bev *b, int backend, const struct sc_case *k)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
-	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct sc *sc = &b->sc;
+	struct bufferevent *bev;
 
 	ck_assert_ptr_nonnull(cfg);
 	if (k->slots)
 		ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, k->slots,
 		    k->slot_size, k->max_input), 0);
-	bt_env_init(&sc->env, backend, cfg);
+	bt_env_init(&b->env, backend, cfg);
 	evrdma_config_free(cfg);
-	sc->eb = sc->env.eb;
-	sc->quiet_ms = SC_QUIET_MS(backend);
-	c->sc = s->sc = sc;
-	c->name = "client";
-	s->name = "server";
-	sc->early = k->early;
-	sc->zeros = calloc(1, SC_BIG);
-	ck_assert_ptr_nonnull(sc->zeros);
-	bt_listen(&sc->l, &sc->env, sc_accept, sc, 1);
-	c->bev = bt_new(&sc->env, 0);
-	c->adapter = bt_is_adapter(c->bev);
-	bufferevent_setcb(c->bev, sc_readcb, sc_writecb, sc_eventcb, c);
+	sc_init(sc, b->env.eb, SC_BIG, SC_QUIET_MS(backend));
+	b->early = k->early;
+	bt_listen(&b->l, &b->env, sc_accept_bev, sc, 1);
+	bev = bt_new(&b->env, 0);
+	sc_set_bev(&sc->c, bev);
 	if (k->early)
-		sc_write(c, k->early);
-	bt_connect(&sc->l, c->bev, 0);
-	SC_WAIT(sc, c->up && s->up);
-	sc_quiet(sc);
-	sc_tok(c, "%s", sc_enstr(bufferevent_get_enabled(c->bev)));
-	sc_tok(s, "%s", sc_enstr(bufferevent_get_enabled(s->bev)));
-	sc_enable(c, EV_READ);
-	sc_enable(s, EV_READ);
-	k->run(sc);
-	sc_mark(sc, "end");
-	sc_free(c);
-	sc_free(s);
-	bt_listener_free(&sc->l);
-	bt_env_fini(&sc->env);
-	free(sc->zeros);
-	sc->zeros = NULL;
+		sc_write(&sc->c, k->early);
+	bt_connect(&b->l, bev, 0);
+	sc_play(sc, k->run);
+	bt_listener_free(&b->l);
+	bt_env_fini(&b->env);
+	sc_fini(sc);
 }
 
 /* Case _i / BT_N on backend _i % BT_N. On BT_TCP, the reference: what
@@ -1098,15 +490,17 @@ START_TEST(bev_callbacks_like_socket)
 {
 	const struct sc_case *k = &sc_cases[_i / BT_N];
 	int backend = _i % BT_N;
-	struct sc *b = calloc(1, sizeof(*b));
+	struct sc_bev *x = calloc(1, sizeof(*x));
+	struct sc *b;
 	const char *want_c, *want_s;
 
-	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_nonnull(x);
+	b = &x->sc;
 	signal(SIGPIPE, SIG_IGN);
 	if (!bt_available(backend))
 		goto out;
 	fprintf(stderr, "scenario \"%s\" on %s\n", k->name, bt_name(backend));
-	sc_run(b, backend, k);
+	sc_run(x, backend, k);
 	fprintf(stderr, "%s client:%s\n%s server:%s\n", bt_name(backend),
 	    b->c.log, bt_name(backend), b->s.log);
 	if (backend == BT_TCP) {
@@ -1122,7 +516,7 @@ START_TEST(bev_callbacks_like_socket)
 	    "server:%s\nwanted:%s", k->name, bt_name(backend), b->c.log,
 	    want_c, b->s.log, want_s);
 out:
-	free(b);
+	free(x);
 }
 END_TEST
 
