@@ -290,7 +290,7 @@ void evrdma__chan_unhanded(struct evrdma_channel *ch);
  * set-up took; nobody else holds one yet. */
 void evrdma__chan_discard(struct evrdma_channel *ch);
 
-/* ---- the listener (chan_rdma.c) ---- */
+/* ---- the listener (chan_listen.c) ---- */
 /* evrdma_channel_listener_new(), with @p free_arg(@p arg) called when
  * the listener's memory goes. When the call fails it is not called: @p arg
  * stays the caller's. */

@@ -358,7 +358,7 @@ void evrdma__srq_qp_attr(const struct evrdma_srq *srq,
  * still holds become husks. After the connections, before the regions. */
 void evrdma__srq_release_all(struct evrdma_base *base);
 /* A queue of channels (evrdma_channel_srq_new) holds their receive pool,
- * which chan_rdma.c keeps: srq.c only carries it and tells it through its
+ * which chan_pool.c keeps: srq.c only carries it and tells it through its
  * ops when the device objects go (fini, before the PD; husk: base free)
  * and when the queue's memory goes (free). */
 struct evrdma__chpool;

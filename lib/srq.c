@@ -58,7 +58,7 @@ struct evrdma_srq {
 	void *limit_arg;
 	struct evrdma__work fin;	/* destroys it, from the loop */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
-					 * receive pool (chan_rdma.c) */
+					 * receive pool (chan_pool.c) */
 	const struct evrdma__chpool_ops *chpool_ops;
 	LIST_HEAD(, evrdma_conn) qpn[SRQ_BUCKETS];
 	LIST_ENTRY(evrdma_srq) link;	/* the base's */

@@ -696,7 +696,7 @@ r_open(struct dt_env *env, struct rconn *r, const char *host)
 	ck_assert_msg(r->connected, "raw connect to %s: event 0x%x, %s after "
 	    "%" PRIu64 " ms", host, r->what, evrdma_reason_str(r->reason),
 	    tu_now_ms() - t0);
-	/* rdma_cm may settle an address only at its deadline (lib/conn.c,
+	/* rdma_cm may settle an address only at its deadline (lib/conn_cm.c,
 	 * CM_STEP_GRACE_MS): worth a line when it happens */
 	if (tu_now_ms() - t0 > 1000)
 		say("raw connect to %s took %" PRIu64 " ms", host,
