@@ -286,6 +286,25 @@ sc_ch_event(struct evrdma_channel *ch, short what, void *arg)
 	sc_on_event(arg, what);
 }
 
+struct evconnlistener *
+sc_tcp_listen(struct event_base *eb, evconnlistener_cb cb, void *arg,
+    struct sockaddr_in *sin)
+{
+	struct evconnlistener *l;
+	socklen_t sl = sizeof(*sin);
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = evconnlistener_new_bind(eb, cb, arg,
+	    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
+	    (struct sockaddr *)sin, sizeof(*sin));
+	ck_assert_ptr_nonnull(l);
+	ck_assert_int_eq(getsockname(evconnlistener_get_fd(l),
+	    (struct sockaddr *)sin, &sl), 0);
+	return l;
+}
+
 void
 sc_set_bev(struct sc_end *e, struct bufferevent *bev)
 {

@@ -20,9 +20,16 @@
 #ifndef EVRDMA_CMPTEST_H_INCLUDED_
 #define EVRDMA_CMPTEST_H_INCLUDED_
 
+#include <netinet/in.h>
+
 #include <evrdma/channel.h>
 
 #include "bevtest.h"
+
+/* A TCP listener on 127.0.0.1, on a port the kernel picks; *@p sin is
+ * its address. */
+struct evconnlistener *sc_tcp_listen(struct event_base *eb,
+    evconnlistener_cb cb, void *arg, struct sockaddr_in *sin);
 
 struct sc;
 

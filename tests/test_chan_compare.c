@@ -550,19 +550,8 @@ hw_open(struct hw *h)
 
 	if (h->tcp) {
 		struct sockaddr_in sin;
-		socklen_t sl = sizeof(sin);
-		evutil_socket_t fd;
 
-		memset(&sin, 0, sizeof(sin));
-		sin.sin_family = AF_INET;
-		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		h->tl = evconnlistener_new_bind(h->eb, hw_tcp_listener_cb, h,
-		    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
-		    (struct sockaddr *)&sin, sizeof(sin));
-		ck_assert_ptr_nonnull(h->tl);
-		fd = evconnlistener_get_fd(h->tl);
-		ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl),
-		    0);
+		h->tl = sc_tcp_listen(h->eb, hw_tcp_listener_cb, h, &sin);
 		h->cbev = bufferevent_socket_new(h->eb, -1,
 		    BEV_OPT_CLOSE_ON_FREE);
 		ck_assert_ptr_nonnull(h->cbev);
@@ -904,18 +893,10 @@ START_TEST(channel_proxy_clients_freed)
 	px->eb = env.eb;
 	if (px->tcp) {
 		struct sockaddr_in sin;
-		socklen_t sl = sizeof(sin);
 
-		memset(&sin, 0, sizeof(sin));
-		sin.sin_family = AF_INET;
-		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		px->tl = evconnlistener_new_bind(px->eb, px_tcp_accept, px,
-		    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, -1,
-		    (struct sockaddr *)&sin, sizeof(sin));
-		ck_assert_ptr_nonnull(px->tl);
-		ck_assert_int_eq(getsockname(evconnlistener_get_fd(px->tl),
-		    (struct sockaddr *)&px->ss, &sl), 0);
-		px->sslen = (int)sl;
+		px->tl = sc_tcp_listen(px->eb, px_tcp_accept, px, &sin);
+		memcpy(&px->ss, &sin, sizeof(sin));
+		px->sslen = (int)sizeof(sin);
 	} else {
 		px->sslen = dt_sockaddr(&px->ss, dt_addr(), 0);
 		px->rl = evrdma_channel_listener_new(env.base, px_ch_accept,
