@@ -494,19 +494,6 @@ evrdma__chan_output_taken(struct evrdma_channel *ch)
  * channel's user may not drain output, and what leaves is no new write).
  */
 void
-evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
-{
-	ch->out_own = 1;
-	if (dst)
-		evbuffer_remove(ch->output, dst, n);
-	else
-		evbuffer_drain(ch->output, n);
-	ch->out_own = 0;
-	if (evrdma__chan_messages(ch))
-		evrdma__lenq_pop(&ch->out_msgs);
-}
-
-void
 evrdma__chan_output_discard(struct evrdma_channel *ch)
 {
 	ch->out_own = 1;
@@ -532,22 +519,6 @@ evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
 	if (r < 0 && evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
 	return r;
-}
-
-int
-evrdma__chan_input_add(struct evrdma_channel *ch, const void *p, size_t len,
-    evbuffer_ref_cleanup_cb cleanup, void *arg)
-{
-	/* the length's place first: once the bytes are in, it must not
-	 * fail */
-	if (evrdma__chan_messages(ch) && evrdma__lenq_reserve(&ch->in_msgs) < 0)
-		return -1;
-	if (cleanup ? evbuffer_add_reference(ch->input, p, len, cleanup,
-	    arg) : evbuffer_add(ch->input, p, len))
-		return -1;
-	if (evrdma__chan_messages(ch))
-		(void)evrdma__lenq_push(&ch->in_msgs, len);
-	return 0;
 }
 
 void

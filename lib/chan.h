@@ -253,8 +253,20 @@ evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
  * message mode): copied to @p dst, or with @p dst NULL dropped, as they
  * already lie in a send slot. Output's callback does not count them as
  * the user's change. */
-void evrdma__chan_output_took(struct evrdma_channel *ch, void *dst,
-    size_t n);
+/* (inline: once per message sent) */
+static inline void
+evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
+{
+	ch->out_own = 1;
+	if (dst)
+		evbuffer_remove(ch->output, dst, n);
+	else
+		evbuffer_drain(ch->output, n);
+	ch->out_own = 0;
+	if (evrdma__chan_messages(ch))
+		evrdma__lenq_pop(&ch->out_msgs);
+}
+
 /* Output's bytes are discarded, unsent (a free before the connection is
  * up, the process exits): as bufferevent_free() does. */
 void evrdma__chan_output_discard(struct evrdma_channel *ch);
@@ -265,8 +277,23 @@ int evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
 /* @p len bytes that arrived join input (one message in message mode):
  * copied, or with @p cleanup by reference (@p cleanup(p, len, arg) when
  * input lets them go). 0, or -1 with input unchanged (out of memory). */
-int evrdma__chan_input_add(struct evrdma_channel *ch, const void *p,
-    size_t len, evbuffer_ref_cleanup_cb cleanup, void *arg);
+/* (inline: once per arrival) */
+static inline int
+evrdma__chan_input_add(struct evrdma_channel *ch, const void *p, size_t len,
+    evbuffer_ref_cleanup_cb cleanup, void *arg)
+{
+	/* the length's place first: once the bytes are in, it must not
+	 * fail */
+	if (evrdma__chan_messages(ch) && evrdma__lenq_reserve(&ch->in_msgs) < 0)
+		return -1;
+	if (cleanup ? evbuffer_add_reference(ch->input, p, len, cleanup,
+	    arg) : evbuffer_add(ch->input, p, len))
+		return -1;
+	if (evrdma__chan_messages(ch))
+		(void)evrdma__lenq_push(&ch->in_msgs, len);
+	return 0;
+}
+
 /* The peer ended its side in order (EOF), with @p reset when it freed
  * its channel with our bytes unread. */
 void evrdma__chan_peer_eof(struct evrdma_channel *ch, int reset);
