@@ -28,7 +28,7 @@ function unit(m) {
 	if (m == "bw") return "MB/s"
 	if (m == "mps") return "Mpps"
 	if (m == "cps" || m == "setup") return "conn/s"
-	if (m == "ir") return "instructions"
+	if (m == "ir" || m == "own" || m == "rest") return "instructions"
 	return "ratio"
 }
 
@@ -156,7 +156,7 @@ END {
 	title["rate"] = "message rate, 10^6 messages per second (echoed: each counts once)"
 	title["conn"] = "connection setup, connections per second (connect, first echo, close)"
 	title["fan"] = "many connections on one loop: aggregate rate, Mpps (fairness: slowest / mean)"
-	title["cg"] = "user-space instructions per 64-byte round trip, client side (callgrind)"
+	title["cg"] = "user-space instructions per 64-byte round trip, client side (callgrind; in\n  parentheses: those that ran in libevrdma and in the rest, bench/cg-split)"
 	if (csv != "")
 		print "kind,id,label,group,mode,size,metric,unit,median,min,max,rounds,goal,met" >csv
 	printf "==== run-bench summary: medians over %s round(s); ratios: median of the per-round ratios ====\n", rounds
@@ -186,6 +186,7 @@ END {
 			id = sid[i]
 			if (sgrp[id] != g) continue
 			line = ""
+			tail = ""
 			any = 0
 			for (j = 1; j <= ncol; j++) {
 				v = stats(id, col[j], m)
@@ -194,7 +195,12 @@ END {
 				if (g == "fan" && v != "")
 					cell = cell "(" fmt(stats(id, col[j], "fmin")) ")"
 				line = line sprintf(" %9s", cell)
+				# instructions: libevrdma's own and the rest
+				own = g == "cg" ? stats(id, col[j], "own") : ""
+				if (own != "")
+					tail = tail sprintf("   (libevrdma %.0f, rest %.0f)", own, stats(id, col[j], "rest"))
 			}
+			line = line tail
 			if (!any && id ~ /adapter/)
 				line = "   not measured (evrdma-bench without --bev-adapter)"
 			else if (!any)
@@ -205,7 +211,7 @@ END {
 		for (i = 1; i <= ns; i++) {
 			id = sid[i]
 			if (sgrp[id] != g || csv == "") continue
-			split("typ min p99 bw mps cps fmin fmax setup ir", ml, " ")
+			split("typ min p99 bw mps cps fmin fmax setup ir own rest", ml, " ")
 			for (j = 1; j <= ncol; j++)
 				for (k = 1; k in ml; k++) {
 					if (stats(id, col[j], ml[k]) == "") continue
