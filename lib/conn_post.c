@@ -101,6 +101,14 @@ evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
 	return evrdma__ep_ring_post(&conn->ep, idx, n);
 }
 
+int
+evrdma__conn_sring_init(struct evrdma_conn *conn)
+{
+	if (!conn || !conn->qp)
+		return evrdma__fail(ENOTCONN, "no queue pair yet");
+	return evrdma__ep_sring_init(&conn->ep);
+}
+
 static int
 post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
     size_t len, int with_imm, uint32_t imm, evrdma_req_cb cb, void *arg)

@@ -176,8 +176,9 @@ struct evrdma_req {
 	uint8_t opcode;		/* enum evrdma_opcode posted */
 	uint8_t is_recv;
 	uint8_t unsignaled;	/* completes when a later send does */
-	uint8_t kept;		/* of the endpoint's receive ring: posted
+	uint8_t kept;		/* of one of the endpoint's rings: posted
 				 * again, freed with the ring */
+	uint8_t posted;		/* (a kept send) its completion is due */
 	TAILQ_ENTRY(evrdma_req) link;
 	struct ibv_send_wr wr;	/* kept while corked */
 	struct ibv_sge sge;
@@ -248,6 +249,10 @@ struct evrdma__ep {
 	struct evrdma_req **ring;
 	struct evrdma_mr *ring_mr;
 	unsigned ring_n;
+	/* prepared SENDs with immediate, taken in turn by
+	 * evrdma__ep_send_imm() (evrdma__ep_sring_init) */
+	struct evrdma_req **sring;
+	unsigned sring_n, sring_next;
 	LIST_ENTRY(evrdma__ep) dev_link;	/* on its device */
 	int on_dev;
 };
@@ -292,6 +297,11 @@ int evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
  * the provider refused some), or -1 with errno when none was. */
 int evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx,
     unsigned n);
+/* Prepare one kept SEND request per send queue entry: the owner's
+ * messages (evrdma__ep_send_imm) then take them in turn, with no request
+ * made, filled whole and freed per message. 0, or -1 with errno ENOMEM
+ * (the messages then go as before, one request each). */
+int evrdma__ep_sring_init(struct evrdma__ep *ep);
 /* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages),
  * as evrdma__ep_post(). */
 int evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr,
@@ -661,6 +671,9 @@ int evrdma__conn_ring_init(struct evrdma_conn *conn, struct evrdma_mr *mr,
     size_t len, unsigned n, evrdma_req_cb cb, void *const *args);
 int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
     unsigned n);
+/* The owner's prepared sends (evrdma__ep_sring_init), once the QP
+ * exists. */
+int evrdma__conn_sring_init(struct evrdma_conn *conn);
 /* Post a SEND (with immediate) of the owner's own buffer, unchecked. */
 int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
     struct evrdma_mr *mr, size_t off, size_t len, uint32_t imm,

@@ -236,6 +236,86 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	return 0;
 }
 
+/* The prepared sends go (none is outstanding any more). */
+static void
+ep_sring_free(struct evrdma__ep *ep)
+{
+	unsigned i;
+
+	for (i = 0; i < ep->sring_n; i++) {
+		ep->tab->live++;	/* req_free counts it out */
+		req_free(ep->tab, ep->sring[i]);
+	}
+	free(ep->sring);
+	ep->sring = NULL;
+	ep->sring_n = ep->sring_next = 0;
+}
+
+/* A request taken for a post the provider refused: back unused. */
+static void
+ep_req_unpost(struct evrdma__ep *ep, struct evrdma_req *req)
+{
+	if (req->kept) {
+		/* (the next post takes the one after it: any will do) */
+		req->posted = 0;
+		ep->tab->live--;
+	} else {
+		req_free(ep->tab, req);
+	}
+}
+
+int
+evrdma__ep_sring_init(struct evrdma__ep *ep)
+{
+	unsigned i, n = ep->sq_depth;
+
+	if (ep->sring)
+		return 0;
+	ep->sring = calloc(n ? n : 1, sizeof(*ep->sring));
+	if (!ep->sring)
+		return evrdma__fail(ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		struct evrdma_req *req = req_new(ep, EVRDMA_OP_SEND, NULL,
+		    NULL);
+
+		if (!req) {
+			ep_sring_free(ep);
+			return evrdma__fail(ENOMEM, "out of memory");
+		}
+		ep->tab->live--;	/* not posted yet */
+		req->kept = 1;
+		req->posted = 0;
+		/* what no message changes: set once */
+		req->wr.wr_id = req_wr_id(req);
+		req->wr.sg_list = &req->sge;
+		req->wr.opcode = IBV_WR_SEND_WITH_IMM;
+		ep->sring[ep->sring_n++] = req;
+	}
+	ep->sring_next = 0;
+	return 0;
+}
+
+/* The next prepared send, or NULL when there is none free. Sends complete
+ * in the order posted and at most sq_depth are out, so the one taken
+ * sq_depth sends ago is done by now; the flag makes sure of it. */
+static inline struct evrdma_req *
+ep_sring_take(struct evrdma__ep *ep, evrdma_req_cb cb, void *arg)
+{
+	struct evrdma_req *req = ep->sring[ep->sring_next];
+
+	if (req->posted)
+		return NULL;
+	if (++ep->sring_next == ep->sring_n)
+		ep->sring_next = 0;
+	ep->tab->live++;
+	req->posted = 1;
+	req->mr = NULL;		/* ep_account() holds this message's */
+	req->unsignaled = 0;
+	req->cb = cb;
+	req->arg = arg;
+	return req;
+}
+
 int
 evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
     size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
@@ -244,7 +324,7 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	struct ibv_send_wr *w;
 	int inl = len && len <= ep->max_inline;
 
-	if (!ep->corked || evrdma__forked) {
+	if ((!ep->corked && !ep->sring) || evrdma__forked) {
 		struct ibv_send_wr wr;
 
 		memset(&wr, 0, sizeof(wr));
@@ -253,21 +333,26 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		return evrdma__ep_post(ep, mr, off, len, &wr, EVRDMA_OP_SEND,
 		    cb, arg);
 	}
-	/* A channel's messages, one per round trip: straight into the
-	 * request's own work request, chained to the cork (as ep_cork_add
-	 * does, with neither a work request to copy nor one to clear
-	 * first; a SEND's provider reads no other field). */
+	/* A channel's messages, one per round trip: straight into a
+	 * prepared request's work request (or a new request's, filled
+	 * whole), chained to the cork (as ep_cork_add does, with neither a
+	 * work request to copy nor one to clear first; a SEND's provider
+	 * reads no other field). */
 	if (ep->sq_out >= ep->sq_depth)
 		return evrdma__fail(EAGAIN, "send queue full");
-	req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
-	if (!req)
-		return evrdma__fail(ENOMEM, "out of memory");
-	w = &req->wr;
-	w->wr_id = req_wr_id(req);
+	if (ep->sring && (req = ep_sring_take(ep, cb, arg))) {
+		w = &req->wr;
+	} else {
+		req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
+		if (!req)
+			return evrdma__fail(ENOMEM, "out of memory");
+		w = &req->wr;
+		w->wr_id = req_wr_id(req);
+		w->sg_list = &req->sge;
+		w->opcode = IBV_WR_SEND_WITH_IMM;
+	}
 	w->next = NULL;
-	w->sg_list = &req->sge;
 	w->num_sge = 0;
-	w->opcode = IBV_WR_SEND_WITH_IMM;
 	w->imm_data = htonl(imm);
 	w->send_flags = 0;
 	if (mr && len) {
@@ -279,18 +364,33 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		if (inl)
 			w->send_flags |= IBV_SEND_INLINE;
 	}
-	ep_cork_link(ep, req);
+	if (ep->corked) {
+		ep_cork_link(ep, req);
+	} else {
+		struct ibv_send_wr *bad;
+		int rc;
+
+		w->send_flags |= IBV_SEND_SIGNALED;
+		rc = ibv_post_send(ep->qp, w, &bad);
+		if (rc) {
+			ep_req_unpost(ep, req);
+			return evrdma__fail(rc, "ibv_post_send: %s",
+			    strerror(rc));
+		}
+	}
 	ep_account(ep, req, mr && len ? mr : NULL);
 	return 0;
 }
 
 #define RECV_BATCH 32
 
-/* The ring's requests go (nothing of it is outstanding any more). */
+/* The rings' requests go (nothing of them is outstanding any more). */
 static void
 ep_ring_free(struct evrdma__ep *ep)
 {
 	unsigned i;
+
+	ep_sring_free(ep);
 
 	for (i = 0; i < ep->ring_n; i++) {
 		ep->tab->live++;	/* req_free counts it out */
@@ -400,8 +500,10 @@ ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 	if (req->mr)
 		evrdma__mr_release(req->mr);
-	if (req->kept)
+	if (req->kept) {
 		ep->tab->live--;	/* stays, to be posted again */
+		req->posted = 0;
+	}
 	else
 		req_free(ep->tab, req);
 	if (cb)
