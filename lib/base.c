@@ -124,6 +124,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		base->cfg = *cfg;
 	else
 		evrdma__config_defaults(&base->cfg);
+	base->cfg.slow_path = evrdma__config_slow_path();
 	LIST_INIT(&base->devs);
 	TAILQ_INIT(&base->conns);
 	LIST_INIT(&base->listeners);

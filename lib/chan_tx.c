@@ -385,7 +385,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	struct evrdma_channel *ch = &rc->ch;
 	int idx;
 
-	if (!rc->pre_send || ch->out_len)
+	if (!rc->pre_send || ch->out_len || ch->base->cfg.slow_path)
 		return -1;
 	if (rc->wopen >= 0) {
 		if (evrdma__chan_messages(ch) ||

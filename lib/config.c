@@ -231,3 +231,11 @@ evrdma_config_set_tcp_fallback(struct evrdma_config *cfg, int enable)
 	cfg->tcp_fallback = enable;
 	return 0;
 }
+
+int
+evrdma__config_slow_path(void)
+{
+	const char *v = getenv("EVRDMA_TEST_SLOW_PATH");
+
+	return v && v[0] == '1';
+}

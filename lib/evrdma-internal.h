@@ -84,8 +84,15 @@ struct evrdma_config {
 	size_t ch_max_input;
 	unsigned ch_pull_min;		/* pull DATA of this size on; 0: never */
 	int tcp_fallback;		/* a base without RDMA serves TCP */
+	/* the test knob EVRDMA_TEST_SLOW_PATH=1, read at evrdma_base_new():
+	 * channels take the general path where a fast one exists (prepared
+	 * sends, the read callback's open write), so that a test can show
+	 * both put the same on the wire */
+	int slow_path;
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
+/* The test knob's value now (EVRDMA_TEST_SLOW_PATH). */
+int evrdma__config_slow_path(void);
 
 /* ---- libevent glue (loop.c) ---- */
 typedef void (*evrdma__fd_cb)(int fd, void *arg);

@@ -124,6 +124,7 @@ static const struct {
 	{ "device-bev-compare", bt_suite_compare, 0 },
 	{ "device-chan-compare", dt_suite_chan_compare, 0 },
 	{ "device-chan-attack", dt_suite_chan_attack, 0 },
+	{ "device-chan-fast", dt_suite_chan_fast, 0 },
 	{ "device-chan-isolation", dt_suite_chan_isolation, 0 },
 	{ "device-chan-stream", dt_suite_chan_stream, 0 },
 	{ "device-bev", bt_suite_bev, 0 },
