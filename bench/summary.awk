@@ -258,7 +258,7 @@ END {
 		}
 	}
 	if (ngoal > 0) {
-		printf "\ngoals (issue 16; reported, not asserted):\n"
+		printf "\ngoals (issues 16 and 27; reported, not asserted):\n"
 		for (i = 1; i <= ngoal; i++)
 			printf "  %s\n", goalline[i]
 	}
