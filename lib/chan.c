@@ -673,8 +673,12 @@ evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
 		return 0;	/* as bufferevent_write(): nothing to send */
 	if (!data)
 		return evrdma__fail(EINVAL, "no data");
-	if (ch->base && ch->ops->write(ch, data, len) == 0)
-		return 0;
+	if (ch->base) {
+		int r = ch->ops->write(ch, data, len);
+
+		if (r != -1)
+			return r == 0 ? 0 : -1;
+	}
 	/* (in message mode, output's callback counts it as one message) */
 	if (evbuffer_add(ch->output, data, len) < 0)
 		return evrdma__fail(ENOMEM, "out of memory");

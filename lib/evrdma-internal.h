@@ -86,8 +86,9 @@ struct evrdma_config {
 	int tcp_fallback;		/* a base without RDMA serves TCP */
 	/* the test knob EVRDMA_TEST_SLOW_PATH=1, read at evrdma_base_new():
 	 * channels take the general path where a fast one exists (prepared
-	 * sends, the read callback's open write), so that a test can show
-	 * both put the same on the wire */
+	 * sends, the read callback's open write, large writes staged
+	 * straight into slots), so that a test can show both put the same
+	 * on the wire */
 	int slow_path;
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
