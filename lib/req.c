@@ -668,13 +668,14 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 
 	if (--ep->corked || !head)
 		return;
+	/* the last is signaled; every chained work request is a request's
+	 * own (ep_cork_link) */
+	w = ep->cork_tail;
+	w->send_flags |= IBV_SEND_SIGNALED;
+	((struct evrdma_req *)((char *)w -
+	    offsetof(struct evrdma_req, wr)))->unsignaled = 0;
 	ep->cork_head = ep->cork_tail = NULL;
 	ep->cork_n = 0;
-	w = head;
-	while (w->next)
-		w = w->next;
-	w->send_flags |= IBV_SEND_SIGNALED;
-	evrdma__req_lookup(ep->tab, w->wr_id)->unsignaled = 0;
 	rc = ibv_post_send(ep->qp, head, &bad);
 	if (!rc)
 		return;
