@@ -195,14 +195,18 @@ fxp_run(struct fxp *p, int ms)
  * an orderly end: the peer's EOF, then the channel freed. The logs of
  * both sides go to @p wire and @p app.
  */
-enum { FX_END, FX_RETURN, FX_PULL_FLAG, FX_BEYOND, FX_COUNT };
+enum {
+	FX_END, FX_RETURN, FX_PULL_FLAG, FX_BEYOND, FX_WRITE_IMM, FX_COUNT
+};
 static const char *const fx_names[FX_COUNT] = {
 	"an orderly end", "credits returned that were not lent",
-	"CREDIT marked as a pull", "DATA beyond its credits"
+	"CREDIT marked as a pull", "DATA beyond its credits",
+	"an RDMA WRITE WITH IMMEDIATE instead of a SEND"
 };
+/* what the channel logs (NULL: the device fails the connection) */
 static const char *const fx_why[FX_COUNT] = {
 	NULL, "credits returned that were not lent", "bad immediate",
-	"data beyond its credits"
+	"data beyond its credits", NULL
 };
 
 static void
@@ -287,13 +291,24 @@ fx_run(int slow, int attack, char *wire, char *app)
 			ck_assert_int_eq(rp_send_imm(&p->rp, RP_SEND_OFF, 16,
 			    rp_imm(0, 0, 0, 0, 0, 0)), 0);
 		break;
+	case FX_WRITE_IMM:
+		/* the peer has no writable memory of the channel's to name:
+		 * the device refuses the WRITE */
+		ck_assert_int_eq(rp_write(&p->rp, RP_SEND_OFF, 16, 0, 0, 1,
+		    rp_imm(0, 0, 0, 0, 0, 0)), 0);
+		break;
 	}
 	if (attack != FX_END) {
 		CH_WAIT(env.eb, (fxp_take(p), x->ends == 1), 10000);
-		ck_assert_int_eq(x->reason, EVRDMA_REASON_PROTOCOL);
-		ck_assert_msg(strstr(v.log, fx_why[attack]) != NULL,
-		    "%s: the channel logged \"%s\", not \"%s\"",
-		    fx_names[attack], v.log, fx_why[attack]);
+		if (fx_why[attack]) {
+			ck_assert_int_eq(x->reason, EVRDMA_REASON_PROTOCOL);
+			ck_assert_msg(strstr(v.log, fx_why[attack]) != NULL,
+			    "%s: the channel logged \"%s\", not \"%s\"",
+			    fx_names[attack], v.log, fx_why[attack]);
+		} else {
+			ck_assert(x->reason == EVRDMA_REASON_QP_FATAL ||
+			    x->reason == EVRDMA_REASON_DISCONNECTED);
+		}
 		ck_assert_int_eq(rp_wait_disconnect(&p->rp, 10000), 0);
 		/* the wire's log ends with the traffic: what the channel
 		 * sent before it took in the violation depends on timing */
