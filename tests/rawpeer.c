@@ -38,8 +38,8 @@ get_be(const uint8_t *p, int n)
 	return v;
 }
 
-static uint32_t
-fnv1a(const uint8_t *p, size_t len)
+uint32_t
+rp_fnv1a(const uint8_t *p, size_t len)
 {
 	uint32_t h = 2166136261u;
 
@@ -80,7 +80,7 @@ rp_chs_encode(uint8_t *b, const struct rp_chs *h)
 	put_be(b + 12, h->pull_min, 4);
 	put_be(b + 16, h->src_rkey, 4);
 	put_be(b + 20, h->src_base, 8);
-	put_be(b + 28, fnv1a(b, 28) ^ (h->bad_check ? 1 : 0), 4);
+	put_be(b + 28, rp_fnv1a(b, 28) ^ (h->bad_check ? 1 : 0), 4);
 	return 32;
 }
 
@@ -101,7 +101,7 @@ rp_chs_decode(const uint8_t *pd, size_t len, struct rp_chs *h)
 	h->pull_min = (uint32_t)get_be(b + 12, 4);
 	h->src_rkey = (uint32_t)get_be(b + 16, 4);
 	h->src_base = get_be(b + 20, 8);
-	h->bad_check = get_be(b + 28, 4) != fnv1a(b, 28);
+	h->bad_check = get_be(b + 28, 4) != rp_fnv1a(b, 28);
 	return 0;
 }
 

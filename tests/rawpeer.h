@@ -81,6 +81,9 @@ size_t rp_chs_encode(uint8_t *out, const struct rp_chs *h);
 /* Decode the channel handshake in an accept reply (after evrdma's 8-byte
  * header); 0 or -1. */
 int rp_chs_decode(const uint8_t *pdata, size_t len, struct rp_chs *h);
+/* FNV-1a over @p len bytes (the handshake's check value; a test's hash
+ * of what arrived). */
+uint32_t rp_fnv1a(const uint8_t *p, size_t len);
 uint32_t rp_imm(unsigned type, unsigned dret, unsigned cret, int starved,
     int pull, unsigned pdone);
 

@@ -91,18 +91,6 @@ fx_event(struct evrdma_channel *ch, short what, void *arg)
 	}
 }
 
-static uint32_t
-fx_hash(const uint8_t *p, size_t len)
-{
-	uint32_t h = 2166136261u;
-
-	while (len--) {
-		h ^= *p++;
-		h *= 16777619u;
-	}
-	return h;
-}
-
 /* The raw peer's side of the protocol, and what it saw on the wire. */
 struct fxp {
 	struct rawpeer rp;
@@ -151,7 +139,7 @@ fxp_take(struct fxp *p)
 		type = w->imm >> 30;
 		/* the bytes: their hash, so that a difference shows */
 		fx_say(p->log, &p->len, "msg imm 0x%08x len %u hash %08x\n",
-		    w->imm, w->byte_len, fx_hash(p->rp.mem +
+		    w->imm, w->byte_len, rp_fnv1a(p->rp.mem +
 		    (size_t)i * RP_SLOT, w->byte_len));
 		p->credits += (w->imm >> 16) & 0x3fffu;
 		p->ctrl += (w->imm >> 8) & 0xffu;
