@@ -59,7 +59,8 @@ struct evrdma__chan_ops {
 	    struct evdns_base *dns, int family, const char *host, int port);
 	/* A write the transport takes by a faster road than output: 0, or
 	 * -1 when it goes to output (the semantics then add it there), or
-	 * -2 when it failed (errno set; nothing of it was taken). */
+	 * -2 when memory ran out part of the way (errno set; what was taken
+	 * before is sent, the caller reports the failure). */
 	int (*write)(struct evrdma_channel *ch, const void *data, size_t len);
 	void *(*reserve)(struct evrdma_channel *ch, size_t len);
 	int (*commit)(struct evrdma_channel *ch, size_t len);

@@ -473,8 +473,10 @@ evrdma__rc_wopen_settle(struct ch_rdma *rc)
  * are free (one stays for the copy path) are copied there and staged, the
  * rest goes to output behind them. Most bytes of a large write are then
  * copied once, not into output and again into a slot (a 1 MiB write went
- * at 60% of a 64 KiB one's speed). -1 when no slot is free (output takes
- * it all), -2 when out of memory (nothing taken).
+ * at 60% of a 64 KiB one's speed). -1 when no slot is free or no room for
+ * the rest (output takes it all), -2 when memory ran out after some of it
+ * was staged (a chain for a reference could not be had; what was staged
+ * is sent).
  */
 static int
 rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)

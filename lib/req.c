@@ -269,9 +269,10 @@ evrdma__ep_sring_init(struct evrdma__ep *ep)
 {
 	unsigned i, n = ep->sq_depth;
 
-	if (ep->sring)
+	/* (no queue: no ring, the messages go one request each) */
+	if (ep->sring || !n)
 		return 0;
-	ep->sring = calloc(n ? n : 1, sizeof(*ep->sring));
+	ep->sring = calloc(n, sizeof(*ep->sring));
 	if (!ep->sring)
 		return evrdma__fail(ENOMEM, "out of memory");
 	for (i = 0; i < n; i++) {
