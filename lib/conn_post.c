@@ -12,10 +12,12 @@
 
 #include "evrdma-internal.h"
 #include "conn.h"
+#include "ep_send.h"
 
 /* ---- posting ---- */
 
-static int
+/* (inlined: it runs before every message a channel sends) */
+static inline __attribute__((always_inline)) int
 conn_check_post(struct evrdma_conn *conn, int recv)
 {
 	if (!conn)

@@ -310,10 +310,8 @@ int evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx,
  * made, filled whole and freed per message. 0, or -1 with errno ENOMEM
  * (the messages then go as before, one request each). */
 int evrdma__ep_sring_init(struct evrdma__ep *ep);
-/* A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages),
- * as evrdma__ep_post(). */
-int evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr,
-    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg);
+/* (evrdma__ep_send_imm(), a SEND WITH IMMEDIATE of the owner's buffer, is
+ * in ep_send.h: inline) */
 
 /*
  * Between cork and uncork, sends are chained and posted with one

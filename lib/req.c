@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "evrdma-internal.h"
+#include "ep_send.h"
 
 /* ---- the table ---- */
 
@@ -135,22 +136,6 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 }
 
-/* Chain the request's own work request to the cork; every 16th is
- * signaled (see ep_cork), and the last at uncork. */
-static void
-ep_cork_link(struct evrdma__ep *ep, struct evrdma_req *req)
-{
-	if (++ep->cork_n % 16 == 0)
-		req->wr.send_flags |= IBV_SEND_SIGNALED;
-	else
-		req->unsignaled = 1;
-	if (ep->cork_tail)
-		ep->cork_tail->next = &req->wr;
-	else
-		ep->cork_head = &req->wr;
-	ep->cork_tail = &req->wr;
-}
-
 /* Chain a copy of @p wr (the request keeps it until uncork). */
 static void
 ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
@@ -160,7 +145,7 @@ ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
 	req->wr = *wr;
 	req->wr.sg_list = &req->sge;
 	req->wr.next = NULL;
-	ep_cork_link(ep, req);
+	evrdma__ep_cork_link(ep, req);
 }
 
 /* The queue pair is the parent's (rdma_sym.c). */
@@ -318,8 +303,8 @@ ep_sring_take(struct evrdma__ep *ep, evrdma_req_cb cb, void *arg)
 }
 
 int
-evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
-    size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
+evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
 {
 	struct evrdma_req *req;
 	struct ibv_send_wr *w;
@@ -334,11 +319,11 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		return evrdma__ep_post(ep, mr, off, len, &wr, EVRDMA_OP_SEND,
 		    cb, arg);
 	}
-	/* A channel's messages, one per round trip: straight into a
-	 * prepared request's work request (or a new request's, filled
-	 * whole), chained to the cork (as ep_cork_add does, with neither a
-	 * work request to copy nor one to clear first; a SEND's provider
-	 * reads no other field). */
+	/* Corked: into a prepared request's work request (or a new
+	 * request's, filled whole), chained to the cork (as ep_cork_add
+	 * does, with neither a work request to copy nor one to clear
+	 * first; a SEND's provider reads no other field). ep_send.h does
+	 * the same inline in steady state. */
 	if (ep->sq_out >= ep->sq_depth)
 		return evrdma__fail(EAGAIN, "send queue full");
 	if (ep->sring && (req = ep_sring_take(ep, cb, arg))) {
@@ -366,7 +351,7 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 			w->send_flags |= IBV_SEND_INLINE;
 	}
 	if (ep->corked) {
-		ep_cork_link(ep, req);
+		evrdma__ep_cork_link(ep, req);
 	} else {
 		struct ibv_send_wr *bad;
 		int rc;
@@ -670,7 +655,7 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 	if (--ep->corked || !head)
 		return;
 	/* the last is signaled; every chained work request is a request's
-	 * own (ep_cork_link) */
+	 * own (evrdma__ep_cork_link) */
 	w = ep->cork_tail;
 	w->send_flags |= IBV_SEND_SIGNALED;
 	((struct evrdma_req *)((char *)w -

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: a channel's message on a prepared send, inline. Every message
+ * and every reply takes this path, and a call costs as much as the work
+ * it does (about 20 instructions each way under callgrind): the common
+ * case is here, inlined into its caller; everything else (no cork, no
+ * prepared request free, a full queue, a forked child) takes req.c's
+ * general path, which also owns the requests themselves.
+ */
+#ifndef EVRDMA_EP_SEND_H_INCLUDED_
+#define EVRDMA_EP_SEND_H_INCLUDED_
+
+#include <arpa/inet.h>
+
+#include "evrdma-internal.h"
+#include "rdma-sym.h"
+
+/* Chain @p req's work request to the cork; every 16th is signaled (see
+ * evrdma__ep_cork), and the last at uncork. */
+static inline __attribute__((always_inline)) void
+evrdma__ep_cork_link(struct evrdma__ep *ep, struct evrdma_req *req)
+{
+	if (++ep->cork_n % 16 == 0)
+		req->wr.send_flags |= IBV_SEND_SIGNALED;
+	else
+		req->unsignaled = 1;
+	if (ep->cork_tail)
+		ep->cork_tail->next = &req->wr;
+	else
+		ep->cork_head = &req->wr;
+	ep->cork_tail = &req->wr;
+}
+
+/* The general case of evrdma__ep_send_imm() (req.c). */
+int evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
+    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg);
+
+/*
+ * A SEND WITH IMMEDIATE of the owner's buffer (the channel's messages), as
+ * evrdma__ep_post(). Corked, with data and the next prepared request free
+ * (it is, in steady state: sends complete in order and at most sq_depth
+ * are out; the flag makes sure), only the address, length, immediate and
+ * flags are written, and the request is chained to the cork.
+ */
+static inline __attribute__((always_inline)) int
+evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
+    size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
+{
+	struct evrdma_req *req;
+
+	if (!ep->corked || !ep->sring || !mr || !len || evrdma__forked ||
+	    ep->sq_out >= ep->sq_depth ||
+	    (req = ep->sring[ep->sring_next])->posted)
+		return evrdma__ep_send_imm_any(ep, mr, off, len, imm, cb, arg);
+	if (++ep->sring_next == ep->sring_n)
+		ep->sring_next = 0;
+	ep->tab->live++;
+	req->posted = 1;
+	req->unsignaled = 0;
+	req->cb = cb;
+	req->arg = arg;
+	req->mr = mr;
+	evrdma__mr_hold(mr);
+	/* (inline data is copied by the provider from the process's
+	 * address; everything else goes by the region's address as the
+	 * device knows it: zero-based regions differ) */
+	if (len <= ep->max_inline) {
+		req->sge.addr = (uintptr_t)mr->addr + off;
+		req->wr.send_flags = IBV_SEND_INLINE;
+	} else {
+		req->sge.addr = evrdma__mr_sge_addr(mr, off);
+		req->wr.send_flags = 0;
+	}
+	req->sge.length = (uint32_t)len;
+	req->sge.lkey = mr->mr->lkey;
+	req->wr.next = NULL;
+	req->wr.num_sge = 1;
+	req->wr.imm_data = htonl(imm);
+	evrdma__ep_cork_link(ep, req);
+	TAILQ_INSERT_TAIL(&ep->sends, req, link);
+	ep->sq_out++;
+	return 0;
+}
+
+#endif /* EVRDMA_EP_SEND_H_INCLUDED_ */
