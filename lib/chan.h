@@ -193,8 +193,17 @@ void evrdma__chan_input_added(struct evrdma_channel *ch, size_t have);
 /* The transport could not move all it has into input (@p held) or can
  * again: watch input's drains only while it cannot (@p have: input's
  * length now). */
-int evrdma__chan_watch_input(struct evrdma_channel *ch, int held,
+int evrdma__chan_watch_input_any(struct evrdma_channel *ch, int held,
     size_t have);
+static inline int
+evrdma__chan_watch_input(struct evrdma_channel *ch, int held, size_t have)
+{
+	/* (inline: every delivery asks, and in steady state, with no read
+	 * high watermark and nothing held, there is nothing to do) */
+	if (!held && !ch->rd_hi && !ch->rd_held && !ch->in_cbent)
+		return 0;
+	return evrdma__chan_watch_input_any(ch, held, have);
+}
 /*
  * A sink: a consumer inside the library (the bufferevent adapter) that
  * takes small arrivals straight from their receive slot while input is

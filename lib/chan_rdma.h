@@ -320,8 +320,21 @@ extern const struct evrdma__chpool_ops evrdma__rc_chpool_ops;
 
 /* ---- receives, delivery and pulls (chan_rx.c) ---- */
 int evrdma__rc_post_free(struct ch_rdma *rc);
-int evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
+int evrdma__rc_returns_post(struct ch_rdma *rc, unsigned data_after,
     unsigned ctrl_after);
+/* Before credits go back: receives for everything the peer may then
+ * send (evrdma__ch_recvs_cover; on a pool, what it promised is covered
+ * once its free buffers are posted). 0, or -1 with errno. (Inline: the
+ * receives cover the returns in steady state, and every message asks.) */
+static inline int
+evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
+    unsigned ctrl_after)
+{
+	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	    data_after, ctrl_after))
+		return 0;
+	return evrdma__rc_returns_post(rc, data_after, ctrl_after);
+}
 void evrdma__rc_deliver(struct ch_rdma *rc);
 void evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
     void *arg);

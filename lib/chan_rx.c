@@ -36,16 +36,12 @@ evrdma__rc_post_free(struct ch_rdma *rc)
 	return 0;
 }
 
-/* Before credits go back: receives for everything the peer may then
- * send (evrdma__ch_recvs_cover; on a pool, what it promised is covered
- * once its free buffers are posted). */
+/* evrdma__rc_returns_ready() when the receives posted do not cover the
+ * returns yet. */
 int
-evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
+evrdma__rc_returns_post(struct ch_rdma *rc, unsigned data_after,
     unsigned ctrl_after)
 {
-	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
-	    data_after, ctrl_after))
-		return 0;
 	if (rc->pool)
 		return evrdma__pool_post(rc->pool);
 	if (evrdma__rc_post_free(rc) < 0)
@@ -56,7 +52,8 @@ evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
 	return 0;
 }
 
-static void
+/* (inlined: rb_release() runs once per message) */
+static inline __attribute__((always_inline)) void
 rb_free(struct ch_rdma *rc, unsigned idx)
 {
 	if (rc->pool) {
@@ -74,7 +71,7 @@ rb_free(struct ch_rdma *rc, unsigned idx)
 /* A DATA buffer is done with: the buffer goes back to the pool and its
  * credit to the peer (on a queue's pool, back to the pool when this
  * channel has more than its share lent). */
-static void
+static inline __attribute__((always_inline)) void
 rb_release(struct ch_rdma *rc, unsigned idx)
 {
 	if (!rc->held || rc->rb[idx].state == RB_FREE) {
@@ -178,8 +175,12 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			if (ch->freed)
 				return;
 			/* it may have put bytes in input: what comes next
-			 * goes there, behind them */
-			have = evbuffer_get_length(ch->input);
+			 * goes there, behind them. (Asked only when something
+			 * comes next or the watermark needs it: nothing was
+			 * moved before a callback, which needs input empty,
+			 * so input_added() below does not run.) */
+			if (rxq_ready(rc) || ch->rd_hi)
+				have = evbuffer_get_length(ch->input);
 			continue;
 		}
 		if (ch->sink && !have && len < STAGE_MIN &&
