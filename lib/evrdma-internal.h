@@ -247,7 +247,8 @@ struct evrdma__ep {
 	unsigned sq_depth, rq_depth, max_inline;
 	unsigned sq_out, rq_out;
 	/* outstanding requests in post order: sends (walked to complete the
-	 * unsignaled ones) and receives apart */
+	 * unsignaled ones) and receives apart; the ring's receives are on
+	 * neither (each has its posted flag, rq_out counts them) */
 	TAILQ_HEAD(, evrdma_req) sends;
 	TAILQ_HEAD(, evrdma_req) recvs;
 	/* corked sends: chained, posted together at uncork */

@@ -385,6 +385,8 @@ ep_ring_free(struct evrdma__ep *ep)
 	free(ep->ring);
 	ep->ring = NULL;
 	ep->ring_n = 0;
+	if (ep->ring_mr)
+		evrdma__mr_release(ep->ring_mr);
 	ep->ring_mr = NULL;
 }
 
@@ -399,7 +401,12 @@ evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
 	ep->ring = calloc(n, sizeof(*ep->ring));
 	if (!ep->ring)
 		return evrdma__fail(ENOMEM, "out of memory");
+	/* the ring holds its region while it exists, not each receive
+	 * while it is out: a receive of the ring is on no list and holds
+	 * nothing, its posted flag and the count are all there is of it
+	 * (a list and a hold cost some 20 instructions per message) */
 	ep->ring_mr = mr;
+	evrdma__mr_hold(mr);
 	for (i = 0; i < n; i++) {
 		struct evrdma_req *req = req_new(ep, EVRDMA_OP_RECV, cb,
 		    args[i]);
@@ -410,6 +417,7 @@ evrdma__ep_ring_init(struct evrdma__ep *ep, struct evrdma_mr *mr,
 		}
 		ep->tab->live--;	/* not posted yet */
 		req->kept = 1;
+		req->posted = 0;
 		req->sge.addr = evrdma__mr_sge_addr(mr, (size_t)i * len);
 		req->sge.length = (uint32_t)len;
 		req->sge.lkey = mr->mr->lkey;
@@ -451,7 +459,8 @@ evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx, unsigned n)
 			if (rc && (!bad || &wrs[i] >= bad))
 				break;
 			ep->tab->live++;
-			ep_account(ep, ep->ring[idx[done + i]], ep->ring_mr);
+			ep->ring[idx[done + i]]->posted = 1;
+			ep->rq_out++;
 		}
 		done += i;
 		if (rc) {
@@ -478,7 +487,9 @@ ep_deliver_to(struct evrdma__ep *ep, struct evrdma_req *req,
 	void *arg = req->arg;
 
 	if (req->is_recv) {
-		TAILQ_REMOVE(&ep->recvs, req, link);
+		/* (a ring's receive is on no list: evrdma__ep_ring_init) */
+		if (!req->kept)
+			TAILQ_REMOVE(&ep->recvs, req, link);
 		ep->rq_out--;
 	} else {
 		TAILQ_REMOVE(&ep->sends, req, link);
@@ -679,15 +690,41 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 	evrdma__ep_unref(ep);
 }
 
+/* The receives of the ring still out (on no list), in ring order, until
+ * none is: a callback may post again, or end the ring (ring_n reread). */
+static void
+ep_ring_cancel(struct evrdma__ep *ep, int drop)
+{
+	unsigned i;
+	int again;
+
+	do {
+		again = 0;
+		for (i = 0; i < ep->ring_n; i++) {
+			struct evrdma_req *req = ep->ring[i];
+
+			if (!req->posted)
+				continue;
+			if (drop)
+				req->cb = NULL;
+			ep_deliver_status(ep, req, ECANCELED);
+			again = 1;
+		}
+	} while (again);
+}
+
 void
 evrdma__ep_cancel_all(struct evrdma__ep *ep)
 {
 	struct evrdma_req *req;
 
 	evrdma__ep_ref(ep);
+	ep_ring_cancel(ep, 0);
 	while ((req = TAILQ_FIRST(&ep->recvs)) ||
 	    (req = TAILQ_FIRST(&ep->sends)))
 		ep_deliver_status(ep, req, ECANCELED);
+	/* (a callback of the lists' may have posted to the ring) */
+	ep_ring_cancel(ep, 0);
 	ep_ring_free(ep);
 	evrdma__ep_unref(ep);
 }
@@ -697,6 +734,7 @@ evrdma__ep_drop_all(struct evrdma__ep *ep)
 {
 	struct evrdma_req *req;
 
+	ep_ring_cancel(ep, 1);
 	while ((req = TAILQ_FIRST(&ep->recvs)) ||
 	    (req = TAILQ_FIRST(&ep->sends))) {
 		req->cb = NULL;
