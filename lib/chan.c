@@ -652,7 +652,8 @@ evrdma_channel_max_message(struct evrdma_channel *ch)
 	return ch ? ch->ops->max_message(ch) : 0;
 }
 
-static int
+/* (inlined: every write asks) */
+static inline __attribute__((always_inline)) int
 ch_check_write(struct evrdma_channel *ch, size_t len)
 {
 	if (ch_live(ch) < 0)

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "chan.h"
 #include <evrdma/srq.h>
@@ -286,7 +287,28 @@ void evrdma__ring_unref(struct ch_ring *ring);
 int evrdma__slot_alloc(struct ch_rdma *rc, unsigned reserve);
 void evrdma__slot_release(struct ch_rdma *rc, unsigned idx);
 void evrdma__slot_drop(struct ch_rdma *rc, unsigned idx, size_t len);
-int evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len);
+
+/* Copy @p len bytes into a free send slot (one stays for the copy path).
+ * @return the slot, or -1 when none is free. (Inline, and the slot after
+ * the last one taken, which is free in steady state, is taken without a
+ * call: every write that fits a slot comes here.) */
+static inline int
+evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len)
+{
+	unsigned next = rc->snext;
+	int idx;
+
+	if (rc->sfree > 1 && rc->sstate[next] == SLOT_FREE) {
+		/* (what evrdma__slot_alloc() finds first) */
+		rc->snext = next + 1 == rc->slots ? 0 : next + 1;
+		rc->sfree--;
+		idx = (int)next;
+	} else if ((idx = evrdma__slot_alloc(rc, 1)) < 0) {
+		return -1;
+	}
+	memcpy(slot_mem(rc, (unsigned)idx), data, len);
+	return idx;
+}
 int evrdma__rc_depths_check(const struct evrdma_config *cfg);
 unsigned evrdma__rc_nbuf(const struct evrdma_config *cfg);
 

@@ -118,18 +118,6 @@ evrdma__slot_drop(struct ch_rdma *rc, unsigned idx, size_t len)
 	evrdma__slot_release(rc, idx);
 }
 
-/* Copy @p len bytes into a free send slot (one stays for the copy path).
- * @return the slot, or -1 when none is free */
-int
-evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len)
-{
-	int idx = evrdma__slot_alloc(rc, 1);
-
-	if (idx >= 0)
-		memcpy(slot_mem(rc, (unsigned)idx), data, len);
-	return idx;
-}
-
 int
 evrdma__rc_depths_check(const struct evrdma_config *cfg)
 {
