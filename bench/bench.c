@@ -30,7 +30,9 @@
  * from its first write to the acknowledgement. Bandwidth is printed in
  * MB/sec with MB = 2^20 bytes, as perftest's "BW average[MB/sec]" (perftest
  * divides by 0x100000 unless --report_gbits), and a message rate in
- * millions of writes per second.
+ * millions of writes per second. The server prints how often it slept
+ * meanwhile (its voluntary context switches, from the first byte to the
+ * acknowledgement) per write: the receiver's wake-ups per message.
  *
  * Connections (conns.c): --conn-rate N connects, writes a ping, takes its
  * echo and closes, N times one after another; --fan N opens N connections
@@ -118,7 +120,28 @@ struct session {			/* server: one client */
 	size_t size;
 	uint64_t left;			/* bytes (or messages) still due */
 	uint64_t t_first;		/* bandwidth: first data, ns */
+	uint64_t total;			/* bandwidth: bytes asked for */
+	long nvcsw0;			/* bandwidth: voluntary context
+					 * switches at the first data */
 };
+
+/* How often this process has slept (each time the loop found nothing to
+ * do and blocked): its voluntary context switches so far. */
+static long
+slept(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
+/* Bandwidth: the first data is in. */
+static void
+server_bw_start(struct session *s)
+{
+	s->t_first = now_ns();
+	s->nvcsw0 = slept();
+}
 
 /* Report a failure and leave the loop (exit status 1). */
 void
@@ -224,6 +247,7 @@ server_request(struct session *s, const uint8_t *req, size_t len)
 	s->type = (int)get32(req + 4);
 	s->size = get32(req + 8);
 	s->left = get64(req + 16);
+	s->total = s->left;
 	s->t_first = 0;
 	s->echo = s->type == T_ECHO;
 	if (s->echo) {
@@ -255,9 +279,19 @@ server_ack(struct session *s)
 {
 	uint8_t ack[ACK_LEN];
 
+	long w = slept() - s->nvcsw0;
+	uint64_t msgs = (s->total + s->size - 1) / s->size;
+
 	memcpy(ack, "EVBA", 4);
 	put32(ack + 4, 0);
 	put64(ack + 8, now_ns() - s->t_first);
+	/* (the bench's table form: run-bench's wake-ups per message) */
+	printf("receiver: %llu writes of %zu bytes, %ld wake-ups\n",
+	    (unsigned long long)msgs, s->size, w);
+	printf(" #bytes     #messages  #wakeups   wakeups[per message]\n");
+	printf(" %-10zu %-10llu %-10ld %.4f\n", s->size,
+	    (unsigned long long)msgs, w, msgs ? (double)w / (double)msgs : 0);
+	fflush(stdout);
 	if (ep_write(&s->e, ack, ACK_LEN) < 0) {
 		session_error(s, "ack", strerror(errno));
 		return -1;
@@ -282,7 +316,7 @@ server_recv(struct evrdma_channel *ch, const void *data, size_t len,
 
 	if (s->type == T_BW) {
 		if (s->t_first == 0)
-			s->t_first = now_ns();
+			server_bw_start(s);
 		s->left -= n < s->left ? n : s->left;
 		if (s->left == 0 && server_ack(s) < 0)
 			return;
@@ -360,7 +394,7 @@ server_read(struct evrdma_channel *ch, void *arg)
 			return;
 		}
 		if (s->type == T_BW && s->t_first == 0)
-			s->t_first = now_ns();
+			server_bw_start(s);
 		/* the rest of the pings straight to server_recv() */
 		if (s->left > 0 && b->o.recv_cb && !evbuffer_get_length(in)) {
 			evrdma_channel_set_recv_cb(ch, server_recv);

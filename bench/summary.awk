@@ -29,6 +29,7 @@ function unit(m) {
 	if (m == "mps") return "Mpps"
 	if (m == "cps" || m == "setup") return "conn/s"
 	if (m == "ir" || m == "own" || m == "rest") return "instructions"
+	if (m == "wake") return "wake-ups per message"
 	return "ratio"
 }
 
@@ -211,7 +212,7 @@ END {
 		for (i = 1; i <= ns; i++) {
 			id = sid[i]
 			if (sgrp[id] != g || csv == "") continue
-			split("typ min p99 bw mps cps fmin fmax setup ir own rest", ml, " ")
+			split("typ min p99 bw mps cps fmin fmax setup ir own rest wake", ml, " ")
 			for (j = 1; j <= ncol; j++)
 				for (k = 1; k in ml; k++) {
 					if (stats(id, col[j], ml[k]) == "") continue
