@@ -32,6 +32,27 @@ evrdma__ep_cork_link(struct evrdma__ep *ep, struct evrdma_req *req)
 	ep->cork_tail = &req->wr;
 }
 
+/* The next prepared send, or NULL when there is none free. Sends complete
+ * in the order posted and at most sq_depth are out, so the one taken
+ * sq_depth sends ago is done by now; the flag makes sure of it. */
+static inline __attribute__((always_inline)) struct evrdma_req *
+evrdma__ep_sring_take(struct evrdma__ep *ep, evrdma_req_cb cb, void *arg)
+{
+	struct evrdma_req *req = ep->sring[ep->sring_next];
+
+	if (req->posted)
+		return NULL;
+	if (++ep->sring_next == ep->sring_n)
+		ep->sring_next = 0;
+	ep->tab->live++;
+	req->posted = 1;
+	req->mr = NULL;		/* the caller holds this message's */
+	req->unsignaled = 0;
+	req->cb = cb;
+	req->arg = arg;
+	return req;
+}
+
 /* The general case of evrdma__ep_send_imm() (req.c). */
 int evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
     size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg);
@@ -51,15 +72,8 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 
 	if (!ep->corked || !ep->sring || !mr || !len || evrdma__forked ||
 	    ep->sq_out >= ep->sq_depth ||
-	    (req = ep->sring[ep->sring_next])->posted)
+	    !(req = evrdma__ep_sring_take(ep, cb, arg)))
 		return evrdma__ep_send_imm_any(ep, mr, off, len, imm, cb, arg);
-	if (++ep->sring_next == ep->sring_n)
-		ep->sring_next = 0;
-	ep->tab->live++;
-	req->posted = 1;
-	req->unsignaled = 0;
-	req->cb = cb;
-	req->arg = arg;
 	req->mr = mr;
 	evrdma__mr_hold(mr);
 	/* (inline data is copied by the provider from the process's

@@ -281,27 +281,6 @@ evrdma__ep_sring_init(struct evrdma__ep *ep)
 	return 0;
 }
 
-/* The next prepared send, or NULL when there is none free. Sends complete
- * in the order posted and at most sq_depth are out, so the one taken
- * sq_depth sends ago is done by now; the flag makes sure of it. */
-static inline struct evrdma_req *
-ep_sring_take(struct evrdma__ep *ep, evrdma_req_cb cb, void *arg)
-{
-	struct evrdma_req *req = ep->sring[ep->sring_next];
-
-	if (req->posted)
-		return NULL;
-	if (++ep->sring_next == ep->sring_n)
-		ep->sring_next = 0;
-	ep->tab->live++;
-	req->posted = 1;
-	req->mr = NULL;		/* ep_account() holds this message's */
-	req->unsignaled = 0;
-	req->cb = cb;
-	req->arg = arg;
-	return req;
-}
-
 int
 evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
     size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
@@ -326,7 +305,7 @@ evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
 	 * the same inline in steady state. */
 	if (ep->sq_out >= ep->sq_depth)
 		return evrdma__fail(EAGAIN, "send queue full");
-	if (ep->sring && (req = ep_sring_take(ep, cb, arg))) {
+	if (ep->sring && (req = evrdma__ep_sring_take(ep, cb, arg))) {
 		w = &req->wr;
 	} else {
 		req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
