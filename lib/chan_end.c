@@ -110,7 +110,8 @@ evrdma__rc_linger_timeout(void *arg)
 /*
  * The connection is over and everything that arrived is in: a disconnect
  * with no EOF, once every message we sent was consumed (all our credits
- * back, nothing in flight, nothing to pull) and nothing was lost, is the
+ * back: so each of our sends ran, even one whose completion is still to
+ * come, evrdma__ep_uncork; nothing to pull) and nothing was lost, is the
  * peer's process going with nothing of ours unread, which over TCP its
  * kernel answers with a FIN. (Judged here, not at the disconnect: its
  * last messages may still be in the CQ then. A peer on a pool lends its
@@ -122,7 +123,7 @@ evrdma__rc_judge_end(struct ch_rdma *rc)
 	if (rc->ch.gone_reason == EVRDMA_REASON_DISCONNECTED &&
 	    rc->established && !rc->ch.peer_eof && !rc->violated &&
 	    !rc->peer_lends && !rc->data_lost &&
-	    rc->s_credits == rc->peer_slots && !rc->sfifo_n && !rc->spq_n &&
+	    rc->s_credits == rc->peer_slots && !rc->spq_n &&
 	    rc->wopen < 0)
 		evrdma__chan_peer_eof(&rc->ch, rc->ch.peer_reset);
 }

@@ -267,7 +267,7 @@ evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
 	    rc->sring->mem, rc->sring->len, 0);
 	if (!rc->smr || (!rc->ch.base->cfg.slow_path &&
-	    evrdma__conn_sring_init(conn) < 0))
+	    evrdma__conn_sring_init(conn, RC_DEFER(rc)) < 0))
 		return -1;
 	return evrdma__pool_post(rc->pool);
 }

@@ -183,7 +183,8 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	rc->smr = evrdma__mr_reg(base, pd, rc->sring->mem, rc->sring->len,
 	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
 	if (!rc->rmr || !rc->smr || evrdma__rc_recv_ring(rc, conn) < 0 ||
-	    (!base->cfg.slow_path && evrdma__conn_sring_init(conn) < 0))
+	    (!base->cfg.slow_path &&
+	    evrdma__conn_sring_init(conn, RC_DEFER(rc)) < 0))
 		return -1;
 	return evrdma__rc_post_free(rc);
 }

@@ -38,6 +38,10 @@
 
 /* control receives of a channel on a ring of its own (R + C) */
 #define RC_CTRL		4
+/* How many DATA messages may wait for a later send's completion
+ * (evrdma__ep_sring_init): a slot is reused only when its send completed,
+ * so half the slots at most, and the other half keeps output moving. */
+#define RC_DEFER(rc)	((rc)->slots / 2)
 /* after the send slots: a pull descriptor for each */
 #define RC_SRING_EXTRA(slots)	((size_t)(slots) * EVRDMA_CH_PULL_DESC_LEN)
 

@@ -217,9 +217,10 @@ conn_qp_error(struct evrdma_conn *conn)
 		return;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_ERR;
-	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_STATE) == 0)
+	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_STATE) == 0) {
 		conn->qp_in_error = 1;
-	else
+		evrdma__ep_drain(&conn->ep);
+	} else
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_modify_qp(ERR) failed");
 	if (conn->dev)
 		evrdma__dev_poll_soon(conn->dev);

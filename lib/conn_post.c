@@ -104,11 +104,11 @@ evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
 }
 
 int
-evrdma__conn_sring_init(struct evrdma_conn *conn)
+evrdma__conn_sring_init(struct evrdma_conn *conn, unsigned defer_max)
 {
 	if (!conn || !conn->qp)
 		return evrdma__fail(ENOTCONN, "no queue pair yet");
-	return evrdma__ep_sring_init(&conn->ep);
+	return evrdma__ep_sring_init(&conn->ep, defer_max);
 }
 
 static int

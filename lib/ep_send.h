@@ -16,15 +16,20 @@
 #include "evrdma-internal.h"
 #include "rdma-sym.h"
 
-/* Chain @p req's work request to the cork; every 16th is signaled (see
- * evrdma__ep_cork), and the last at uncork. */
+/* Chain @p req's work request to the cork; every 16th send is signaled
+ * (see evrdma__ep_cork), and the last at uncork unless it may wait. */
 static inline __attribute__((always_inline)) void
 evrdma__ep_cork_link(struct evrdma__ep *ep, struct evrdma_req *req)
 {
-	if (++ep->cork_n % 16 == 0)
+	if (!req->defer)
+		ep->run_firm = 1;
+	if (++ep->unsig_run >= 16) {
 		req->wr.send_flags |= IBV_SEND_SIGNALED;
-	else
+		ep->unsig_run = 0;
+		ep->run_firm = 0;
+	} else {
 		req->unsignaled = 1;
+	}
 	if (ep->cork_tail)
 		ep->cork_tail->next = &req->wr;
 	else
@@ -48,6 +53,7 @@ evrdma__ep_sring_take(struct evrdma__ep *ep, evrdma_req_cb cb, void *arg)
 	req->posted = 1;
 	req->mr = NULL;		/* the caller holds this message's */
 	req->unsignaled = 0;
+	req->defer = 0;
 	req->cb = cb;
 	req->arg = arg;
 	return req;
@@ -91,6 +97,9 @@ evrdma__ep_send_imm(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	req->wr.next = NULL;
 	req->wr.num_sge = 1;
 	req->wr.imm_data = htonl(imm);
+	/* (the owner's message: only its buffer waits for the completion,
+	 * evrdma__ep_sring_init) */
+	req->defer = 1;
 	evrdma__ep_cork_link(ep, req);
 	TAILQ_INSERT_TAIL(&ep->sends, req, link);
 	ep->sq_out++;

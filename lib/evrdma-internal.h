@@ -187,6 +187,8 @@ struct evrdma_req {
 	uint8_t kept;		/* of one of the endpoint's rings: posted
 				 * again, freed with the ring */
 	uint8_t posted;		/* (a kept send) its completion is due */
+	uint8_t defer;		/* (a send) its completion may come late:
+				 * it only frees its owner's buffer */
 	TAILQ_ENTRY(evrdma_req) link;
 	struct ibv_send_wr wr;	/* kept while corked */
 	struct ibv_sge sge;
@@ -249,11 +251,16 @@ struct evrdma__ep {
 	/* outstanding requests in post order: sends (walked to complete the
 	 * unsignaled ones) and receives apart; the ring's receives are on
 	 * neither (each has its posted flag, rq_out counts them) */
-	TAILQ_HEAD(, evrdma_req) sends;
-	TAILQ_HEAD(, evrdma_req) recvs;
+	TAILQ_HEAD(evrdma__reqq, evrdma_req) sends;
+	struct evrdma__reqq recvs;
 	/* corked sends: chained, posted together at uncork */
 	struct ibv_send_wr *cork_head, *cork_tail;
-	unsigned corked, cork_n;
+	unsigned corked;
+	/* sends posted since the last signaled one (unsignaled: they
+	 * complete when a later one does), and whether one of them is not
+	 * deferrable; the most an uncork may leave so (evrdma__ep_uncork) */
+	unsigned unsig_run, defer_max;
+	uint8_t run_firm;
 	/* receives its owner posts again and again (evrdma__ep_ring_init) */
 	struct evrdma_req **ring;
 	struct evrdma_mr *ring_mr;
@@ -308,17 +315,22 @@ int evrdma__ep_ring_post(struct evrdma__ep *ep, const unsigned *idx,
     unsigned n);
 /* Prepare one kept SEND request per send queue entry: the owner's
  * messages (evrdma__ep_send_imm) then take them in turn, with no request
- * made, filled whole and freed per message. 0, or -1 with errno ENOMEM
- * (the messages then go as before, one request each). */
-int evrdma__ep_sring_init(struct evrdma__ep *ep);
+ * made, filled whole and freed per message. Up to @p defer_max - 1 of
+ * those messages may be left unsignaled at uncork: the owner must need
+ * their completions only to reuse their buffers, and have buffers enough
+ * that @p defer_max of them held cannot stall it. 0, or -1 with errno
+ * ENOMEM (the messages then go as before, one request each). */
+int evrdma__ep_sring_init(struct evrdma__ep *ep, unsigned defer_max);
 /* (evrdma__ep_send_imm(), a SEND WITH IMMEDIATE of the owner's buffer, is
  * in ep_send.h: inline) */
 
 /*
  * Between cork and uncork, sends are chained and posted with one
  * ibv_post_send() (one doorbell) at uncork, and only every 16th and the
- * last are signaled; an unsignaled request completes, in order, when a
- * later one does. Callbacks are unchanged: each request still gets one.
+ * last are signaled (the last only while a prepared message may not
+ * wait: evrdma__ep_uncork); an unsignaled request completes, in order,
+ * when a later one does, or at teardown (evrdma__ep_drain). Callbacks are
+ * unchanged: each request still gets one.
  */
 static inline void
 evrdma__ep_cork(struct evrdma__ep *ep)
@@ -331,6 +343,10 @@ void evrdma__ep_uncork(struct evrdma__ep *ep);
 void evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc);
 /* Complete every outstanding request with ECANCELED (no WC behind it). */
 void evrdma__ep_cancel_all(struct evrdma__ep *ep);
+/* The QP is in the error state: make sure sends left unsignaled complete
+ * (the last sent is signaled and flushed; those before it that ran have
+ * no completion of their own). */
+void evrdma__ep_drain(struct evrdma__ep *ep);
 /* Forget every outstanding request without its callback (base free). */
 void evrdma__ep_drop_all(struct evrdma__ep *ep);
 
@@ -680,7 +696,7 @@ int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
     unsigned n);
 /* The owner's prepared sends (evrdma__ep_sring_init), once the QP
  * exists. */
-int evrdma__conn_sring_init(struct evrdma_conn *conn);
+int evrdma__conn_sring_init(struct evrdma_conn *conn, unsigned defer_max);
 /* Post a SEND (with immediate) of the owner's own buffer, unchecked. */
 int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
     struct evrdma_mr *mr, size_t off, size_t len, uint32_t imm,

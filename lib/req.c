@@ -59,6 +59,7 @@ req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
 	 * fills, and it fills it whole */
 	req->mr = NULL;
 	req->unsignaled = 0;
+	req->defer = 0;
 	req->kept = 0;
 	req->slot = tab->free_slots[--tab->nfree];
 	req->gen = tab->next_gen++;
@@ -136,6 +137,14 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 }
 
+/* A signaled send went: the unsignaled ones before it complete with it. */
+static inline void
+ep_signaled(struct evrdma__ep *ep)
+{
+	ep->unsig_run = 0;
+	ep->run_firm = 0;
+}
+
 /* Chain a copy of @p wr (the request keeps it until uncork). */
 static void
 ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
@@ -209,6 +218,8 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		} else {
 			wr->send_flags |= IBV_SEND_SIGNALED;
 			rc = ibv_post_send(ep->qp, wr, &bad);
+			if (!rc)
+				ep_signaled(ep);
 		}
 	}
 	if (rc) {
@@ -250,13 +261,15 @@ ep_req_unpost(struct evrdma__ep *ep, struct evrdma_req *req)
 }
 
 int
-evrdma__ep_sring_init(struct evrdma__ep *ep)
+evrdma__ep_sring_init(struct evrdma__ep *ep, unsigned defer_max)
 {
 	unsigned i, n = ep->sq_depth;
 
 	/* (no queue: no ring, the messages go one request each) */
 	if (ep->sring || !n)
 		return 0;
+	/* (at most 16 go unsignaled in a row: evrdma__ep_cork_link) */
+	ep->defer_max = defer_max < 16 ? defer_max : 16;
 	ep->sring = calloc(n, sizeof(*ep->sring));
 	if (!ep->sring)
 		return evrdma__fail(ENOMEM, "out of memory");
@@ -342,6 +355,7 @@ evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
 			return evrdma__fail(rc, "ibv_post_send: %s",
 			    strerror(rc));
 		}
+		ep_signaled(ep);
 	}
 	ep_account(ep, req, mr && len ? mr : NULL);
 	return 0;
@@ -640,18 +654,29 @@ void
 evrdma__ep_uncork(struct evrdma__ep *ep)
 {
 	struct ibv_send_wr *head = ep->cork_head, *bad = NULL, *w;
+	struct evrdma_req *last;
 	int rc;
 
 	if (--ep->corked || !head)
 		return;
-	/* the last is signaled; every chained work request is a request's
-	 * own (evrdma__ep_cork_link) */
+	/*
+	 * The last is signaled, unless every send since the last signaled
+	 * one is an owner's message that may wait and fewer than defer_max
+	 * of them are out: their completions then come with a later send's
+	 * (a completion per message was one CQ event and one dispatch per
+	 * message, callgrind), or the drain's at teardown. Every chained work
+	 * request is a request's own (evrdma__ep_cork_link).
+	 */
 	w = ep->cork_tail;
-	w->send_flags |= IBV_SEND_SIGNALED;
-	((struct evrdma_req *)((char *)w -
-	    offsetof(struct evrdma_req, wr)))->unsignaled = 0;
+	last = (struct evrdma_req *)((char *)w -
+	    offsetof(struct evrdma_req, wr));
+	if (last->unsignaled &&
+	    (ep->run_firm || ep->unsig_run >= ep->defer_max)) {
+		w->send_flags |= IBV_SEND_SIGNALED;
+		last->unsignaled = 0;
+		ep_signaled(ep);
+	}
 	ep->cork_head = ep->cork_tail = NULL;
-	ep->cork_n = 0;
 	rc = ibv_post_send(ep->qp, head, &bad);
 	if (!rc)
 		return;
@@ -706,6 +731,32 @@ evrdma__ep_cancel_all(struct evrdma__ep *ep)
 	ep_ring_cancel(ep, 0);
 	ep_ring_free(ep);
 	evrdma__ep_unref(ep);
+}
+
+/*
+ * The QP is in the error state, and sends left unsignaled may be out:
+ * those that ran have no completion coming, and teardown would wait for
+ * them in vain. A signaled send after them is flushed at once, and its
+ * completion completes them (ep_complete_unsignaled), as the kernel's
+ * ib_drain_sq() does. (Only in the error state: otherwise this empty
+ * SEND would reach the peer.) Without room for it, the teardown timer
+ * cancels them.
+ */
+void
+evrdma__ep_drain(struct evrdma__ep *ep)
+{
+	struct evrdma_req *last = TAILQ_LAST(&ep->sends, evrdma__reqq);
+	struct ibv_send_wr wr;
+
+	/* (corked: it joins the chain, and is its signaled last) */
+	if (!last || !last->unsignaled)
+		return;
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	if (evrdma__ep_post(ep, NULL, 0, 0, &wr, EVRDMA_OP_SEND, NULL,
+	    NULL) < 0)
+		evrdma__log(EVRDMA_LOG_DEBUG, "endpoint %p: no drain: %s",
+		    (void *)ep, strerror(errno));
 }
 
 void

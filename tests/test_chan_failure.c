@@ -5,7 +5,8 @@
  * killed mid-stream, a peer that frees with unsent output (while the reader
  * reads, has EV_READ off, or holds its high watermark), and a sender that
  * frees as soon as its output is empty (its last messages still to be
- * pulled: the peer gets them, then EOF, long before the teardown timeout).
+ * pulled: the peer gets them, then EOF, long before the teardown timeout),
+ * and a channel whose last sends were left unsignaled when its peer died.
  * The survivor sees the end exactly once, after the data, and never a read
  * after it.
  */
@@ -236,6 +237,116 @@ START_TEST(channel_linger_done)
 }
 END_TEST
 
+/* ==== sends whose completions were deferred, at teardown ==== */
+
+static void
+child_reader(int port, uint64_t seed, int sigfd, uint64_t want)
+{
+	struct dt_env env;
+	struct sockaddr_storage ss;
+	struct ep e;
+	int len = dt_sockaddr(&ss, dt_addr(), port);
+	uint64_t dl = tu_now_ms() + 15000;
+	char c = 'c';
+
+	dt_env_init(&env, NULL);
+	memset(&e, 0, sizeof(e));
+	e.rx_seed = seed;
+	e.drain = 1;
+	ep_connect(&env, &e, "child", &ss, len, EVRDMA_CHANNEL_STREAM, 1);
+	while (e.rx < want && !e.ends && tu_now_ms() < dl)
+		ch_step(env.eb, 50);
+	if (e.rx != want)
+		_exit(3);
+	if (write(sigfd, &c, 1) != 1)
+		_exit(4);
+	for (;;)
+		ch_loop_for(env.eb, 1000);
+}
+
+/*
+ * A channel's last messages go unsignaled (evrdma__ep_uncork): their
+ * completions come with a later send's, and when the connection ends
+ * under it, with the drain's (evrdma__ep_drain). Here its peer's process
+ * is killed after it got three small messages, each its own pass (fewer
+ * than the ring's half: none signaled), so no later send of ours comes.
+ * With no drain, the connection would wait for them until the teardown
+ * timeout (20 s here). The survivor's channel must be gone, every request
+ * completed, well before that.
+ */
+START_TEST(channel_deferred_teardown)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct chl l;
+	struct ep *srv = &l.acc[0];
+	const uint64_t seed = 0xdefe4ed;
+	int to_child[2], sig[2], status, port, i;
+	pid_t pid, parent = getpid();
+	uint64_t t0, t1;
+	char c;
+
+	memset(&l, 0, sizeof(l));
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(sig), 0);
+	/* fork before this process opens any RDMA object */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(2);
+		close(sig[0]);
+		close(to_child[1]);
+		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
+			_exit(2);
+		child_reader(port, seed, sig[1], 3 * 64);
+		_exit(0);
+	}
+	close(sig[1]);
+	close(to_child[0]);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	srv->name = "survivor";
+	l.read[0] = 1;
+	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
+	port = evrdma_listener_get_port(l.lst);
+	ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),
+	    sizeof(port));
+	CH_WAIT(env.eb, l.naccepted == 1, 20000);
+	srv->tx_seed = seed;
+	for (i = 0; i < 3; i++) {
+		srv->tx_total += 64;
+		ep_pump(srv);
+		ch_loop_for(env.eb, 100);
+	}
+	{
+		struct pollfd pfd = { sig[0], POLLIN, 0 };
+
+		CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 20000);
+		ck_assert_int_eq(read(sig[0], &c, 1), 1);
+	}
+	ch_loop_for(env.eb, 200);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	t0 = tu_now_ms();
+	CH_WAIT(env.eb, srv->ends, 20000);
+	ck_assert_int_eq(srv->ends, 1);
+	chl_close(&l);
+	ch_drain(&env, 15000);
+	t1 = tu_now_ms();
+	fprintf(stderr, "deferred sends: survivor all gone %llu ms after its "
+	    "peer was killed\n", (unsigned long long)(t1 - t0));
+	ck_assert_uint_lt(t1 - t0, 5000);
+	close(sig[0]);
+	close(to_child[1]);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_failure(void)
 {
@@ -251,6 +362,7 @@ dt_suite_chan_failure(void)
 	tc = tcase_create("linger");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, channel_linger_done);
+	tcase_add_test(tc, channel_deferred_teardown);
 	suite_add_tcase(s, tc);
 	return s;
 }
