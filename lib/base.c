@@ -125,6 +125,8 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	else
 		evrdma__config_defaults(&base->cfg);
 	base->cfg.slow_path = evrdma__config_slow_path();
+	base->fail_post_send = evrdma__config_fail_post_send(
+	    &base->fail_post_send_on);
 	LIST_INIT(&base->devs);
 	TAILQ_INIT(&base->conns);
 	LIST_INIT(&base->listeners);

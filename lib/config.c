@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "evrdma-internal.h"
@@ -238,4 +239,25 @@ evrdma__config_slow_path(void)
 	const char *v = getenv("EVRDMA_TEST_SLOW_PATH");
 
 	return v && v[0] == '1';
+}
+
+unsigned
+evrdma__config_fail_post_send(int *on)
+{
+	const char *v = getenv("EVRDMA_TEST_FAIL_POST_SEND");
+	char *end;
+	unsigned long k;
+
+	*on = 0;
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	k = strtoul(v, &end, 10);
+	if (*end == '+') {
+		*on = 1;
+		end++;
+	}
+	if (errno || *end || k > UINT_MAX)
+		return 0;
+	return (unsigned)k;
 }

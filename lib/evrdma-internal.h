@@ -94,6 +94,11 @@ struct evrdma_config {
 void evrdma__config_defaults(struct evrdma_config *cfg);
 /* The test knob's value now (EVRDMA_TEST_SLOW_PATH). */
 int evrdma__config_slow_path(void);
+/* The test knob EVRDMA_TEST_FAIL_POST_SEND=k or k+, read at
+ * evrdma_base_new(): the base's k-th post of sends is refused, and with
+ * "+" every later one too (ep_post_send). k, 0 when unset; *@p on set for
+ * "+". */
+unsigned evrdma__config_fail_post_send(int *on);
 
 /* ---- libevent glue (loop.c) ---- */
 typedef void (*evrdma__fd_cb)(int fd, void *arg);
@@ -820,6 +825,10 @@ struct evrdma_base {
 	struct evrdma__resolver *resolver;
 	struct evrdma_stats stats;
 	struct evrdma__reqtab reqs;
+	/* posts of sends until the one the test knob refuses (0: none), and
+	 * whether it refuses the later ones too */
+	unsigned fail_post_send;
+	int fail_post_send_on;
 	struct evrdma__workq work;
 	int freeing;			/* inside evrdma_base_free() */
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,

@@ -137,6 +137,29 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
 	}
 }
 
+/*
+ * ibv_post_send(), but for the test knob EVRDMA_TEST_FAIL_POST_SEND
+ * (evrdma__config_fail_post_send): the base's k-th post of sends (and
+ * with "k+" every later one too) is refused as a provider with a full
+ * queue refuses it, ENOMEM with the first work request bad, so that tests
+ * reach what follows a refusal.
+ */
+static inline int
+ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
+    struct ibv_send_wr **bad)
+{
+	struct evrdma_base *base = (struct evrdma_base *)((char *)ep->tab -
+	    offsetof(struct evrdma_base, reqs));
+
+	if (base->fail_post_send && --base->fail_post_send == 0) {
+		if (base->fail_post_send_on)
+			base->fail_post_send = 1;
+		*bad = wr;
+		return ENOMEM;
+	}
+	return ibv_post_send(ep->qp, wr, bad);
+}
+
 /* A signaled send went: the unsignaled ones before it complete with it. */
 static inline void
 ep_signaled(struct evrdma__ep *ep)
@@ -217,7 +240,7 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 			rc = 0;
 		} else {
 			wr->send_flags |= IBV_SEND_SIGNALED;
-			rc = ibv_post_send(ep->qp, wr, &bad);
+			rc = ep_post_send(ep, wr, &bad);
 			if (!rc)
 				ep_signaled(ep);
 		}
@@ -349,7 +372,7 @@ evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
 		int rc;
 
 		w->send_flags |= IBV_SEND_SIGNALED;
-		rc = ibv_post_send(ep->qp, w, &bad);
+		rc = ep_post_send(ep, w, &bad);
 		if (rc) {
 			ep_req_unpost(ep, req);
 			return evrdma__fail(rc, "ibv_post_send: %s",
@@ -677,7 +700,7 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 		ep_signaled(ep);
 	}
 	ep->cork_head = ep->cork_tail = NULL;
-	rc = ibv_post_send(ep->qp, head, &bad);
+	rc = ep_post_send(ep, head, &bad);
 	if (!rc)
 		return;
 	evrdma__log(EVRDMA_LOG_ERROR, "ibv_post_send (batch): %s",

@@ -6,7 +6,8 @@
  * reads, has EV_READ off, or holds its high watermark), and a sender that
  * frees as soon as its output is empty (its last messages still to be
  * pulled: the peer gets them, then EOF, long before the teardown timeout),
- * and a channel whose last sends were left unsignaled when its peer died.
+ * a channel whose last sends were left unsignaled when its peer died, and
+ * a post of sends refused.
  * The survivor sees the end exactly once, after the data, and never a read
  * after it.
  */
@@ -347,6 +348,58 @@ START_TEST(channel_deferred_teardown)
 }
 END_TEST
 
+/* ==== a post of sends the provider refuses ==== */
+
+/*
+ * The base's k-th post of sends is refused, as a provider with a full
+ * queue refuses it (the test knob EVRDMA_TEST_FAIL_POST_SEND: no other
+ * way makes the device refuse a post that fits the queue). k = 1..8 hits
+ * the first DATA passes and credit returns of a stream in both
+ * directions; variants 9..16 refuse the (k - 8)-th and every later post
+ * too, so the failure's own sends (the reset, the drain: uncorked) are
+ * refused as well. The refused requests complete once with the error,
+ * the connection fails, both channels end exactly once (one with ERROR),
+ * no byte arrives that was not sent, and every request completes: nothing
+ * left at teardown.
+ */
+START_TEST(channel_post_refused)
+{
+	struct dt_env env;
+	struct chp p;
+	char k[16];
+
+	memset(&p, 0, sizeof(p));
+	snprintf(k, sizeof(k), _i > 8 ? "%d+" : "%d", _i > 8 ? _i - 8 : _i);
+	ck_assert_int_eq(setenv("EVRDMA_TEST_FAIL_POST_SEND", k, 1), 0);
+	dt_env_init(&env, NULL);
+	unsetenv("EVRDMA_TEST_FAIL_POST_SEND");
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.drain = 1;
+	p.cli.rx_seed = p.srv->tx_seed;
+	p.cli.tx_total = p.srv->tx_total = 1ull << 40;	/* until the end */
+	p.cli.pump_hi = p.srv->pump_hi = 1 * MiB;
+	p.cli.pump_in_wcb = p.srv->pump_in_wcb = 1;
+	ep_pump(&p.cli);
+	ep_pump(p.srv);
+	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 20000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "post %s refused: client 0x%x (%s) after %llu bytes, "
+	    "server 0x%x (%s) after %llu\n", k, p.cli.what,
+	    evrdma_reason_str(p.cli.reason), (unsigned long long)p.cli.rx,
+	    p.srv->what, evrdma_reason_str(p.srv->reason),
+	    (unsigned long long)p.srv->rx);
+	ck_assert_int_eq(p.cli.ends, 1);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_ge(p.cli.error + p.srv->error, 1);
+	ck_assert_int_eq(p.cli.reads_after_end + p.srv->reads_after_end, 0);
+	chp_close(&p);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_failure(void)
 {
@@ -363,6 +416,11 @@ dt_suite_chan_failure(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, channel_linger_done);
 	tcase_add_test(tc, channel_deferred_teardown);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("refused");
+	tcase_set_timeout(tc, 60);	/* each */
+	tcase_add_loop_test(tc, channel_post_refused, 1, 17);
 	suite_add_tcase(s, tc);
 	return s;
 }
