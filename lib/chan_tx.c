@@ -367,7 +367,17 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 		else if (r > 0)
 			rc->grant_due = rc->ret_idle = 0;
 	}
-	evrdma__conn_uncork(rc->conn);
+	/*
+	 * The messages' completions may wait for a later send's (fewer CQ
+	 * events and dispatches) only where nothing sleeps on them: under
+	 * busy polling, or while output still holds bytes, whose sends
+	 * follow. Event-driven, the last message of a pass is signaled: on
+	 * Soft-RoCE its completion, back within microseconds, kept the loop
+	 * awake while the reply was on its way, and without it a 64 B round
+	 * trip took longer (stop 23's A/B and this one's, bench/README.md).
+	 */
+	evrdma__conn_uncork(rc->conn, rc->ch.base->cfg.busy_poll_us > 0 ||
+	    ch->out_len > 0);
 	return sent;
 }
 

@@ -332,8 +332,8 @@ int evrdma__ep_sring_init(struct evrdma__ep *ep, unsigned defer_max);
 /*
  * Between cork and uncork, sends are chained and posted with one
  * ibv_post_send() (one doorbell) at uncork, and only every 16th and the
- * last are signaled (the last only while a prepared message may not
- * wait: evrdma__ep_uncork); an unsignaled request completes, in order,
+ * last are signaled (the last unless the owner lets its messages wait:
+ * evrdma__ep_uncork); an unsignaled request completes, in order,
  * when a later one does, or at teardown (evrdma__ep_drain). Callbacks are
  * unchanged: each request still gets one.
  */
@@ -342,7 +342,9 @@ evrdma__ep_cork(struct evrdma__ep *ep)
 {
 	ep->corked++;
 }
-void evrdma__ep_uncork(struct evrdma__ep *ep);
+/* (@p may_defer: the owner's messages among them may wait for a later
+ * send's completion, within evrdma__ep_sring_init()'s bound) */
+void evrdma__ep_uncork(struct evrdma__ep *ep, int may_defer);
 
 /* Deliver a work completion (the CQ poller). */
 void evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc);
@@ -721,9 +723,9 @@ evrdma__conn_cork(struct evrdma_conn *conn)
 }
 
 static inline void
-evrdma__conn_uncork(struct evrdma_conn *conn)
+evrdma__conn_uncork(struct evrdma_conn *conn, int may_defer)
 {
-	evrdma__ep_uncork(&conn->ep);
+	evrdma__ep_uncork(&conn->ep, may_defer);
 }
 
 /* ---- listeners (listener.c) ---- */

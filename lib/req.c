@@ -674,7 +674,7 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
  * took before it are flushed when the connection fails for it.
  */
 void
-evrdma__ep_uncork(struct evrdma__ep *ep)
+evrdma__ep_uncork(struct evrdma__ep *ep, int may_defer)
 {
 	struct ibv_send_wr *head = ep->cork_head, *bad = NULL, *w;
 	struct evrdma_req *last;
@@ -683,18 +683,17 @@ evrdma__ep_uncork(struct evrdma__ep *ep)
 	if (--ep->corked || !head)
 		return;
 	/*
-	 * The last is signaled, unless every send since the last signaled
-	 * one is an owner's message that may wait and fewer than defer_max
-	 * of them are out: their completions then come with a later send's
-	 * (a completion per message was one CQ event and one dispatch per
-	 * message, callgrind), or the drain's at teardown. Every chained work
+	 * The last is signaled, unless the owner lets its messages wait now,
+	 * every send since the last signaled one is such a message, and
+	 * fewer than defer_max of them are out: their completions then come
+	 * with a later send's, or the drain's at teardown. Every chained work
 	 * request is a request's own (evrdma__ep_cork_link).
 	 */
 	w = ep->cork_tail;
 	last = (struct evrdma_req *)((char *)w -
 	    offsetof(struct evrdma_req, wr));
-	if (last->unsignaled &&
-	    (ep->run_firm || ep->unsig_run >= ep->defer_max)) {
+	if (last->unsignaled && (!may_defer || ep->run_firm ||
+	    ep->unsig_run >= ep->defer_max)) {
 		w->send_flags |= IBV_SEND_SIGNALED;
 		last->unsignaled = 0;
 		ep_signaled(ep);

@@ -266,8 +266,8 @@ child_reader(int port, uint64_t seed, int sigfd, uint64_t want)
 }
 
 /*
- * A channel's last messages go unsignaled (evrdma__ep_uncork): their
- * completions come with a later send's, and when the connection ends
+ * A busy-polling channel's last messages go unsignaled (evrdma__ep_uncork):
+ * their completions come with a later send's, and when the connection ends
  * under it, with the drain's (evrdma__ep_drain). Here its peer's process
  * is killed after it got three small messages, each its own pass (fewer
  * than the ring's half: none signaled), so no later send of ours comes.
@@ -309,6 +309,9 @@ START_TEST(channel_deferred_teardown)
 	close(to_child[0]);
 	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
 	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
+	/* (busy polling: event-driven, the last message of a pass is
+	 * signaled, evrdma__rc_send_all) */
+	ck_assert_int_eq(evrdma_config_set_busy_poll(cfg, 50), 0);
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
 	srv->name = "survivor";
