@@ -18,6 +18,96 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+/* ==== a peer in a process of its own ==== */
+
+/* The peer's child process signals its parent once ready, then serves
+ * until it is killed. */
+static void
+child_ready(struct dt_env *env, int sigfd)
+{
+	char c = 'c';
+
+	if (write(sigfd, &c, 1) != 1)
+		_exit(4);
+	for (;;)
+		ch_loop_for(env->eb, 1000);
+}
+
+/* A peer process: its pid, the pipe its port goes down, and the one on
+ * which it says it is ready */
+struct peer_proc {
+	pid_t pid;
+	int to_child, sig;
+};
+
+/*
+ * Fork a peer process (before this process opens any RDMA object) that
+ * waits for a port and then runs @p run (which does not return); its
+ * parent's death kills it.
+ */
+static void
+peer_fork(struct peer_proc *pp, void (*run)(int, uint64_t, int),
+    uint64_t seed)
+{
+	int to_child[2], sig[2], port;
+	pid_t parent = getpid();
+
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(sig), 0);
+	pp->pid = fork();
+	ck_assert_int_ge(pp->pid, 0);
+	if (pp->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(2);
+		close(sig[0]);
+		close(to_child[1]);
+		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
+			_exit(2);
+		run(port, seed, sig[1]);
+		_exit(0);
+	}
+	close(sig[1]);
+	close(to_child[0]);
+	pp->to_child = to_child[1];
+	pp->sig = sig[0];
+}
+
+/* Tell the peer @p l's port and wait until it connected. */
+static void
+peer_start(struct peer_proc *pp, struct dt_env *env, struct chl *l)
+{
+	int port = evrdma_listener_get_port(l->lst);
+
+	ck_assert_int_eq(write(pp->to_child, &port, sizeof(port)),
+	    sizeof(port));
+	CH_WAIT(env->eb, l->naccepted == 1, 20000);
+}
+
+/* Wait until the peer says it is ready. */
+static void
+peer_wait_ready(struct peer_proc *pp, struct dt_env *env)
+{
+	struct pollfd pfd = { pp->sig, POLLIN, 0 };
+	char c;
+
+	CH_WAIT(env->eb, poll(&pfd, 1, 0) == 1, 20000);
+	ck_assert_int_eq(read(pp->sig, &c, 1), 1);
+}
+
+/* Kill the peer process and reap it. */
+static void
+peer_kill(struct peer_proc *pp)
+{
+	int status;
+
+	kill(pp->pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pp->pid, &status, 0), pp->pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	close(pp->sig);
+	close(pp->to_child);
+}
+
 /* ==== the peer process is killed mid-stream ==== */
 
 static void
@@ -27,7 +117,6 @@ child_stream(int port, uint64_t seed, int sigfd)
 	struct sockaddr_storage ss;
 	struct ep e;
 	int len = dt_sockaddr(&ss, dt_addr(), port);
-	char c = 'c';
 
 	dt_env_init(&env, NULL);
 	memset(&e, 0, sizeof(e));
@@ -46,10 +135,7 @@ child_stream(int port, uint64_t seed, int sigfd)
 			_exit(3);
 	}
 	ep_pump(&e);
-	if (write(sigfd, &c, 1) != 1)
-		_exit(4);
-	for (;;)
-		ch_loop_for(env.eb, 1000);
+	child_ready(&env, sigfd);
 }
 
 START_TEST(channel_peer_killed)
@@ -57,51 +143,22 @@ START_TEST(channel_peer_killed)
 	struct dt_env env;
 	struct chl l;
 	struct ep *srv = &l.acc[0];
-	int to_child[2], sig[2], status, port;
-	pid_t pid, parent = getpid();
-	char c;
+	struct peer_proc pp;
 
 	memset(&l, 0, sizeof(l));
-	ck_assert_int_eq(pipe(to_child), 0);
-	ck_assert_int_eq(pipe(sig), 0);
-	/* fork before this process opens any RDMA object */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(2);
-		close(sig[0]);
-		close(to_child[1]);
-		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
-			_exit(2);
-		child_stream(port, 0x4b111ed, sig[1]);
-		_exit(0);
-	}
-	close(sig[1]);
-	close(to_child[0]);
+	peer_fork(&pp, child_stream, 0x4b111ed);
 	dt_env_init(&env, NULL);
 	srv->name = "survivor";
 	srv->drain = 1;
 	srv->rx_seed = 0x4b111ed;
 	l.read[0] = 1;
 	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
-	port = evrdma_listener_get_port(l.lst);
-	ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),
-	    sizeof(port));
-	CH_WAIT(env.eb, l.naccepted == 1, 20000);
-	{
-		struct pollfd pfd = { sig[0], POLLIN, 0 };
-
-		CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 20000);
-		ck_assert_int_eq(read(sig[0], &c, 1), 1);
-	}
+	peer_start(&pp, &env, &l);
+	peer_wait_ready(&pp, &env);
 	/* mid-stream: some data arrived, much more is on its way */
 	CH_WAIT(env.eb, srv->rx >= 512 * KiB || srv->ends, 30000);
 	ck_assert_int_eq(srv->ends, 0);
-	kill(pid, SIGKILL);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	peer_kill(&pp);
 	CH_WAIT(env.eb, srv->ends, 20000);
 	ch_loop_for(env.eb, 500);
 	fprintf(stderr, "channel peer killed: survivor got 0x%x (%s) after %llu "
@@ -110,8 +167,6 @@ START_TEST(channel_peer_killed)
 	ck_assert_int_eq(srv->ends, 1);
 	ck_assert_int_eq(srv->eof + srv->error, 1);
 	ck_assert_int_eq(srv->reads_after_end, 0);
-	close(sig[0]);
-	close(to_child[1]);
 	chl_close(&l);
 	ch_drain(&env, 20000);
 	dt_env_fini(&env);
@@ -240,29 +295,28 @@ END_TEST
 
 /* ==== sends whose completions were deferred, at teardown ==== */
 
+/* what the survivor sends before its peer is killed */
+#define DEFERRED_BYTES	(3 * 64)
+
 static void
-child_reader(int port, uint64_t seed, int sigfd, uint64_t want)
+child_reader(int port, uint64_t seed, int sigfd)
 {
 	struct dt_env env;
 	struct sockaddr_storage ss;
 	struct ep e;
 	int len = dt_sockaddr(&ss, dt_addr(), port);
 	uint64_t dl = tu_now_ms() + 15000;
-	char c = 'c';
 
 	dt_env_init(&env, NULL);
 	memset(&e, 0, sizeof(e));
 	e.rx_seed = seed;
 	e.drain = 1;
 	ep_connect(&env, &e, "child", &ss, len, EVRDMA_CHANNEL_STREAM, 1);
-	while (e.rx < want && !e.ends && tu_now_ms() < dl)
+	while (e.rx < DEFERRED_BYTES && !e.ends && tu_now_ms() < dl)
 		ch_step(env.eb, 50);
-	if (e.rx != want)
+	if (e.rx != DEFERRED_BYTES)
 		_exit(3);
-	if (write(sigfd, &c, 1) != 1)
-		_exit(4);
-	for (;;)
-		ch_loop_for(env.eb, 1000);
+	child_ready(&env, sigfd);
 }
 
 /*
@@ -281,32 +335,14 @@ START_TEST(channel_deferred_teardown)
 	struct evrdma_config *cfg = evrdma_config_new();
 	struct chl l;
 	struct ep *srv = &l.acc[0];
+	struct peer_proc pp;
 	const uint64_t seed = 0xdefe4ed;
-	int to_child[2], sig[2], status, port, i;
-	pid_t pid, parent = getpid();
 	uint64_t t0, t1;
-	char c;
+	int i;
 
 	memset(&l, 0, sizeof(l));
 	ck_assert_ptr_nonnull(cfg);
-	ck_assert_int_eq(pipe(to_child), 0);
-	ck_assert_int_eq(pipe(sig), 0);
-	/* fork before this process opens any RDMA object */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(2);
-		close(sig[0]);
-		close(to_child[1]);
-		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))
-			_exit(2);
-		child_reader(port, seed, sig[1], 3 * 64);
-		_exit(0);
-	}
-	close(sig[1]);
-	close(to_child[0]);
+	peer_fork(&pp, child_reader, seed);
 	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
 	    EVRDMA_TIMEOUT_TEARDOWN, 20000), 0);
 	/* (busy polling: event-driven, the last message of a pass is
@@ -317,25 +353,16 @@ START_TEST(channel_deferred_teardown)
 	srv->name = "survivor";
 	l.read[0] = 1;
 	chl_listen(&l, &env, EVRDMA_CHANNEL_STREAM);
-	port = evrdma_listener_get_port(l.lst);
-	ck_assert_int_eq(write(to_child[1], &port, sizeof(port)),
-	    sizeof(port));
-	CH_WAIT(env.eb, l.naccepted == 1, 20000);
+	peer_start(&pp, &env, &l);
 	srv->tx_seed = seed;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < DEFERRED_BYTES / 64; i++) {
 		srv->tx_total += 64;
 		ep_pump(srv);
 		ch_loop_for(env.eb, 100);
 	}
-	{
-		struct pollfd pfd = { sig[0], POLLIN, 0 };
-
-		CH_WAIT(env.eb, poll(&pfd, 1, 0) == 1, 20000);
-		ck_assert_int_eq(read(sig[0], &c, 1), 1);
-	}
+	peer_wait_ready(&pp, &env);
 	ch_loop_for(env.eb, 200);
-	kill(pid, SIGKILL);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	peer_kill(&pp);
 	t0 = tu_now_ms();
 	CH_WAIT(env.eb, srv->ends, 20000);
 	ck_assert_int_eq(srv->ends, 1);
@@ -345,8 +372,6 @@ START_TEST(channel_deferred_teardown)
 	fprintf(stderr, "deferred sends: survivor all gone %llu ms after its "
 	    "peer was killed\n", (unsigned long long)(t1 - t0));
 	ck_assert_uint_lt(t1 - t0, 5000);
-	close(sig[0]);
-	close(to_child[1]);
 	dt_env_fini(&env);
 }
 END_TEST
