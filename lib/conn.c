@@ -220,8 +220,9 @@ conn_qp_error(struct evrdma_conn *conn)
 	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_STATE) == 0) {
 		conn->qp_in_error = 1;
 		evrdma__ep_drain(&conn->ep);
-	} else
+	} else {
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_modify_qp(ERR) failed");
+	}
 	if (conn->dev)
 		evrdma__dev_poll_soon(conn->dev);
 }

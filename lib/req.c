@@ -578,12 +578,14 @@ ep_complete_unsignaled(struct evrdma__ep *ep, struct evrdma_req *upto)
 	struct evrdma_req *r, *next;
 	struct evrdma_wc w;
 
+	/* (the same success for each but its opcode: the callbacks get it
+	 * const; a deferred batch is up to half a channel's slots) */
+	memset(&w, 0, sizeof(w));
+	w.wc_status = IBV_WC_SUCCESS;
 	for (r = TAILQ_FIRST(&ep->sends); r && r != upto; r = next) {
 		next = TAILQ_NEXT(r, link);
 		if (!r->unsignaled)
 			continue;
-		memset(&w, 0, sizeof(w));
-		w.wc_status = IBV_WC_SUCCESS;
 		w.opcode = r->opcode;
 		ep_deliver(ep, r, &w);
 	}
