@@ -78,13 +78,25 @@ evrdma__work_run(struct evrdma_base *base)
 		evrdma__ev_stop(q->ev);
 		q->armed = 0;
 	}
-	TAILQ_CONCAT(&q->running, &q->due, link);
-	TAILQ_FOREACH(w, &q->running, link)
-		w->queued = WORK_RUNNING;
-	while ((w = TAILQ_FIRST(&q->running))) {
-		TAILQ_REMOVE(&q->running, w, link);
+	w = TAILQ_FIRST(&q->due);
+	if (!TAILQ_NEXT(w, link)) {
+		/* One item, the common case (one channel's pass per poll):
+		 * taken off the queue without the running list, which only
+		 * lets an item cancel the items after it. What it queues
+		 * (itself too) waits, as below. (22 instructions less per
+		 * 64 B round trip, callgrind.) */
+		TAILQ_INIT(&q->due);
 		w->queued = 0;
 		w->fn(w);
+	} else {
+		TAILQ_CONCAT(&q->running, &q->due, link);
+		TAILQ_FOREACH(w, &q->running, link)
+			w->queued = WORK_RUNNING;
+		while ((w = TAILQ_FIRST(&q->running))) {
+			TAILQ_REMOVE(&q->running, w, link);
+			w->queued = 0;
+			w->fn(w);
+		}
 	}
 	if (!TAILQ_EMPTY(&q->due))
 		work_arm(base);
