@@ -24,7 +24,7 @@ evrdma__rc_violation(struct ch_rdma *rc, const char *why)
 	 * poll is still to come: evrdma__rc_recv_cb() drops it), this is no
 	 * orderly end */
 	evrdma__chan_peer_eof_void(&rc->ch);
-	rc->violated = 1;
+	rc->st |= RC_VIOLATED;
 	if (rc->conn)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
 }
@@ -34,7 +34,7 @@ rc_reset_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
 	struct ch_rdma *rc = arg;
 
-	if (rc->conn && !rc->conn_freed && !rc->ended)
+	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED)))
 		evrdma__conn_abort(rc->conn, rc->fail_reason);
 }
 
@@ -51,8 +51,9 @@ evrdma__rc_fail(struct ch_rdma *rc, int reason)
 {
 	struct evrdma__ch_imm m;
 
-	if (!rc->conn || rc->conn_freed || rc->ended || rc->fail_reason)
+	if (!rc->conn || (rc->st & (RC_CONN_FREED | RC_ENDED | RC_FAILING)))
 		return;
+	rc->st |= RC_FAILING;
 	rc->fail_reason = reason;
 	if (!rc->eof_sent && rc->c_credits) {
 		memset(&m, 0, sizeof(m));
@@ -82,8 +83,8 @@ evrdma__rc_internal(struct ch_rdma *rc, const char *what)
 void
 evrdma__rc_conn_free(struct ch_rdma *rc)
 {
-	if (rc->conn && !rc->conn_freed) {
-		rc->conn_freed = 1;
+	if (rc->conn && !(rc->st & RC_CONN_FREED)) {
+		rc->st |= RC_CONN_FREED;
 		evrdma__ev_stop(rc->linger_ev);
 		evrdma_conn_free(rc->conn);
 	}
@@ -93,7 +94,7 @@ evrdma__rc_conn_free(struct ch_rdma *rc)
 void
 evrdma__rc_linger_check(struct ch_rdma *rc)
 {
-	if (rc->closing && rc->eof_done && !rc->spq_n)
+	if ((rc->st & RC_CLOSING) && rc->eof_done && !rc->spq_n)
 		evrdma__rc_conn_free(rc);
 }
 
@@ -121,7 +122,7 @@ void
 evrdma__rc_judge_end(struct ch_rdma *rc)
 {
 	if (rc->ch.gone_reason == EVRDMA_REASON_DISCONNECTED &&
-	    rc->established && !rc->ch.peer_eof && !rc->violated &&
+	    (rc->st & (RC_EST | RC_VIOLATED)) == RC_EST && !rc->ch.peer_eof &&
 	    !rc->peer_lends && !rc->data_lost &&
 	    rc->s_credits == rc->peer_slots && !rc->spq_n &&
 	    rc->wopen < 0)

@@ -60,7 +60,7 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	struct ch_listen *cl = arg;
 	struct ch_rdma *rc = evrdma__conn_owner(conn);
 
-	rc->established = 1;
+	rc->st |= RC_EST;
 	evrdma__chan_accepted(&rc->ch);
 	evrdma__chan_ref(&rc->ch);
 	cl->cb(lst, &rc->ch, peer, socklen, cl->arg);

@@ -349,7 +349,7 @@ evrdma__rc_pool_leave(struct ch_rdma *rc)
 void
 evrdma__rc_pool_pass(struct ch_rdma *rc)
 {
-	if (rc->ended && rc->conn && !rc->conn_freed) {
+	if ((rc->st & RC_ENDED) && rc->conn && !(rc->st & RC_CONN_FREED)) {
 		/* A pool's receives are not flushed when the connection
 		 * ends: what the peer sent before it went is in the queue's
 		 * CQ, maybe not polled yet (the end came on the CM's fd).
@@ -361,7 +361,7 @@ evrdma__rc_pool_pass(struct ch_rdma *rc)
 		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
 
 		if (cq && !cq->dev->dead && cq->emptied == rc->drain_mark) {
-			rc->again = 1;
+			rc->st |= RC_AGAIN;
 			return;
 		}
 		evrdma__rc_conn_free(rc);

@@ -37,10 +37,57 @@
 #include "chan_rdma.h"
 
 /*
+ * The end of a pass beyond the steady state: the peer's reset or orderly
+ * end, our connection's end, and what earlier calls left owed to the
+ * write callback. @return @p sent, or 1 when a write callback is owed.
+ */
+static int
+rc_pass_rare(struct ch_rdma *rc, int sent)
+{
+	struct evrdma_channel *ch = &rc->ch;
+
+	/* The peer reset the connection: nothing more comes; once what we
+	 * pull of its messages is in, ours ends too (what output holds
+	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
+	if (ch->peer_reset && rc->conn &&
+	    !(rc->st & (RC_CONN_FREED | RC_ENDED | RC_CLOSING)) &&
+	    !rc->pull_wait && !rc->pull_out) {
+		evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
+		evrdma__rc_conn_free(rc);
+	}
+	/* The connection ended and every receive has come back (flushed):
+	 * nothing more arrives, and nothing more can be sent. (closed()
+	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
+	if ((rc->st & RC_ENDED) && !rc->posted && !rc->pull_out && !ch->gone &&
+	    (!rc->pool || (rc->st & RC_CONN_FREED))) {
+		evrdma__rc_judge_end(rc);
+		evrdma__chan_gone(ch);
+		evrdma__rc_drop_pending_writes(rc);
+		if (rc->pool)
+			evrdma__rc_pool_depart(rc);
+	}
+	if ((rc->st & RC_EST) && (ch->peer_eof || ch->gone))
+		evrdma__chan_check_end(ch, evrdma__rc_waiting(rc));
+	/* a reservation that found no slot is told of a free one as a
+	 * write is of drained output */
+	if ((rc->st & RC_RESV_WANTED) && rc->sfree > 1) {
+		rc->st &= ~RC_RESV_WANTED;
+		sent = 1;
+	}
+	if (rc->st & RC_FLUSH_SENT) {
+		rc->st &= ~RC_FLUSH_SENT;
+		sent = 1;
+	}
+	return sent;
+}
+
+/*
  * Once per loop iteration with something due (and after every poll pass
  * that made something due): deliver, let the read callbacks reply, send
  * (coalescing all writes of the iteration) with the credits we owe, top
  * up the receives, report the end if it is due, then the write callback.
+ * In the steady state (connected, nothing ending, nothing owed: one test
+ * of rc->st and the channel's end flags) the end's checks are skipped.
  */
 static void
 rc_pass(struct ch_rdma *rc)
@@ -55,16 +102,17 @@ rc_pass(struct ch_rdma *rc)
 	evrdma__chan_ref(ch);
 	if (rc->pool)
 		evrdma__rc_pool_pass(rc);
-	if (rc->established && !ch->freed && !ch->rd_ended) {
+	if ((rc->st & RC_EST) && !ch->freed && !ch->rd_ended) {
 		/* what the read callback writes or frees is sent below */
-		rc->pre_send = 1;
+		rc->st |= RC_PRE_SEND;
 		evrdma__rc_deliver(rc);
-		rc->pre_send = 0;
+		rc->st &= ~RC_PRE_SEND;
 	}
 	if (rc->wopen >= 0)
 		evrdma__rc_wopen_settle(rc);
-	if (rc->conn && !rc->conn_freed && !rc->ended && !rc->fail_reason &&
-	    (rc->established || rc->closing)) {
+	/* (connected, or freed and still sending what is owed) */
+	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED | RC_FAILING)) &&
+	    (rc->st & (RC_EST | RC_CLOSING))) {
 		sent = evrdma__rc_send_all(rc);
 		if (sent < 0) {
 			if (rc->conn)
@@ -79,38 +127,10 @@ rc_pass(struct ch_rdma *rc)
 			evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		}
 	}
-	/* The peer reset the connection: nothing more comes; once what we
-	 * pull of its messages is in, ours ends too (what output holds
-	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
-	if (ch->peer_reset && rc->conn && !rc->conn_freed && !rc->ended &&
-	    !rc->pull_wait && !rc->pull_out && !rc->closing) {
-		evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
-		evrdma__rc_conn_free(rc);
-	}
-	/* The connection ended and every receive has come back (flushed):
-	 * nothing more arrives, and nothing more can be sent. (closed()
-	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
-	if (rc->ended && !rc->posted && !rc->pull_out && !ch->gone &&
-	    (!rc->pool || rc->conn_freed)) {
-		evrdma__rc_judge_end(rc);
-		evrdma__chan_gone(ch);
-		evrdma__rc_drop_pending_writes(rc);
-		if (rc->pool)
-			evrdma__rc_pool_depart(rc);
-	}
-	if (rc->established && (ch->peer_eof || ch->gone))
-		evrdma__chan_check_end(ch, evrdma__rc_waiting(rc));
-	/* a reservation that found no slot is told of a free one as a
-	 * write is of drained output */
-	if (rc->resv_wanted && rc->sfree > 1) {
-		rc->resv_wanted = 0;
-		sent = 1;
-	}
-	if (rc->flush_sent) {
-		rc->flush_sent = 0;
-		sent = 1;
-	}
-	if (rc->established && !ch->freed)
+	if ((rc->st & RC_PASS_RARE) || ch->peer_reset || ch->peer_eof ||
+	    ch->gone)
+		sent = rc_pass_rare(rc, sent);
+	if ((rc->st & RC_EST) && !ch->freed)
 		evrdma__chan_sent(ch, sent > 0);
 	/* credits owed once the traffic paused go back then (RET_IDLE_MS):
 	 * not at once (a stream would send a CREDIT per pass), not never (a
@@ -120,10 +140,13 @@ rc_pass(struct ch_rdma *rc)
 		rc->ret_armed = 1;
 		rc->ret_mark = rc->rx_tail;
 	}
-	evrdma__rc_linger_check(rc);
-	if (rc->again) {
-		rc->again = 0;
-		rc_schedule(rc);
+	/* (set by the write callback too) */
+	if (rc->st & (RC_CLOSING | RC_AGAIN)) {
+		evrdma__rc_linger_check(rc);
+		if (rc->st & RC_AGAIN) {
+			rc->st &= ~RC_AGAIN;
+			rc_schedule(rc);
+		}
 	}
 	evrdma__chan_unref(ch);
 }
@@ -304,7 +327,7 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 		return 0;
 	}
 	if (!rc->passive) {
-		rc->established = 1;
+		rc->st |= RC_EST;
 		evrdma__chan_connected(&rc->ch);
 		rc_schedule(rc);
 	}
@@ -316,7 +339,7 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 {
 	struct ch_rdma *rc = owner;
 
-	rc->ended = 1;
+	rc->st |= RC_ENDED;
 	evrdma__chan_end_reason(&rc->ch, reason, conn->dns_error);
 	evrdma__rc_drop_pending_writes(rc);
 	/* the receives flush now: every message that arrived is ours before
@@ -332,7 +355,7 @@ own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
 			evrdma__dev_poll_soon(cq->dev);
 		}
 	}
-	if (!rc->established && !rc->passive && !rc->closing)
+	if (!(rc->st & (RC_EST | RC_CLOSING)) && !rc->passive)
 		evrdma__chan_connect_failed(&rc->ch, reason);
 	rc_schedule(rc);
 }
@@ -351,7 +374,7 @@ own_closed(void *owner, int husk)
 {
 	struct ch_rdma *rc = owner;
 	struct evrdma_channel *ch = &rc->ch;
-	int never_handed = rc->passive && !rc->established && !ch->freed;
+	int never_handed = rc->passive && !(rc->st & RC_EST) && !ch->freed;
 
 	if (rc->conn)
 		rc->ka_probes = rc->conn->ka_probes;
@@ -397,8 +420,8 @@ op_kick(struct evrdma_channel *ch)
 	/* inside the read callbacks, the pass itself sends next; what it
 	 * cannot do any more (deliver what the callback made room for) the
 	 * next pass does */
-	if (rc->pre_send)
-		rc->again = 1;
+	if (rc->st & RC_PRE_SEND)
+		rc->st |= RC_AGAIN;
 	else
 		rc_schedule(rc);
 }
@@ -409,16 +432,16 @@ op_flush(struct evrdma_channel *ch)
 	struct ch_rdma *rc = to_rc(ch);
 
 	if (!rc_up(rc))
-		return evrdma__fail(rc->established ? EPIPE : ENOTCONN,
+		return evrdma__fail((rc->st & RC_EST) ? EPIPE : ENOTCONN,
 		    "channel not connected");
-	if (rc->pre_send)
+	if (rc->st & RC_PRE_SEND)
 		return 0;	/* the pass sends when the callback returns */
 	switch (evrdma__rc_send_all(rc)) {
 	case -1:
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		return -1;
 	case 1:
-		rc->flush_sent = 1;
+		rc->st |= RC_FLUSH_SENT;
 		break;
 	}
 	/* what is due to the user (the write callback) comes from the pass */
@@ -433,7 +456,7 @@ op_close(struct evrdma_channel *ch)
 
 	if (evrdma__forked)
 		return;	/* the parent's connection: this process lets it be */
-	rc->closing = 1;
+	rc->st |= RC_CLOSING;
 	if (rc->resv >= 0) {
 		evrdma__slot_drop(rc, (unsigned)rc->resv, rc->resv_max);
 		rc->resv = -1;
@@ -453,7 +476,7 @@ op_close(struct evrdma_channel *ch)
 	/* freed with bytes it never read: not an orderly end, as a socket
 	 * closed with unread data resets the connection */
 	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
-		rc->reset_due = 1;
+		rc->st |= RC_RESET_DUE;
 	/* What was sent (and, for the adapter, what output holds) arrives,
 	 * then the end: EOF, or RESET; we wait until the peer has it and
 	 * has pulled what it was to pull, then disconnect, at most the
@@ -463,7 +486,8 @@ op_close(struct evrdma_channel *ch)
 	 * the end, with the credits we owe it, as a socket's FIN. */
 	evrdma__ev_timer_start(rc->linger_ev,
 	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
-	if (!rc->pre_send && !rc->fail_reason && evrdma__rc_send_all(rc) < 0)
+	if (!(rc->st & (RC_PRE_SEND | RC_FAILING)) &&
+	    evrdma__rc_send_all(rc) < 0)
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	rc_schedule(rc);
 }
@@ -476,11 +500,12 @@ op_exiting(struct evrdma_channel *ch)
 {
 	struct ch_rdma *rc = to_rc(ch);
 
-	if (!rc_up(rc) || rc->closing || rc->eof_sent || ch->peer_reset)
+	if (!rc_up(rc) || (rc->st & RC_CLOSING) || rc->eof_sent ||
+	    ch->peer_reset)
 		return;
-	rc->closing = 1;
+	rc->st |= RC_CLOSING;
 	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
-		rc->reset_due = 1;
+		rc->st |= RC_RESET_DUE;
 	if (!ch->out_taken) {
 		rc->wopen = -1;		/* (its bytes: user space, lost) */
 		evrdma__chan_output_discard(ch);
@@ -529,7 +554,7 @@ static void
 op_stats(struct evrdma_channel *ch, struct evrdma_channel_stats *st)
 {
 	struct ch_rdma *rc = to_rc(ch);
-	struct evrdma_conn *c = rc->conn_freed ? NULL : rc->conn;
+	struct evrdma_conn *c = (rc->st & RC_CONN_FREED) ? NULL : rc->conn;
 
 	st->bytes_sent = rc->tx_bytes;
 	st->bytes_received = rc->rx_bytes;

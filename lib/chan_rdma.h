@@ -99,23 +99,40 @@ struct ch_rbuf {
 	uint8_t queued;			/* in rxq: not all in input yet */
 };
 
+/*
+ * A channel's state, one word (ch_rdma.st), so that the pass and the
+ * message's path ask "is anything but connected?" in one test (RC_UP,
+ * rc_up()). The first bits are where the channel stands; the last ones
+ * what the next pass owes, cleared by it.
+ */
+#define RC_EST		0x001	/* the user has it, connected */
+#define RC_ENDED	0x002	/* the connection ended */
+#define RC_CLOSING	0x004	/* the user freed the channel */
+#define RC_CONN_FREED	0x008	/* evrdma_conn_free() done */
+#define RC_FAILING	0x010	/* evrdma__rc_fail(): its RESET is on its
+				 * way (fail_reason says why) */
+#define RC_VIOLATED	0x020	/* the peer broke the protocol */
+#define RC_RESET_DUE	0x040	/* freed with bytes it never read: the
+				 * end is a RESET, not an EOF */
+#define RC_PRE_SEND	0x080	/* inside the pass's read callbacks */
+#define RC_AGAIN	0x100	/* ... which asked for another pass */
+#define RC_FLUSH_SENT	0x200	/* a flush sent bytes: the next pass
+				 * owes the write callback */
+#define RC_RESV_WANTED	0x400	/* a reserve failed (EAGAIN): a free
+				 * slot is owed the write callback */
+/* of these, only RC_EST: data may be sent (rc_up()) */
+#define RC_UP_MASK	(RC_EST | RC_ENDED | RC_CONN_FREED | RC_FAILING)
+/* what the pass's end looks at beyond the steady state (rc_pass_rare(),
+ * besides the channel's end flags) */
+#define RC_PASS_RARE	(RC_ENDED | RC_FLUSH_SENT | RC_RESV_WANTED)
+
 struct ch_rdma {
 	struct evrdma_channel ch;	/* first */
 	struct evrdma_conn *conn;	/* until closed() */
-	int conn_freed;			/* evrdma_conn_free() done */
+	unsigned st;			/* RC_*: where it stands, and what
+					 * the next pass owes */
+	int fail_reason;		/* with RC_FAILING: why */
 	int passive;
-	int established;		/* the user has it, connected */
-	int ended;			/* the connection ended */
-	int closing;			/* the user freed the channel */
-	int reset_due;			/* ... with bytes it never read: the
-					 * end is a RESET, not an EOF */
-	int fail_reason;		/* evrdma__rc_fail(): its RESET is
-					 * on its way */
-	int violated;			/* the peer broke the protocol */
-	int pre_send;			/* inside the pass's read callbacks */
-	int again;			/* ... which asked for another pass */
-	int flush_sent;			/* a flush sent bytes: the next pass
-					 * owes the write callback */
 	struct evrdma__work pump_work;
 	struct event *linger_ev;
 	/* credits owed after an idle moment: returned then, so that a peer
@@ -163,7 +180,6 @@ struct ch_rdma {
 	int resv;			/* reserved slot, or -1 */
 	size_t resv_len;
 	size_t resv_max;		/* the most it was reserved for */
-	int resv_wanted;		/* a reserve failed: EAGAIN */
 	int wopen;			/* slot of the open write, or -1 */
 	size_t wopen_len;
 	unsigned s_credits, c_credits;	/* the peer's, in hand */
@@ -259,8 +275,7 @@ to_rc(struct evrdma_channel *ch)
 static inline int
 rc_up(const struct ch_rdma *rc)
 {
-	return rc->conn && !rc->conn_freed && !rc->ended && rc->established &&
-	    !rc->fail_reason;
+	return rc->conn && (rc->st & RC_UP_MASK) == RC_EST;
 }
 
 /* rc_pass() at the end of this poll pass, or at the next iteration. */

@@ -88,7 +88,7 @@ rb_release(struct ch_rdma *rc, unsigned idx)
 	} else {
 		rc->ret_data++;
 	}
-	if (!rc->pre_send)
+	if (!(rc->st & RC_PRE_SEND))
 		rc_schedule(rc);
 }
 
@@ -329,13 +329,13 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	rc->rx_recent = 1;
 	rc->rx_msgs++;
 	rc->rx_bytes += b->len;
-	if (rc->closing) {
+	if (rc->st & RC_CLOSING) {
 		/* freed: nobody reads; the peer gets its credits (and its
 		 * pulls reported done) so that it is not held up, and, unless
 		 * our EOF went already, a RESET instead, as data arriving at
 		 * a closed socket does */
 		if (!rc->eof_sent)
-			rc->reset_due = 1;
+			rc->st |= RC_RESET_DUE;
 		if (b->state == RB_PULL) {
 			b->state = RB_READY;
 			rc->pull_wait--;
@@ -369,11 +369,11 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		/* flushed (the connection is ending) or failed (it ends); the
 		 * last of them tells that everything that arrived is in */
 		rb_free(rc, idx);
-		if (rc->ended && !rc->posted)
+		if ((rc->st & RC_ENDED) && !rc->posted)
 			rc_schedule(rc);
 		return;
 	}
-	if (rc->violated) {
+	if (rc->st & RC_VIOLATED) {
 		rb_free(rc, idx);
 		return;
 	}

@@ -189,7 +189,7 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	/* a free slot matters only to output waiting for one, or to a
 	 * reservation that found none; send queue room to waiting pulls */
 	if (!wc->status && (rc->ch.out_len ||
-	    rc->resv_wanted || rc->pull_wait))
+	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
 		rc_schedule(rc);
 }
 
@@ -266,7 +266,7 @@ rc_send_data(struct ch_rdma *rc)
 			return -1;
 		sent = 1;
 	}
-	while (((ch->enabled & EV_WRITE) || rc->closing) &&
+	while (((ch->enabled & EV_WRITE) || (rc->st & RC_CLOSING)) &&
 	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len)) {
 		struct evbuffer_iovec v;
 		size_t n, off;
@@ -338,7 +338,7 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 		sent = -1;
 	/* (a freed channel sends what its user was told is written: the
 	 * adapter's output; a channel's own was discarded at the free) */
-	if (sent >= 0 && (!rc->closing || ch->out_taken))
+	if (sent >= 0 && (!(rc->st & RC_CLOSING) || ch->out_taken))
 		sent = rc_send_data(rc);
 	if (sent >= 0 && (rc->reclaim_want || rc->yield_asked) &&
 	    rc_send_loans(rc) < 0)
@@ -346,10 +346,12 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	/* the end after everything sent: EOF, or a RESET when freed with
 	 * bytes unread (a socket closed so resets the connection, but sends
 	 * what its kernel accepted first) */
-	if (sent >= 0 && !rc->eof_sent && (rc->closing || ch->shut_wr) &&
+	if (sent >= 0 && !rc->eof_sent &&
+	    ((rc->st & RC_CLOSING) || ch->shut_wr) &&
 	    !ch->out_len && rc->wopen < 0) {
 		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0,
-		    rc->closing && rc->reset_due);
+		    (rc->st & RC_CLOSING) &&
+		    (rc->st & RC_RESET_DUE));
 
 		if (r < 0)
 			sent = -1;
@@ -397,7 +399,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	struct evrdma_channel *ch = &rc->ch;
 	int idx;
 
-	if (!rc->pre_send || ch->out_len || ch->base->cfg.slow_path)
+	if (!(rc->st & RC_PRE_SEND) || ch->out_len || ch->base->cfg.slow_path)
 		return -1;
 	if (rc->wopen >= 0) {
 		if (evrdma__chan_messages(ch) ||
@@ -463,7 +465,7 @@ evrdma__rc_drop_pending_writes(struct ch_rdma *rc)
 void
 evrdma__rc_wopen_settle(struct ch_rdma *rc)
 {
-	if (rc->closing)
+	if (rc->st & RC_CLOSING)
 		return;		/* (kept only when taken: out_taken) */
 	if (!rc_up(rc)) {
 		evrdma__slot_drop(rc, (unsigned)rc->wopen, rc->wopen_len);
@@ -541,10 +543,10 @@ evrdma__op_write(struct evrdma_channel *ch, const void *data, size_t len)
 	if (rc_write_open(rc, data, len) == 0)
 		return 0;
 	if (len > rc_chunk(rc) && !evrdma__chan_messages(ch) &&
-	    !rc->closing && !ch->base->cfg.slow_path)
+	    !(rc->st & RC_CLOSING) && !ch->base->cfg.slow_path)
 		return rc_write_large(rc, data, len);
 	if ((len < STAGE_MIN && ch->out_len) ||
-	    len > rc_chunk(rc) || rc->closing)
+	    len > rc_chunk(rc) || (rc->st & RC_CLOSING))
 		return -1;
 	idx = evrdma__slot_copy(rc, data, len);
 	if (idx < 0)
@@ -562,7 +564,7 @@ evrdma__op_reserve(struct evrdma_channel *ch, size_t len)
 	struct ch_rdma *rc = to_rc(ch);
 	int idx;
 
-	if (!rc->established) {
+	if (!(rc->st & RC_EST)) {
 		evrdma__fail(ENOTCONN, "channel not connected");
 		return NULL;
 	}
@@ -579,7 +581,7 @@ evrdma__op_reserve(struct evrdma_channel *ch, size_t len)
 		idx = evrdma__slot_alloc(rc, 1);
 		if (idx < 0) {
 			/* the write callback tells when one is free */
-			rc->resv_wanted = 1;
+			rc->st |= RC_RESV_WANTED;
 			evrdma__fail(EAGAIN, "no free send slot (all in "
 			    "flight or holding output)");
 			return NULL;
