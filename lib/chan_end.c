@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chan_rdma.h"
+#include "ep_send.h"
 
 /* A rule of the protocol broken: the peer loses its access at once. */
 void

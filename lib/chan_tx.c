@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chan_rdma.h"
+#include "ep_send.h"
 
 /* The immediate of a message of @p type, carrying what we owe. (Inlined:
  * every message takes it.) */

@@ -11,15 +11,6 @@
 
 #include "evrdma-internal.h"
 
-/* Closing, failed or closed: nothing more may be posted. */
-static inline int
-evrdma__conn_closing(const struct evrdma_conn *conn)
-{
-	return conn->state == EVRDMA_CONN_CLOSING ||
-	    conn->state == EVRDMA_CONN_FAILED ||
-	    conn->state == EVRDMA_CONN_CLOSED;
-}
-
 /* Call the user's event callback, once per outcome, never after free nor
  * inside evrdma_base_free(); errno is @p err there. */
 void evrdma__conn_event(struct evrdma_conn *conn, short what, int reason,

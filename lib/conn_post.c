@@ -125,12 +125,12 @@ post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 }
 
 int
-evrdma__conn_post_send_imm(struct evrdma_conn *conn, struct evrdma_mr *mr,
-    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
+evrdma__conn_post_refused(struct evrdma_conn *conn)
 {
-	if (conn_check_post(conn, 0) < 0)
-		return -1;
-	return evrdma__ep_send_imm(&conn->ep, mr, off, len, imm, cb, arg);
+	/* (evrdma__conn_postable() said no; these checks say why) */
+	if (conn_check_post(conn, 0) == 0)
+		return evrdma__fail(EPIPE, "connection cannot post");
+	return -1;
 }
 
 int

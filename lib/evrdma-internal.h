@@ -667,6 +667,15 @@ struct evrdma_conn {
 	LIST_ENTRY(evrdma_conn) srq_link;	/* while srq and qp are set */
 };
 
+/* Closing, failed or closed: nothing more may be posted. */
+static inline int
+evrdma__conn_closing(const struct evrdma_conn *conn)
+{
+	return conn->state == EVRDMA_CONN_CLOSING ||
+	    conn->state == EVRDMA_CONN_FAILED ||
+	    conn->state == EVRDMA_CONN_CLOSED;
+}
+
 static inline struct evrdma_conn *
 evrdma__ep_conn(struct evrdma__ep *ep)
 {
@@ -704,10 +713,7 @@ int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
 /* The owner's prepared sends (evrdma__ep_sring_init), once the QP
  * exists. */
 int evrdma__conn_sring_init(struct evrdma_conn *conn, unsigned defer_max);
-/* Post a SEND (with immediate) of the owner's own buffer, unchecked. */
-int evrdma__conn_post_send_imm(struct evrdma_conn *conn,
-    struct evrdma_mr *mr, size_t off, size_t len, uint32_t imm,
-    evrdma_req_cb cb, void *arg);
+/* (evrdma__conn_post_send_imm(): ep_send.h) */
 const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
 /* The connection's protection domain (NULL before its QP exists). */
 struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
