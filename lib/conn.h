@@ -2,7 +2,8 @@
 /* Copyright (c) 2026 the evrdma authors */
 /*
  * evrdma: connections, private: what conn_cm.c (establishment) and
- * conn_post.c (posting) call of conn.c (the object, failure, teardown).
+ * conn_post.c (posting) call of conn.c (the object, failure, teardown),
+ * and the state test ep_send.h's inline post makes.
  * The struct and the interface to the rest of the library are in
  * evrdma-internal.h.
  */
@@ -10,6 +11,15 @@
 #define EVRDMA_CONN_PRIVATE_H_INCLUDED_
 
 #include "evrdma-internal.h"
+
+/* Closing, failed or closed: nothing more may be posted. */
+static inline int
+evrdma__conn_closing(const struct evrdma_conn *conn)
+{
+	return conn->state == EVRDMA_CONN_CLOSING ||
+	    conn->state == EVRDMA_CONN_FAILED ||
+	    conn->state == EVRDMA_CONN_CLOSED;
+}
 
 /* Call the user's event callback, once per outcome, never after free nor
  * inside evrdma_base_free(); errno is @p err there. */

@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 
+#include "conn.h"
 #include "evrdma-internal.h"
 #include "rdma-sym.h"
 

@@ -667,15 +667,6 @@ struct evrdma_conn {
 	LIST_ENTRY(evrdma_conn) srq_link;	/* while srq and qp are set */
 };
 
-/* Closing, failed or closed: nothing more may be posted. */
-static inline int
-evrdma__conn_closing(const struct evrdma_conn *conn)
-{
-	return conn->state == EVRDMA_CONN_CLOSING ||
-	    conn->state == EVRDMA_CONN_FAILED ||
-	    conn->state == EVRDMA_CONN_CLOSED;
-}
-
 static inline struct evrdma_conn *
 evrdma__ep_conn(struct evrdma__ep *ep)
 {
