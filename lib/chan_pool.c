@@ -349,7 +349,7 @@ evrdma__rc_pool_leave(struct ch_rdma *rc)
 void
 evrdma__rc_pool_pass(struct ch_rdma *rc)
 {
-	if ((rc->st & RC_ENDED) && rc->conn && !(rc->st & RC_CONN_FREED)) {
+	if ((rc->st & (RC_ENDED | RC_CONN_FREED)) == RC_ENDED && rc->conn) {
 		/* A pool's receives are not flushed when the connection
 		 * ends: what the peer sent before it went is in the queue's
 		 * CQ, maybe not polled yet (the end came on the CM's fd).

@@ -351,8 +351,8 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	    ((rc->st & RC_CLOSING) || ch->shut_wr) &&
 	    !ch->out_len && rc->wopen < 0) {
 		int r = rc_post_ctrl(rc, EVRDMA_CH_EOF, rc->spq_n != 0,
-		    (rc->st & RC_CLOSING) &&
-		    (rc->st & RC_RESET_DUE));
+		    (rc->st & (RC_CLOSING | RC_RESET_DUE)) ==
+		    (RC_CLOSING | RC_RESET_DUE));
 
 		if (r < 0)
 			sent = -1;

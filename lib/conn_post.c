@@ -20,6 +20,10 @@
 static inline __attribute__((always_inline)) int
 conn_check_post(struct evrdma_conn *conn, int recv)
 {
+	/* A send may go when evrdma__conn_postable() says so (the one
+	 * statement of that rule); the tests below only say why not. */
+	if (!recv && evrdma__conn_postable(conn))
+		return 0;
 	if (!conn)
 		return evrdma__fail(EINVAL, "no connection");
 	if (!conn->base || conn->user_freed || evrdma__conn_closing(conn) ||
@@ -28,7 +32,8 @@ conn_check_post(struct evrdma_conn *conn, int recv)
 	if (recv && conn->srq)
 		return evrdma__fail(EINVAL, "the connection's receives come "
 		    "from its shared receive queue (evrdma_srq_post_recv)");
-	if (conn->rts || (recv && conn->qp))
+	/* (a receive may be posted before the connection is up) */
+	if (recv && (conn->rts || conn->qp))
 		return 0;
 	return evrdma__fail(ENOTCONN, "connection not established");
 }
@@ -127,10 +132,8 @@ post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 int
 evrdma__conn_post_refused(struct evrdma_conn *conn)
 {
-	/* (evrdma__conn_postable() said no; these checks say why) */
-	if (conn_check_post(conn, 0) == 0)
-		return evrdma__fail(EPIPE, "connection cannot post");
-	return -1;
+	/* (evrdma__conn_postable() said no: this says why, -1 always) */
+	return conn_check_post(conn, 0);
 }
 
 int
