@@ -88,7 +88,8 @@ evrdma__lenq_pop(struct evrdma__lenq *q)
 void
 evrdma__chan_event(struct evrdma_channel *ch, short what)
 {
-	if (!ch->eventcb || ch->freed || !evrdma__base_user_ok(ch->base))
+	if (!ch->eventcb || (ch->end & CHE_FREED) ||
+	    !evrdma__base_user_ok(ch->base))
 		return;
 	/* as a socket's error leaves errno, so does ours: a write after the
 	 * peer went is EPIPE, the rest as its reason says (ECONNRESET,
@@ -118,7 +119,7 @@ rd_timer_update(struct evrdma_channel *ch)
 	if (!ch->has_tv_read)
 		return;
 	if (ch->connected && evrdma__chan_reading(ch) && !ch->rd_held &&
-	    !ch->rd_ended)
+	    !(ch->end & CHE_RD_ENDED))
 		timer_arm(ch->rd_timer, &ch->tv_read);
 	else
 		evrdma__ev_stop(ch->rd_timer);
@@ -158,7 +159,7 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	struct evrdma_channel *ch = arg;
 
 	ch->out_len = info->orig_size + info->n_added - info->n_deleted;
-	if (ch->out_own || ch->freed)
+	if (ch->out_own || (ch->end & CHE_FREED))
 		return;
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 		if (info->n_deleted) {
@@ -187,7 +188,7 @@ ch_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct evrdma_channel *ch = arg;
 
-	if (!info->n_deleted || ch->freed)
+	if (!info->n_deleted || (ch->end & CHE_FREED))
 		return;
 	if (ch->rd_held && (!ch->rd_hi ||
 	    evbuffer_get_length(ch->input) < ch->rd_hi)) {
@@ -225,7 +226,7 @@ evrdma__chan_input_added(struct evrdma_channel *ch, size_t have)
 	if (ch->rd_hi && have >= ch->rd_hi)
 		ch->rd_held = 1;
 	rd_timer_update(ch);
-	if (have >= ch->rd_lo && ch->readcb && !ch->freed &&
+	if (have >= ch->rd_lo && ch->readcb && !(ch->end & CHE_FREED) &&
 	    evrdma__base_user_ok(ch->base)) {
 		ch->in_read_cb = 1;
 		ch->readcb(ch, ch->cbarg);
@@ -254,17 +255,18 @@ evrdma__chan_sent(struct evrdma_channel *ch, int sent)
 {
 	size_t olen;
 
-	if (ch->freed || !ch->base)
+	if ((ch->end & CHE_FREED) || !ch->base)
 		return;
 	olen = ch->out_len;
 	if (ch->has_tv_write) {
-		if (!olen || !(ch->enabled & EV_WRITE) || ch->wr_ended)
+		if (!olen || !(ch->enabled & EV_WRITE) ||
+		    (ch->end & CHE_WR_ENDED))
 			evrdma__ev_stop(ch->wr_timer);
 		else if (sent || !evrdma__ev_pending(ch->wr_timer))
 			timer_arm(ch->wr_timer, &ch->tv_write);
 	}
 	if ((sent || ch->write_kick) && olen <= ch->wr_lo && ch->writecb &&
-	    (ch->enabled & EV_WRITE) && !ch->wr_ended) {
+	    (ch->enabled & EV_WRITE) && !(ch->end & CHE_WR_ENDED)) {
 		ch->write_kick = 0;
 		ch->writecb(ch, ch->cbarg);
 	}
@@ -282,9 +284,10 @@ evrdma__chan_connected(struct evrdma_channel *ch)
 void
 evrdma__chan_connect_failed(struct evrdma_channel *ch, int reason)
 {
-	if (ch->rd_ended && ch->wr_ended)
+	if ((ch->end & (CHE_RD_ENDED | CHE_WR_ENDED)) ==
+	    (CHE_RD_ENDED | CHE_WR_ENDED))
 		return;
-	ch->rd_ended = ch->wr_ended = 1;
+	ch->end |= CHE_RD_ENDED | CHE_WR_ENDED;
 	ch->error = reason;
 	evrdma__ev_stop(ch->rd_timer);
 	evrdma__ev_stop(ch->wr_timer);
@@ -315,31 +318,35 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 {
 	short what;
 
-	if (ch->freed || !ch->connected || !evrdma__base_user_ok(ch->base))
+	if ((ch->end & CHE_FREED) || !ch->connected ||
+	    !evrdma__base_user_ok(ch->base))
 		return;
-	if (!ch->rd_ended && !waiting && (ch->peer_eof || ch->gone) &&
-	    (evrdma__chan_reading(ch) || (ch->gone &&
+	if (!(ch->end & CHE_RD_ENDED) && (ch->end & (CHE_PEER_EOF | CHE_GONE)) &&
+	    !waiting &&
+	    (evrdma__chan_reading(ch) || ((ch->end & CHE_GONE) &&
 	    !ch->out_len))) {
-		ch->rd_ended = 1;
+		ch->end |= CHE_RD_ENDED;
 		ch->enabled &= ~EV_READ;
 		evrdma__ev_stop(ch->rd_timer);
-		if (ch->peer_eof && !ch->peer_reset) {
+		if ((ch->end & (CHE_PEER_EOF | CHE_PEER_RESET)) ==
+		    CHE_PEER_EOF) {
 			what = BEV_EVENT_EOF | BEV_EVENT_READING;
 		} else {
 			what = BEV_EVENT_ERROR | BEV_EVENT_READING;
-			ch->error = ch->peer_reset ?
+			ch->error = (ch->end & CHE_PEER_RESET) ?
 			    EVRDMA_REASON_DISCONNECTED : ch->gone_reason;
 		}
-		if (ch->gone)
+		if (ch->end & CHE_GONE)
 			evrdma__ev_stop(ch->wr_timer);
 		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %s", (void *)ch,
-		    what & BEV_EVENT_EOF ? "end of stream" : ch->peer_reset ?
-		    "reset by the peer" : evrdma_reason_str(ch->gone_reason));
+		    what & BEV_EVENT_EOF ? "end of stream" :
+		    (ch->end & CHE_PEER_RESET) ? "reset by the peer" :
+		    evrdma_reason_str(ch->gone_reason));
 		evrdma__chan_event(ch, what);
 		return;
 	}
-	if (ch->gone && !ch->wr_ended && ch->out_len) {
-		ch->wr_ended = 1;
+	if ((ch->end & (CHE_GONE | CHE_WR_ENDED)) == CHE_GONE && ch->out_len) {
+		ch->end |= CHE_WR_ENDED;
 		ch->error = ch->gone_reason;
 		ch->enabled &= ~EV_WRITE;
 		evrdma__ev_stop(ch->wr_timer);
@@ -369,7 +376,7 @@ ch_exiting(struct evrdma__hook *h)
 	struct evrdma_channel *ch = (struct evrdma_channel *)((char *)h -
 	    offsetof(struct evrdma_channel, hook));
 
-	if (!ch->freed && ch->base)
+	if (!(ch->end & CHE_FREED) && ch->base)
 		ch->ops->exiting(ch);
 }
 
@@ -429,8 +436,8 @@ evrdma__chan_orphan(struct evrdma_channel *ch)
 	evrdma__ev_free(ch->wr_timer);
 	ch->rd_timer = ch->wr_timer = NULL;
 	ch->base = NULL;
-	ch->gone = 1;
-	ch->rd_ended = ch->wr_ended = 1;
+	ch->end |= CHE_GONE;
+	ch->end |= CHE_RD_ENDED | CHE_WR_ENDED;
 	if (!ch->error)
 		ch->error = EVRDMA_REASON_RESOURCE;
 }
@@ -440,7 +447,7 @@ evrdma__chan_orphan(struct evrdma_channel *ch)
 static int
 ch_live(const struct evrdma_channel *ch)
 {
-	if (!ch || ch->freed)
+	if (!ch || (ch->end & CHE_FREED))
 		return evrdma__fail(EINVAL, "no channel");
 	/* its buffers are not even mapped here (rdma_sym.c) */
 	if (evrdma__forked)
@@ -476,7 +483,7 @@ evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
     evrdma_channel_data_cb writecb, evrdma_channel_event_cb eventcb,
     void *arg)
 {
-	if (!ch || ch->freed)
+	if (!ch || (ch->end & CHE_FREED))
 		return;
 	ch->readcb = readcb;
 	ch->writecb = writecb;
@@ -526,14 +533,14 @@ evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
 void
 evrdma__chan_peer_eof(struct evrdma_channel *ch, int reset)
 {
-	ch->peer_eof = 1;
-	ch->peer_reset = (uint8_t)!!reset;
+	ch->end = (uint8_t)((ch->end & ~CHE_PEER_RESET) | CHE_PEER_EOF |
+	    (reset ? CHE_PEER_RESET : 0));
 }
 
 void
 evrdma__chan_peer_eof_void(struct evrdma_channel *ch)
 {
-	ch->peer_eof = 0;
+	ch->end &= (uint8_t)~CHE_PEER_EOF;
 }
 
 void
@@ -548,7 +555,7 @@ evrdma__chan_end_reason(struct evrdma_channel *ch, int reason, int dns)
 void
 evrdma__chan_gone(struct evrdma_channel *ch)
 {
-	ch->gone = 1;
+	ch->end |= CHE_GONE;
 }
 
 void
@@ -560,7 +567,7 @@ evrdma__chan_accepted(struct evrdma_channel *ch)
 void
 evrdma__chan_unhanded(struct evrdma_channel *ch)
 {
-	ch->freed = 1;
+	ch->end |= CHE_FREED;
 	evrdma__chan_unref(ch);
 }
 
@@ -606,7 +613,7 @@ evrdma_channel_enable(struct evrdma_channel *ch, short events)
 	if (events & EV_READ)
 		rd_timer_update(ch);
 	/* a socket is writable at once: one write callback */
-	if ((events & EV_WRITE) && ch->connected && !ch->wr_ended)
+	if ((events & EV_WRITE) && ch->connected && !(ch->end & CHE_WR_ENDED))
 		ch->write_kick = 1;
 	if (ch->base)
 		ch->ops->kick(ch);
@@ -707,7 +714,7 @@ evrdma_channel_reserve(struct evrdma_channel *ch, size_t len)
 {
 	if (ch_check_write(ch, len) < 0)
 		return NULL;
-	if (!ch->base || ch->gone) {
+	if (!ch->base || (ch->end & CHE_GONE)) {
 		evrdma__fail(EPIPE, "the channel's connection is over");
 		return NULL;
 	}
@@ -772,7 +779,7 @@ void
 evrdma_channel_setwatermark(struct evrdma_channel *ch, short events,
     size_t lowmark, size_t highmark)
 {
-	if (!ch || ch->freed)
+	if (!ch || (ch->end & CHE_FREED))
 		return;
 	if (events & EV_READ) {
 		ch->rd_lo = lowmark;
@@ -817,7 +824,7 @@ evrdma_channel_flush(struct evrdma_channel *ch)
 {
 	if (ch_live(ch) < 0)
 		return -1;
-	if (!ch->base || ch->gone || ch->wr_ended)
+	if (!ch->base || (ch->end & (CHE_GONE | CHE_WR_ENDED)))
 		return evrdma__fail(EPIPE, "channel is closed or failed");
 	return ch->ops->flush(ch);
 }
@@ -827,7 +834,7 @@ evrdma_channel_shutdown(struct evrdma_channel *ch)
 {
 	if (ch_live(ch) < 0)
 		return -1;
-	if (ch->shut_wr || ch->gone || ch->wr_ended)
+	if (ch->shut_wr || (ch->end & (CHE_GONE | CHE_WR_ENDED)))
 		return evrdma__fail(EPIPE, "channel already shut down, closed "
 		    "or failed");
 	ch->shut_wr = 1;
@@ -848,12 +855,12 @@ evrdma_channel_get_stats(struct evrdma_channel *ch,
 {
 	struct evrdma_channel_stats st;
 
-	if (!ch || ch->freed)
+	if (!ch || (ch->end & CHE_FREED))
 		return evrdma__fail(EINVAL, "evrdma_channel_get_stats: no "
 		    "channel");
 	memset(&st, 0, sizeof(st));
 	st.transport = EVRDMA_TRANSPORT_RDMA;
-	st.state = ch->gone || !ch->base ? EVRDMA_CHANNEL_ENDED :
+	st.state = (ch->end & CHE_GONE) || !ch->base ? EVRDMA_CHANNEL_ENDED :
 	    ch->connected ? EVRDMA_CHANNEL_CONNECTED :
 	    EVRDMA_CHANNEL_CONNECTING;
 	ch->ops->stats(ch, &st);
@@ -863,9 +870,9 @@ evrdma_channel_get_stats(struct evrdma_channel *ch,
 void
 evrdma_channel_free(struct evrdma_channel *ch)
 {
-	if (!ch || ch->freed)
+	if (!ch || (ch->end & CHE_FREED))
 		return;
-	ch->freed = 1;
+	ch->end |= CHE_FREED;
 	ch->readcb = ch->writecb = NULL;
 	ch->eventcb = NULL;
 	ch->recvcb = NULL;

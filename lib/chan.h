@@ -79,6 +79,16 @@ struct evrdma__chan_ops {
 	void (*destruct)(struct evrdma_channel *ch);
 };
 
+/* struct evrdma_channel's end bits */
+#define CHE_FREED	0x01	/* the user's handle is gone */
+#define CHE_PEER_EOF	0x02	/* the transport: the peer shut down in
+				 * order */
+#define CHE_PEER_RESET	0x04	/* ... or reset the connection (it was
+				 * freed with bytes it never read) */
+#define CHE_GONE	0x08	/* the transport: the connection is over */
+#define CHE_RD_ENDED	0x10	/* the user was told: EOF or ERROR|READING */
+#define CHE_WR_ENDED	0x20	/* ... ERROR|WRITING or the whole end */
+
 struct evrdma_channel {
 	const struct evrdma__chan_ops *ops;
 	struct evrdma_base *base;	/* NULL: a husk (base freed) */
@@ -112,7 +122,6 @@ struct evrdma_channel {
 	struct event *rd_timer, *wr_timer;
 	struct evrdma__lenq in_msgs, out_msgs;
 	uint8_t connected;		/* CONNECTED happened (or accepted) */
-	uint8_t freed;			/* the user's handle is gone */
 	uint8_t shut_wr;		/* evrdma_channel_shutdown() */
 	uint8_t rd_held;		/* input full: reading suspended */
 	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
@@ -123,15 +132,12 @@ struct evrdma_channel {
 	 * them instead of discarding them, as a kernel sends what a socket
 	 * accepted */
 	uint8_t out_taken;
-	/* what the transport reports about the end */
-	uint8_t peer_eof;		/* the peer shut down in order */
-	uint8_t peer_reset;		/* ... or reset the connection (it was
-					 * freed with bytes it never read) */
-	uint8_t gone;			/* the connection is over */
+	/* How the channel ends, CHE_* bits in one word: what the transport
+	 * reported, what the user was told, the user's free. Zero in the
+	 * steady state, so a pass asks one question (chan.c sets them all;
+	 * the transport only reads them). */
+	uint8_t end;
 	int gone_reason;
-	/* what the user was told */
-	uint8_t rd_ended;		/* EOF or ERROR|READING */
-	uint8_t wr_ended;		/* ERROR|WRITING or the whole end */
 	int error;			/* evrdma_channel_get_error() */
 	int dns_error;			/* EVUTIL_EAI_* of a failed lookup */
 };
@@ -166,7 +172,7 @@ void evrdma__chan_orphan(struct evrdma_channel *ch);
 static inline int
 evrdma__chan_reading(const struct evrdma_channel *ch)
 {
-	return (ch->enabled & EV_READ) && !ch->freed;
+	return (ch->enabled & EV_READ) && !(ch->end & CHE_FREED);
 }
 
 /*

@@ -123,9 +123,10 @@ void
 evrdma__rc_judge_end(struct ch_rdma *rc)
 {
 	if (rc->ch.gone_reason == EVRDMA_REASON_DISCONNECTED &&
-	    (rc->st & (RC_EST | RC_VIOLATED)) == RC_EST && !rc->ch.peer_eof &&
+	    (rc->st & (RC_EST | RC_VIOLATED)) == RC_EST &&
+	    !(rc->ch.end & CHE_PEER_EOF) &&
 	    !rc->peer_lends && !rc->data_lost &&
 	    rc->s_credits == rc->peer_slots && !rc->spq_n &&
 	    rc->wopen < 0)
-		evrdma__chan_peer_eof(&rc->ch, rc->ch.peer_reset);
+		evrdma__chan_peer_eof(&rc->ch, rc->ch.end & CHE_PEER_RESET);
 }

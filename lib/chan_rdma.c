@@ -49,7 +49,7 @@ rc_pass_rare(struct ch_rdma *rc, int sent)
 	/* The peer reset the connection: nothing more comes; once what we
 	 * pull of its messages is in, ours ends too (what output holds
 	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
-	if (ch->peer_reset && rc->conn &&
+	if ((ch->end & CHE_PEER_RESET) && rc->conn &&
 	    !(rc->st & (RC_CONN_FREED | RC_ENDED | RC_CLOSING)) &&
 	    !rc->pull_wait && !rc->pull_out) {
 		evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
@@ -58,7 +58,8 @@ rc_pass_rare(struct ch_rdma *rc, int sent)
 	/* The connection ended and every receive has come back (flushed):
 	 * nothing more arrives, and nothing more can be sent. (closed()
 	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
-	if ((rc->st & RC_ENDED) && !rc->posted && !rc->pull_out && !ch->gone &&
+	if ((rc->st & RC_ENDED) && !rc->posted && !rc->pull_out &&
+	    !(ch->end & CHE_GONE) &&
 	    (!rc->pool || (rc->st & RC_CONN_FREED))) {
 		evrdma__rc_judge_end(rc);
 		evrdma__chan_gone(ch);
@@ -66,7 +67,7 @@ rc_pass_rare(struct ch_rdma *rc, int sent)
 		if (rc->pool)
 			evrdma__rc_pool_depart(rc);
 	}
-	if ((rc->st & RC_EST) && (ch->peer_eof || ch->gone))
+	if ((rc->st & RC_EST) && (ch->end & (CHE_PEER_EOF | CHE_GONE)))
 		evrdma__chan_check_end(ch, evrdma__rc_waiting(rc));
 	/* a reservation that found no slot is told of a free one as a
 	 * write is of drained output */
@@ -102,7 +103,7 @@ rc_pass(struct ch_rdma *rc)
 	evrdma__chan_ref(ch);
 	if (rc->pool)
 		evrdma__rc_pool_pass(rc);
-	if ((rc->st & RC_EST) && !ch->freed && !ch->rd_ended) {
+	if ((rc->st & RC_EST) && !(ch->end & (CHE_FREED | CHE_RD_ENDED))) {
 		/* what the read callback writes or frees is sent below */
 		rc->st |= RC_PRE_SEND;
 		evrdma__rc_deliver(rc);
@@ -127,10 +128,10 @@ rc_pass(struct ch_rdma *rc)
 			evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		}
 	}
-	if ((rc->st & RC_PASS_RARE) || ch->peer_reset || ch->peer_eof ||
-	    ch->gone)
+	if ((rc->st & RC_PASS_RARE) ||
+	    (ch->end & (CHE_PEER_RESET | CHE_PEER_EOF | CHE_GONE)))
 		sent = rc_pass_rare(rc, sent);
-	if ((rc->st & RC_EST) && !ch->freed)
+	if ((rc->st & RC_EST) && !(ch->end & CHE_FREED))
 		evrdma__chan_sent(ch, sent > 0);
 	/* credits owed once the traffic paused go back then (RET_IDLE_MS):
 	 * not at once (a stream would send a CREDIT per pass), not never (a
@@ -374,7 +375,8 @@ own_closed(void *owner, int husk)
 {
 	struct ch_rdma *rc = owner;
 	struct evrdma_channel *ch = &rc->ch;
-	int never_handed = rc->passive && !(rc->st & RC_EST) && !ch->freed;
+	int never_handed = rc->passive && !(rc->st & RC_EST) &&
+	    !(ch->end & CHE_FREED);
 
 	if (rc->conn)
 		rc->ka_probes = rc->conn->ka_probes;
@@ -388,7 +390,7 @@ own_closed(void *owner, int husk)
 	rc->rmr = rc->smr = NULL;
 	evrdma__rc_drop_pending_writes(rc);
 	evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
-	if (!ch->gone)
+	if (!(ch->end & CHE_GONE))
 		evrdma__rc_judge_end(rc);
 	evrdma__chan_gone(ch);
 	if (rc->pool)
@@ -469,7 +471,7 @@ op_close(struct evrdma_channel *ch)
 	}
 	if (!ch->base)
 		return;		/* a husk: nothing left to close */
-	if (!rc_up(rc) || ch->peer_reset) {
+	if (!rc_up(rc) || (ch->end & CHE_PEER_RESET)) {
 		evrdma__rc_conn_free(rc);
 		return;
 	}
@@ -501,7 +503,7 @@ op_exiting(struct evrdma_channel *ch)
 	struct ch_rdma *rc = to_rc(ch);
 
 	if (!rc_up(rc) || (rc->st & RC_CLOSING) || rc->eof_sent ||
-	    ch->peer_reset)
+	    (ch->end & CHE_PEER_RESET))
 		return;
 	rc->st |= RC_CLOSING;
 	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)

@@ -172,7 +172,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			b->queued = 0;
 			evrdma__chan_recv(ch, p, len);
 			rb_release(rc, idx);
-			if (ch->freed)
+			if (ch->end & CHE_FREED)
 				return;
 			/* it may have put bytes in input: what comes next
 			 * goes there, behind them. (Asked only when something
@@ -192,7 +192,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			b->queued = 0;
 			rb_release(rc, idx);
 			evrdma__chan_sunk(ch);
-			if (ch->freed)
+			if (ch->end & CHE_FREED)
 				return;
 			have = evbuffer_get_length(ch->input);
 			continue;
@@ -215,9 +215,10 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		 * so that costs at most STAGE_MIN more, and a reader that
 		 * frees a few bytes at a time gets them, as from a socket,
 		 * without a reference per piece into one buffer) */
-		copy_ok = ch->gone || have + take <= rc->max_input ||
+		copy_ok = (ch->end & CHE_GONE) ||
+		    have + take <= rc->max_input ||
 		    room < STAGE_MIN;
-		ref_ok = ch->gone || rc->refs_held < rc->slots / 2;
+		ref_ok = (ch->end & CHE_GONE) || rc->refs_held < rc->slots / 2;
 		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
 			if (evrdma__chan_input_add(ch, p, take, NULL,
 			    NULL) < 0) {
@@ -282,7 +283,7 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 {
 	struct ch_rbuf *b = &rc->rb[idx];
 
-	if (rc->ch.peer_eof) {
+	if (rc->ch.end & CHE_PEER_EOF) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "data after EOF");
 		return;
@@ -420,7 +421,7 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		    evrdma__rc_take_loan(rc, &m) < 0)
 			return;
 		if (m.type == EVRDMA_CH_EOF) {
-			if (rc->ch.peer_eof) {
+			if (rc->ch.end & CHE_PEER_EOF) {
 				evrdma__rc_violation(rc, "a second EOF");
 				return;
 			}
@@ -492,7 +493,7 @@ evrdma__rc_waiting(struct ch_rdma *rc)
 {
 	if (rc->rx_head == rc->rx_tail)
 		return 0;
-	if (!rc->ch.gone)
+	if (!(rc->ch.end & CHE_GONE))
 		return 1;	/* more may still come in order */
 	if (rxq_ready(rc))
 		return 1;
