@@ -56,8 +56,11 @@ enum { SLOT_FREE, SLOT_STAGED, SLOT_POSTED, SLOT_RESERVED, SLOT_OPEN };
 #define SF_PULLED	0x04	/* the peer reported the pull done */
 
 /* spill chunks (chan_spill.c): at most this many bytes of them per
- * channel, as much as a socket's largest default send buffer twice over */
+ * channel, as much as a socket's largest default send buffer twice over,
+ * and of all channels of a base (peers that stop reading must not make a
+ * server pin 8 MiB for each of them) */
 #define RC_SPILL_MAX	(8u << 20)
+#define RC_SPILL_BASE_MAX	((size_t)64 << 20)
 /* ... used for a write's rest of this many chunks or more */
 #define RC_SPILL_MIN(rc)	((rc)->slots / 4 > 2 ? (rc)->slots / 4 : 2)
 enum { SPILL_FREE, SPILL_STAGED, SPILL_POSTED };

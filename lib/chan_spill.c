@@ -13,8 +13,9 @@
  * access only: the peer can neither read nor write it, and gets only the
  * bytes each message says. Its memory is the channel's to reuse once its
  * send completed or output dropped it. The chunks stay while they are in
- * use, up to RC_SPILL_MAX bytes per channel, and go back (deregistered)
- * once nothing is in flight and output is empty, and with the connection.
+ * use, up to RC_SPILL_MAX bytes per channel and RC_SPILL_BASE_MAX per
+ * base, and go back (deregistered) once nothing is in flight and output
+ * is empty, and with the connection.
  */
 #include "config.h"
 
@@ -67,7 +68,8 @@ spill_take(struct ch_rdma *rc)
 		if (!rc->spill)
 			return -1;
 	}
-	if (rc->spill_n == rc->spill_cap)
+	if (rc->spill_n == rc->spill_cap ||
+	    rc->ch.base->spill_bytes + chunk > RC_SPILL_BASE_MAX)
 		return -1;
 	s = &rc->spill[rc->spill_n];
 	s->ring = evrdma__ring_new(rc, 1, chunk, 0);
@@ -86,6 +88,7 @@ spill_take(struct ch_rdma *rc)
 	}
 	s->ring->slot[0].idx = rc->spill_n;
 	s->state = SPILL_FREE;
+	rc->ch.base->spill_bytes += chunk;
 	return (int)rc->spill_n++;
 }
 
@@ -149,6 +152,9 @@ spill_free_all(struct ch_rdma *rc)
 		s->ring->owner = NULL;
 		evrdma__ring_unref(s->ring);
 	}
+	/* (a base that is gone took every region with it) */
+	if (rc->ch.base)
+		rc->ch.base->spill_bytes -= (size_t)rc->spill_n * rc_chunk(rc);
 	free(rc->spill);
 	rc->spill = NULL;
 	rc->spill_n = rc->spill_cap = rc->spill_next = 0;
