@@ -16,6 +16,17 @@
 
 #include <sys/resource.h>
 
+/* A connected stream pair on the default ring (16 slots of 64 KiB), the
+ * reader reading when @p srv_read. */
+static void
+default_pair(struct dt_env *env, struct chp *p, int srv_read)
+{
+	memset(p, 0, sizeof(*p));
+	dt_env_init(env, NULL);
+	chp_open(p, env, EVRDMA_CHANNEL_STREAM, srv_read);
+	ck_assert_uint_eq(evrdma_channel_max_message(p->cli.ch), 64 * KiB);
+}
+
 /* ==== byte-exact streams of edge sizes ==== */
 
 static const size_t stream_sizes[] = {
@@ -29,10 +40,7 @@ stream_transfer(size_t total, int ms)
 	struct chp p;
 	uint64_t t0;
 
-	memset(&p, 0, sizeof(p));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
-	ck_assert_uint_eq(evrdma_channel_max_message(p.cli.ch), 64 * KiB);
+	default_pair(&env, &p, 1);
 	p.srv->drain = 1;
 	p.srv->rx_seed = p.cli.tx_seed = 0x5eed0000ull + total;
 	p.cli.tx_total = total;
@@ -114,9 +122,7 @@ START_TEST(channel_message_as_large_as_the_ring)
 	int k;
 
 	ck_assert_ptr_nonnull(buf);
-	memset(&p, 0, sizeof(p));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 0);
+	default_pair(&env, &p, 0);
 	CH_WAIT(env.eb, p.srv->ch != NULL, 5000);
 	if (_i == 0) {
 		evrdma_channel_setwatermark(p.srv->ch, EV_READ, WHOLE, 0);
@@ -722,10 +728,7 @@ START_TEST(channel_spill)
 	size_t off;
 
 	ck_assert_ptr_nonnull(buf);
-	memset(&p, 0, sizeof(p));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 0);
-	ck_assert_uint_eq(evrdma_channel_max_message(p.cli.ch), 64 * KiB);
+	default_pair(&env, &p, 0);
 	out = evrdma_channel_get_output(p.cli.ch);
 	p.srv->rx_seed = p.cli.tx_seed = 0x5b111ull;
 	mrs0 = sp_mrs(&env);
