@@ -174,6 +174,17 @@ slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 	return 0;
 }
 
+/* A message's send completed (its slot or chunk is free again): a pass
+ * is due if output waits for one, or a reservation that found none; send
+ * queue room to waiting pulls. */
+static inline __attribute__((always_inline)) void
+rc_send_done(struct ch_rdma *rc, const struct evrdma_wc *wc)
+{
+	if (!wc->status && (rc->ch.out_len ||
+	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
+		rc_schedule(rc);
+}
+
 static void
 rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
@@ -182,36 +193,43 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 
 	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
 	rc->sfifo_n--;
-	if (idx & RC_SPILL_TAG) {
-		if (evrdma__spill_sent(rc, idx & ~RC_SPILL_TAG) < 0) {
-			evrdma__rc_internal(rc, "a spill chunk's send "
-			    "completed, not in flight");
-			return;
-		}
-	} else {
-		/* a pull's slot is free once the peer has also done it */
-		rc->sflags[idx] |= SF_SENT;
-		if (!(rc->sflags[idx] & SF_PULL) ||
-		    (rc->sflags[idx] & SF_PULLED) || wc->status)
-			evrdma__slot_release(rc, idx);
+	/* a pull's slot is free once the peer has also done the pull */
+	rc->sflags[idx] |= SF_SENT;
+	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
+	    wc->status)
+		evrdma__slot_release(rc, idx);
+	rc_send_done(rc, wc);
+}
+
+/* A spilled message's send completed (rc_post_spill): its chunk is free.
+ * (A callback of its own: the slots' one runs for every message and tests
+ * nothing more.) */
+static void
+rc_spill_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+	unsigned tag = rc->sfifo[rc->sfifo_head];
+
+	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
+	rc->sfifo_n--;
+	if (!(tag & RC_SPILL_TAG) ||
+	    evrdma__spill_sent(rc, tag & ~RC_SPILL_TAG) < 0) {
+		evrdma__rc_internal(rc, "a spill chunk's send completed, not "
+		    "in flight");
+		return;
 	}
-	/* a free slot (or room for one more message in flight) matters
-	 * only to output waiting for one, or to a reservation that found
-	 * none; send queue room to waiting pulls */
-	if (!wc->status && (rc->ch.out_len ||
-	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
-		rc_schedule(rc);
+	rc_send_done(rc, wc);
 }
 
 /*
  * Post @p n bytes at @p off of @p mr as the next DATA message (a pull's
  * descriptor when @p pull), with the credits we owe; the caller checked
- * the peer's credits. @p tag goes to sfifo for its completion, @p len is
- * what it carries. (Inlined: every message comes here.)
+ * the peer's credits. @p tag goes to sfifo and @p cb gets its completion;
+ * @p len is what it carries. (Inlined: every message comes here.)
  */
 static inline __attribute__((always_inline)) int
 rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
-    size_t len, unsigned tag, int pull)
+    size_t len, unsigned tag, int pull, evrdma_req_cb cb)
 {
 	struct evrdma__ch_imm m;
 
@@ -222,7 +240,7 @@ rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
 	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
 	m.pull = (uint8_t)pull;
 	if (evrdma__conn_post_send_imm(rc->conn, mr, off, n,
-	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
+	    evrdma__ch_imm_encode(&m), cb, rc) < 0)
 		return -1;
 	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = tag;
 	if (pull)
@@ -267,7 +285,7 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
 		n = EVRDMA_CH_PULL_DESC_LEN;
 	}
-	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull);
+	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull, rc_send_cb);
 }
 
 /*
@@ -280,7 +298,7 @@ rc_post_spill(struct ch_rdma *rc, unsigned k, size_t n)
 	rc->spill[k].state = SPILL_POSTED;
 	evrdma__chan_output_took(&rc->ch, NULL, n);
 	return rc_post_msg(rc, rc->spill[k].mr, 0, n, n, k | RC_SPILL_TAG,
-	    0);
+	    0, rc_spill_cb);
 }
 
 /* Send the open write, then as much of output as the credits and our send
@@ -308,9 +326,14 @@ rc_send_data(struct ch_rdma *rc)
 		size_t n, off;
 		int idx = -1;
 
-		/* every message in flight has a slot, or is spilled: with
+		/* Every message in flight has a slot, or is spilled: with
 		 * spilled ones out, as many as there are slots at most (the
-		 * bound of sfifo and of the send queue's room for DATA) */
+		 * bound of sfifo and of the send queue's room for DATA).
+		 * (Not a slot's worth of room taken per spilled message
+		 * instead: slots staged behind spilled output then held the
+		 * room the output's front waited for, with nothing in
+		 * flight.) With that many out, their sends' completions
+		 * come: at most defer_max of them wait unsignaled. */
 		if (rc->spill_busy && rc->sfifo_n >= rc->slots)
 			break;	/* a completion resumes */
 		n = evrdma__chan_output_next(ch, rc_chunk(rc));

@@ -760,6 +760,16 @@ START_TEST(channel_spill)
 		ck_assert_uint_eq(evbuffer_get_length(out), 0);
 		/* nothing in flight, output empty: the chunks went back */
 		CH_WAIT(env.eb, sp_mrs(&env) == mrs0, 5000);
+		/* and so did the room they took: a 1 MiB write finds the
+		 * slots all free again (15 of them take it, the one left
+		 * over stays for the copy path), so nothing is spilled */
+		pat_fill(buf, SP_TOTAL, SP_WRITE, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
+		    0);
+		ck_assert_uint_eq(sp_mrs(&env), mrs0);
+		CH_WAIT(env.eb, p.srv->rx >= SP_TOTAL + SP_WRITE ||
+		    p.srv->ends || p.cli.ends, 20000);
+		ck_assert_uint_eq(p.srv->rx, SP_TOTAL + SP_WRITE);
 		ck_assert_int_eq(p.srv->ends, 0);
 		ck_assert_int_eq(p.cli.ends, 0);
 	} else if (_i == 1) {
