@@ -174,17 +174,6 @@ slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 	return 0;
 }
 
-/* A message's send completed (its slot or chunk is free again): a pass
- * is due if output waits for one, or a reservation that found none; send
- * queue room to waiting pulls. */
-static inline __attribute__((always_inline)) void
-rc_send_done(struct ch_rdma *rc, const struct evrdma_wc *wc)
-{
-	if (!wc->status && (rc->ch.out_len ||
-	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
-		rc_schedule(rc);
-}
-
 static void
 rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
@@ -198,73 +187,23 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
 	    wc->status)
 		evrdma__slot_release(rc, idx);
-	rc_send_done(rc, wc);
-}
-
-/* A spilled message's send completed (rc_post_spill): its chunk is free.
- * (A callback of its own: the slots' one runs for every message and tests
- * nothing more.) */
-static void
-rc_spill_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_rdma *rc = arg;
-	unsigned tag = rc->sfifo[rc->sfifo_head];
-
-	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
-	rc->sfifo_n--;
-	if (!(tag & RC_SPILL_TAG) ||
-	    evrdma__spill_sent(rc, tag & ~RC_SPILL_TAG) < 0) {
-		evrdma__rc_internal(rc, "a spill chunk's send completed, not "
-		    "in flight");
-		return;
-	}
-	rc_send_done(rc, wc);
+	/* a free slot matters only to output waiting for one, or to a
+	 * reservation that found none; send queue room to waiting pulls */
+	if (!wc->status && (rc->ch.out_len ||
+	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
+		rc_schedule(rc);
 }
 
 /*
- * Post @p n bytes at @p off of @p mr as the next DATA message (a pull's
- * descriptor when @p pull), with the credits we owe; the caller checked
- * the peer's credits. @p tag goes to sfifo and @p cb gets its completion;
- * @p len is what it carries. (Inlined: every message comes here.)
- */
-static inline __attribute__((always_inline)) int
-rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
-    size_t len, unsigned tag, int pull, evrdma_req_cb cb)
-{
-	struct evrdma__ch_imm m;
-
-	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
-		return -1;
-	/* out of credits, or of send slots that pulls hold: the peer
-	 * answers at once (evrdma__ch_credit_due) */
-	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
-	m.pull = (uint8_t)pull;
-	if (evrdma__conn_post_send_imm(rc->conn, mr, off, n,
-	    evrdma__ch_imm_encode(&m), cb, rc) < 0)
-		return -1;
-	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = tag;
-	if (pull)
-		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = tag;
-	rc->s_credits--;
-	rc->tx_msgs++;
-	rc->tx_bytes += len;
-	if (pull) {
-		rc->tx_pulls++;
-		rc->ch.base->stats.ch_pulled++;
-	} else {
-		rc->ch.base->stats.ch_written++;
-	}
-	return 0;
-}
-
-/*
- * Post send slot @p idx holding @p n bytes as the next DATA message.
- * (Inlined: every message comes here.)
+ * Post send slot @p idx holding @p n bytes as the next DATA message, with
+ * the credits we owe; the caller checked the peer's credits. (Inlined:
+ * every message comes here.)
  */
 static inline __attribute__((always_inline)) int
 rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 {
 	size_t off = (size_t)idx * rc->slot_size, len = n;
+	struct evrdma__ch_imm m;
 	int pull;
 
 	rc->sstate[idx] = SLOT_POSTED;
@@ -285,20 +224,28 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
 		n = EVRDMA_CH_PULL_DESC_LEN;
 	}
-	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull, rc_send_cb);
-}
-
-/*
- * Post spill chunk @p k, output's front, as the next DATA message of @p n
- * bytes, from where it is (it cannot be pulled: the peer may not read it).
- */
-static int
-rc_post_spill(struct ch_rdma *rc, unsigned k, size_t n)
-{
-	rc->spill[k].state = SPILL_POSTED;
-	evrdma__chan_output_took(&rc->ch, NULL, n);
-	return rc_post_msg(rc, rc->spill[k].mr, 0, n, n, k | RC_SPILL_TAG,
-	    0, rc_spill_cb);
+	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
+		return -1;
+	/* out of credits, or of send slots that pulls hold: the peer
+	 * answers at once (evrdma__ch_credit_due) */
+	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
+	m.pull = (uint8_t)pull;
+	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
+	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
+		return -1;
+	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = idx;
+	if (pull)
+		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = idx;
+	rc->s_credits--;
+	rc->tx_msgs++;
+	rc->tx_bytes += len;
+	if (pull) {
+		rc->tx_pulls++;
+		rc->ch.base->stats.ch_pulled++;
+	} else {
+		rc->ch.base->stats.ch_written++;
+	}
+	return 0;
 }
 
 /* Send the open write, then as much of output as the credits and our send
@@ -326,16 +273,6 @@ rc_send_data(struct ch_rdma *rc)
 		size_t n, off;
 		int idx = -1;
 
-		/* Every message in flight has a slot, or is spilled: with
-		 * spilled ones out, as many as there are slots at most (the
-		 * bound of sfifo and of the send queue's room for DATA).
-		 * (Not a slot's worth of room taken per spilled message
-		 * instead: slots staged behind spilled output then held the
-		 * room the output's front waited for, with nothing in
-		 * flight.) With that many out, their sends' completions
-		 * come: at most defer_max of them wait unsignaled. */
-		if (rc->spill_busy && rc->sfifo_n >= rc->slots)
-			break;	/* a completion resumes */
 		n = evrdma__chan_output_next(ch, rc_chunk(rc));
 		if (evrdma__chan_messages(ch)) {
 			if (n > rc_chunk(rc) || n > olen || !n) {
@@ -355,27 +292,14 @@ rc_send_data(struct ch_rdma *rc)
 		 * slot */
 		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
 		    (v.iov_len == n || (!evrdma__chan_messages(ch) &&
-		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2))) {
-			if ((uint8_t *)v.iov_base >= rc->sring->mem &&
-			    (uint8_t *)v.iov_base < rc->sring->mem +
-			    (size_t)rc->slots * rc->slot_size) {
-				off = (size_t)((uint8_t *)v.iov_base -
-				    rc->sring->mem);
-				if (off % rc->slot_size == 0 &&
-				    rc->sstate[off / rc->slot_size] ==
-				    SLOT_STAGED)
-					idx = (int)(off / rc->slot_size);
-			} else if (rc->spill_busy) {
-				int k = evrdma__spill_find(rc, v.iov_base);
-
-				if (k >= 0) {
-					if (rc_post_spill(rc, (unsigned)k,
-					    v.iov_len) < 0)
-						return -1;
-					sent = 1;
-					continue;
-				}
-			}
+		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) &&
+		    (uint8_t *)v.iov_base >= rc->sring->mem &&
+		    (uint8_t *)v.iov_base < rc->sring->mem +
+		    (size_t)rc->slots * rc->slot_size) {
+			off = (size_t)((uint8_t *)v.iov_base - rc->sring->mem);
+			if (off % rc->slot_size == 0 &&
+			    rc->sstate[off / rc->slot_size] == SLOT_STAGED)
+				idx = (int)(off / rc->slot_size);
 		}
 		if (idx >= 0) {
 			n = v.iov_len;
@@ -488,8 +412,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 		return 0;
 	}
 	if (!rc_up(rc) || !(ch->enabled & EV_WRITE) ||
-	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc) ||
-	    (rc->spill_busy && rc->sfifo_n >= rc->slots))
+	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc))
 		return -1;
 	idx = evrdma__slot_copy(rc, data, len);
 	if (idx < 0)
@@ -562,14 +485,13 @@ evrdma__rc_wopen_settle(struct ch_rdma *rc)
 
 /*
  * A write larger than a slot, in stream mode: as many whole slots of it as
- * are free (one stays for the copy path) are copied there and staged, as
- * much of the rest as the spill takes goes to chunks of it (chan_spill.c),
- * and what is left to output behind them. The bytes of a large write are
- * then copied once, not into output and again into a slot (a 1 MiB write
- * went at 60% of a 64 KiB one's speed). -1 when neither a slot nor the
- * spill has room, or output none for the rest (output takes it all), -2
- * when memory ran out after some of it was staged (a chain for a
- * reference could not be had; what was staged is sent).
+ * are free (one stays for the copy path) are copied there and staged, the
+ * rest goes to output behind them. Most bytes of a large write are then
+ * copied once, not into output and again into a slot (a 1 MiB write went
+ * at 60% of a 64 KiB one's speed). -1 when no slot is free or no room for
+ * the rest (output takes it all), -2 when memory ran out after some of it
+ * was staged (a chain for a reference could not be had; what was staged
+ * is sent).
  */
 static int
 rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
@@ -577,22 +499,15 @@ rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 	struct evbuffer *out = rc->ch.output;
 	size_t chunk = rc_chunk(rc), fit, rest;
 
-	fit = rc->sfree > 1 ? (size_t)(rc->sfree - 1) * chunk : 0;
-	/* The spill takes what the slots cannot, within its limit, when
-	 * that is a quarter of the ring or more: a smaller rest costs less
-	 * copied twice than registered (a chunk registered and given back
-	 * per 1 MiB ping-pong made its round trip 7% slower, bench/README.md) */
-	if (len > fit && len - fit >= RC_SPILL_MIN(rc) * chunk && rc_up(rc) &&
-	    rc->spill_busy * chunk < RC_SPILL_MAX)
-		fit += RC_SPILL_MAX - rc->spill_busy * chunk;
-	if (!fit)
+	if (rc->sfree <= 1)
 		return -1;
+	fit = (size_t)(rc->sfree - 1) * chunk;
 	rest = len > fit ? len - fit : 0;
 	/* room for the rest first: once a piece is staged, the write can
 	 * no longer fail */
 	if (rest && evbuffer_expand(out, rest) < 0)
 		return -1;
-	while (len > rest && rc->sfree > 1) {
+	while (len > rest) {
 		size_t n = len - rest < chunk ? len - rest : chunk;
 		int idx = evrdma__slot_copy(rc, p, n);
 
@@ -602,12 +517,6 @@ rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 			evrdma__slot_drop(rc, (unsigned)idx, n);
 			break;
 		}
-		p += n;
-		len -= n;
-	}
-	if (len > rest) {
-		size_t n = evrdma__spill_write(rc, out, p, len - rest);
-
 		p += n;
 		len -= n;
 	}
