@@ -321,8 +321,8 @@ evrdma__chan_check_end(struct evrdma_channel *ch, int waiting)
 	if ((ch->end & CHE_FREED) || !ch->connected ||
 	    !evrdma__base_user_ok(ch->base))
 		return;
-	if (!(ch->end & CHE_RD_ENDED) && (ch->end & (CHE_PEER_EOF | CHE_GONE)) &&
-	    !waiting &&
+	if (!(ch->end & CHE_RD_ENDED) &&
+	    (ch->end & (CHE_PEER_EOF | CHE_GONE)) && !waiting &&
 	    (evrdma__chan_reading(ch) || ((ch->end & CHE_GONE) &&
 	    !ch->out_len))) {
 		ch->end |= CHE_RD_ENDED;
@@ -436,8 +436,7 @@ evrdma__chan_orphan(struct evrdma_channel *ch)
 	evrdma__ev_free(ch->wr_timer);
 	ch->rd_timer = ch->wr_timer = NULL;
 	ch->base = NULL;
-	ch->end |= CHE_GONE;
-	ch->end |= CHE_RD_ENDED | CHE_WR_ENDED;
+	ch->end |= CHE_GONE | CHE_RD_ENDED | CHE_WR_ENDED;
 	if (!ch->error)
 		ch->error = EVRDMA_REASON_RESOURCE;
 }
