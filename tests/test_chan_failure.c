@@ -15,7 +15,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 /* ==== a peer in a process of its own ==== */
@@ -54,12 +53,9 @@ peer_fork(struct peer_proc *pp, void (*run)(int, uint64_t, int),
 
 	ck_assert_int_eq(pipe(to_child), 0);
 	ck_assert_int_eq(pipe(sig), 0);
-	pp->pid = fork();
+	pp->pid = tu_fork_tied(parent, 2);
 	ck_assert_int_ge(pp->pid, 0);
 	if (pp->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(2);
 		close(sig[0]);
 		close(to_child[1]);
 		if (read(to_child[0], &port, sizeof(port)) != sizeof(port))

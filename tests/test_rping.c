@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #ifndef EXAMPLES_DIR
@@ -54,13 +53,10 @@ rp_start(struct rp_proc *p, char *const argv[])
 	p->len = 0;
 	p->out[0] = '\0';
 	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
-	p->pid = fork();
+	/* (dies with the test process, however it ends) */
+	p->pid = tu_fork_tied(parent, 127);
 	ck_assert_int_ge(p->pid, 0);
 	if (p->pid == 0) {
-		/* die with the test process, however it ends */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
 		dup2(pfd[1], STDOUT_FILENO);
 		dup2(pfd[1], STDERR_FILENO);
 		execvp(argv[0], argv);

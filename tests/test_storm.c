@@ -1010,12 +1010,9 @@ START_TEST(storm_peer_process_killed)
 	ck_assert_int_eq(pipe(resp), 0);
 	ck_assert_int_eq(pipe(sig), 0);
 	/* before this process opens anything of RDMA */
-	k.spawner = fork();
+	k.spawner = tu_fork_tied(parent, 2);
 	ck_assert_int_ge(k.spawner, 0);
 	if (k.spawner == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(2);
 		close(req[1]);
 		close(resp[0]);
 		close(sig[0]);

@@ -7,13 +7,34 @@
 #ifndef EVRDMA_TESTUTIL_H_INCLUDED_
 #define EVRDMA_TESTUTIL_H_INCLUDED_
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+
+/**
+ * fork() a test's helper process, tied to the test: the child dies with
+ * it (PR_SET_PDEATHSIG), and exits with @p code at once when it is
+ * already gone (@p parent: the test's pid, read before the fork).
+ * @return as fork()
+ */
+static inline pid_t
+tu_fork_tied(pid_t parent, int code)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(code);
+	}
+	return pid;
+}
 
 /** The rdma_cm character device: its absence means no RDMA on this host. */
 #define TU_RDMA_CM_DEV "/dev/infiniband/rdma_cm"
