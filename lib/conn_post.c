@@ -16,7 +16,8 @@
 
 /* ---- posting ---- */
 
-/* (inlined: it runs before every message a channel sends) */
+/* (inlined: it runs before every batch of a channel's reposted receives;
+ * a channel's sends ask evrdma__conn_postable() alone) */
 static inline __attribute__((always_inline)) int
 conn_check_post(struct evrdma_conn *conn, int recv)
 {
