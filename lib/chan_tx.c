@@ -485,46 +485,47 @@ evrdma__rc_wopen_settle(struct ch_rdma *rc)
 
 /*
  * A write larger than a slot, in stream mode: as many whole slots of it as
- * are free (one stays for the copy path) are copied there and staged, the
- * rest goes to output behind them. Most bytes of a large write are then
+ * are free (one stays for the copy path) are copied there and staged, and
+ * the rest goes to output behind them. The bytes of a large write are then
  * copied once, not into output and again into a slot (a 1 MiB write went
- * at 60% of a 64 KiB one's speed). -1 when no slot is free or no room for
- * the rest (output takes it all), -2 when memory ran out after some of it
- * was staged (a chain for a reference could not be had; what was staged
- * is sent).
+ * at 60% of a 64 KiB one's speed). All or nothing, as bufferevent_write():
+ * the pieces are gathered in a buffer of their own and moved to output
+ * whole (moving chains allocates nothing), so memory that runs out part-way
+ * leaves output as it was and the staged slots free again (when they were
+ * put in output directly, a failed write had sent its first slots, and a
+ * caller that retried sent them twice: test_chan_stream's
+ * channel_write_out_of_memory). -1 when no slot is free or memory ran out:
+ * the caller's copy into output is then the write.
  */
 static int
 rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 {
-	struct evbuffer *out = rc->ch.output;
-	size_t chunk = rc_chunk(rc), fit, rest;
+	struct evbuffer *tmp;
+	size_t chunk = rc_chunk(rc);
 
-	if (rc->sfree <= 1)
+	if (rc->sfree <= 1 || !(tmp = evbuffer_new()))
 		return -1;
-	fit = (size_t)(rc->sfree - 1) * chunk;
-	rest = len > fit ? len - fit : 0;
-	/* room for the rest first: once a piece is staged, the write can
-	 * no longer fail */
-	if (rest && evbuffer_expand(out, rest) < 0)
-		return -1;
-	while (len > rest) {
-		size_t n = len - rest < chunk ? len - rest : chunk;
+	while (len && rc->sfree > 1) {
+		size_t n = len < chunk ? len : chunk;
 		int idx = evrdma__slot_copy(rc, p, n);
 
 		if (idx < 0)
 			break;
-		if (slot_stage(rc, out, (unsigned)idx, n) < 0) {
+		if (slot_stage(rc, tmp, (unsigned)idx, n) < 0) {
 			evrdma__slot_drop(rc, (unsigned)idx, n);
-			break;
+			goto fail;
 		}
 		p += n;
 		len -= n;
 	}
-	if (len && evbuffer_add(out, p, len) < 0) {
-		evrdma__fail(ENOMEM, "out of memory");
-		return -2;
-	}
+	if ((len && evbuffer_add(tmp, p, len) < 0) ||
+	    evbuffer_add_buffer(rc->ch.output, tmp) < 0)
+		goto fail;
+	evbuffer_free(tmp);
 	return 0;
+fail:
+	evbuffer_free(tmp);	/* (its staged slots free again) */
+	return -1;
 }
 
 /*

@@ -686,6 +686,105 @@ START_TEST(channel_backpressure)
 }
 END_TEST
 
+/* ==== a large write when memory runs out part-way ==== */
+
+/*
+ * libevent's allocations fail, while armed, from the fail_at-th one on.
+ * (event_set_mem_functions() takes no context argument, so this one state
+ * is the process's; Check runs each test in a process of its own, and
+ * disarmed the functions are malloc, realloc and free.)
+ */
+static struct {
+	int armed;
+	unsigned n, fail_at;
+} nomem;
+
+static void *
+nomem_malloc(size_t n)
+{
+	if (nomem.armed && ++nomem.n >= nomem.fail_at)
+		return NULL;
+	return malloc(n);
+}
+
+static void *
+nomem_realloc(void *p, size_t n)
+{
+	if (nomem.armed && ++nomem.n >= nomem.fail_at)
+		return NULL;
+	return realloc(p, n);
+}
+
+/*
+ * A write of 1 MiB into an idle channel goes mostly into free send slots,
+ * put in output by reference, and the rest into output. Memory that runs
+ * out anywhere on the way fails the whole write with ENOMEM, and none of
+ * its bytes reach the peer: a caller that retries must not send a part
+ * twice (bufferevent_write() is all or nothing too). Every allocation of
+ * the write is failed in turn; the stream stays byte-exact and the slots
+ * come back (the last writes go through the same path).
+ */
+START_TEST(channel_write_out_of_memory)
+{
+	struct dt_env env;
+	struct chp p;
+	uint8_t *buf = malloc(1 * MiB);
+	unsigned fail_at;
+	int failed = 0, ok = 0;
+
+	event_set_mem_functions(nomem_malloc, nomem_realloc, free);
+	ck_assert_ptr_nonnull(buf);
+	default_pair(&env, &p, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed = 0x0e0e0000ull;
+	for (fail_at = 1; fail_at <= 24; fail_at++) {
+		int r, err;
+
+		pat_fill(buf, p.cli.tx_queued, 1 * MiB, p.cli.tx_seed);
+		nomem.n = 0;
+		nomem.fail_at = fail_at;
+		nomem.armed = 1;
+		r = evrdma_channel_write(p.cli.ch, buf, 1 * MiB);
+		err = errno;
+		nomem.armed = 0;
+		if (r == 0) {
+			p.cli.tx_queued += 1 * MiB;
+			ok++;
+		} else {
+			ck_assert_int_eq(r, -1);
+			ck_assert_int_eq(err, ENOMEM);
+			failed++;
+		}
+		/* idle again before the next: the slots free */
+		CH_WAIT(env.eb, p.srv->rx >= p.cli.tx_queued || p.srv->ends ||
+		    p.cli.ends, 10000);
+		ch_loop_for(env.eb, 20);
+		ck_assert_uint_eq(p.srv->rx, p.cli.tx_queued);
+		ck_assert_uint_eq(evbuffer_get_length(
+		    evrdma_channel_get_output(p.cli.ch)), 0);
+	}
+	fprintf(stderr, "channel write out of memory: %d writes failed, "
+	    "%d went\n", failed, ok);
+	/* every allocation of a write was failed once, and a write that
+	 * needs no more than fail_at - 1 of them went */
+	ck_assert_int_gt(failed, 1);
+	ck_assert_int_gt(ok, 0);
+	/* and the ring is whole: 16 MiB more, byte-exact */
+	p.cli.tx_total = p.cli.tx_queued + 16 * MiB;
+	p.cli.pump_hi = 4 * MiB;
+	p.cli.pump_in_wcb = 1;
+	ep_pump(&p.cli);
+	CH_WAIT(env.eb, p.srv->rx >= p.cli.tx_total || p.srv->ends ||
+	    p.cli.ends, 60000);
+	ck_assert_uint_eq(p.srv->rx, p.cli.tx_total);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.ends, 0);
+	free(buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a message queued before connect, too big for the peer ==== */
 
 /* What the client's event callback and the listener saw. */
@@ -791,6 +890,7 @@ dt_suite_chan_stream(void)
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
 	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
+	tcase_add_test(tc, channel_write_out_of_memory);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stream-64mib");
