@@ -251,6 +251,7 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  * and writing after the connection is over is accepted: the bytes wait in
  * output, and BEV_EVENT_ERROR | BEV_EVENT_WRITING tells that they cannot
  * go.
+ * All or nothing: after -1, no byte of @p data is written.
  * @return 0, or -1 with errno EINVAL (no channel, no data, or an empty
  *   message), EMSGSIZE (message too large), EPIPE (after our own
  *   evrdma_channel_shutdown()) or ENOMEM
