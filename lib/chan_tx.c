@@ -248,6 +248,49 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	return 0;
 }
 
+/* The staged send slot whose bytes begin at @p p, or -1. */
+static int
+rc_staged_at(const struct ch_rdma *rc, const void *p)
+{
+	size_t off;
+
+	if ((const uint8_t *)p < rc->sring->mem ||
+	    (const uint8_t *)p >= rc->sring->mem +
+	    (size_t)rc->slots * rc->slot_size)
+		return -1;
+	off = (size_t)((const uint8_t *)p - rc->sring->mem);
+	if (off % rc->slot_size || rc->sstate[off / rc->slot_size] !=
+	    SLOT_STAGED)
+		return -1;
+	return (int)(off / rc->slot_size);
+}
+
+/*
+ * Stream mode, output's front not a slot's worth of staged bytes: how much
+ * of the @p n bytes due to copy into a slot. Not into a staged slot of
+ * half a message or more behind it: a copy that took its first bytes would
+ * leave the rest of it, and of every staged slot after it, off its slot's
+ * start, so each would be copied in turn (a small write in front of a run
+ * of large ones had every one of them copied twice). The bytes before it
+ * go alone instead.
+ */
+static size_t
+rc_copy_len(const struct ch_rdma *rc, size_t n)
+{
+	struct evbuffer_iovec v[4];
+	size_t before = 0;
+	int k, i;
+
+	k = evbuffer_peek(rc->ch.output, (ev_ssize_t)n, NULL, v, 4);
+	for (i = 0; i < k && i < 4 && before < n; i++) {
+		if (before && v[i].iov_len >= rc_chunk(rc) / 2 &&
+		    rc_staged_at(rc, v[i].iov_base) >= 0)
+			return before;
+		before += v[i].iov_len;
+	}
+	return n;
+}
+
 /* Send the open write, then as much of output as the credits and our send
  * ring allow: 1 when something went, 0 when nothing did, -1 on failure. */
 static int
@@ -270,7 +313,7 @@ rc_send_data(struct ch_rdma *rc)
 	while (((ch->enabled & EV_WRITE) || (rc->st & RC_CLOSING)) &&
 	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len)) {
 		struct evbuffer_iovec v;
-		size_t n, off;
+		size_t n;
 		int idx = -1;
 
 		n = evrdma__chan_output_next(ch, rc_chunk(rc));
@@ -290,17 +333,14 @@ rc_send_data(struct ch_rdma *rc)
 		 * it to coalesce would cost more than the slot space saved):
 		 * post it where it is; anything else is copied into a free
 		 * slot */
-		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) == 1 &&
-		    (v.iov_len == n || (!evrdma__chan_messages(ch) &&
-		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) &&
-		    (uint8_t *)v.iov_base >= rc->sring->mem &&
-		    (uint8_t *)v.iov_base < rc->sring->mem +
-		    (size_t)rc->slots * rc->slot_size) {
-			off = (size_t)((uint8_t *)v.iov_base - rc->sring->mem);
-			if (off % rc->slot_size == 0 &&
-			    rc->sstate[off / rc->slot_size] == SLOT_STAGED)
-				idx = (int)(off / rc->slot_size);
-		}
+		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) != 1)
+			break;	/* (out_len says it is not empty) */
+		if (!evrdma__chan_messages(ch) && v.iov_len < n &&
+		    v.iov_len < rc_chunk(rc) / 2)
+			n = rc_copy_len(rc, n);
+		if (v.iov_len == n || (!evrdma__chan_messages(ch) &&
+		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2))
+			idx = rc_staged_at(rc, v.iov_base);
 		if (idx >= 0) {
 			n = v.iov_len;
 			rc->sstate[idx] = SLOT_POSTED;
