@@ -226,9 +226,11 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	}
 	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
 		return -1;
-	/* out of credits, or of send slots that pulls hold: the peer
-	 * answers at once (evrdma__ch_credit_due) */
-	m.starved = rc->s_credits == 1 || (pull && !rc->sfree);
+	/* out of credits, or of send slots while pulls hold some (this one
+	 * or earlier ones): the peer answers at once
+	 * (evrdma__ch_credit_due), as the next message may wait for their
+	 * slots */
+	m.starved = rc->s_credits == 1 || (!rc->sfree && (pull || rc->spq_n));
 	m.pull = (uint8_t)pull;
 	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
 	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
@@ -418,9 +420,12 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	 * Soft-RoCE its completion, back within microseconds, kept the loop
 	 * awake while the reply was on its way, and without it a 64 B round
 	 * trip took longer (stop 23's A/B and this one's, bench/README.md).
+	 * Never with no send slot free: the next message may need the slot
+	 * of one of these, and without the completion no send follows
+	 * (test_chan_stream's channel_copy_behind_staged_slots stood still).
 	 */
-	evrdma__conn_uncork(rc->conn, rc->ch.base->cfg.busy_poll_us > 0 ||
-	    ch->out_len > 0);
+	evrdma__conn_uncork(rc->conn, (rc->ch.base->cfg.busy_poll_us > 0 ||
+	    ch->out_len > 0) && rc->sfree > 0);
 	return sent;
 }
 

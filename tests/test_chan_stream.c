@@ -785,6 +785,48 @@ START_TEST(channel_write_out_of_memory)
 }
 END_TEST
 
+/* ==== output that needs a slot in front of staged slots ==== */
+
+/*
+ * Output holds bytes that must be copied into a send slot (added to the
+ * output buffer directly), and behind them writes staged in every slot
+ * but one. The copy takes that one; the next copy needs it back, so its
+ * send must complete, not wait unsignaled for a later send that cannot
+ * come (the stream stood still: a 1 MiB write behind output that had no
+ * free slot crawled at 1 MB/s in bench runs, six seconds between moves).
+ */
+START_TEST(channel_copy_behind_staged_slots)
+{
+	struct dt_env env;
+	struct chp p;
+	size_t plain = 1 * MiB, staged = 15 * 64 * KiB;
+	uint8_t *buf = malloc(plain + staged);
+
+	ck_assert_ptr_nonnull(buf);
+	default_pair(&env, &p, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed = 0x5ca1ab1eull;
+	pat_fill(buf, 0, plain + staged, p.cli.tx_seed);
+	ck_assert_int_eq(evrdma_channel_disable(p.cli.ch, EV_WRITE), 0);
+	ck_assert_int_eq(evbuffer_add(evrdma_channel_get_output(p.cli.ch),
+	    buf, plain), 0);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf + plain, staged),
+	    0);
+	p.cli.tx_queued = plain + staged;
+	ck_assert_int_eq(evrdma_channel_enable(p.cli.ch, EV_WRITE), 0);
+	CH_WAIT(env.eb, p.srv->rx >= plain + staged || p.srv->ends ||
+	    p.cli.ends, 10000);
+	ck_assert_uint_eq(p.srv->rx, plain + staged);
+	ck_assert_uint_eq(evbuffer_get_length(
+	    evrdma_channel_get_output(p.cli.ch)), 0);
+	ck_assert_int_eq(p.srv->ends, 0);
+	ck_assert_int_eq(p.cli.ends, 0);
+	free(buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a message queued before connect, too big for the peer ==== */
 
 /* What the client's event callback and the listener saw. */
@@ -891,6 +933,7 @@ dt_suite_chan_stream(void)
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
 	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
 	tcase_add_test(tc, channel_write_out_of_memory);
+	tcase_add_test(tc, channel_copy_behind_staged_slots);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stream-64mib");
