@@ -26,6 +26,17 @@ default_pair(struct dt_env *env, struct chp *p, int srv_read)
 	ck_assert_uint_eq(evrdma_channel_max_message(p->cli.ch), 64 * KiB);
 }
 
+/* The end of a test on such a pair: neither side ended; close it all. */
+static void
+pair_done(struct dt_env *env, struct chp *p, void *buf)
+{
+	ck_assert_int_eq(p->srv->ends, 0);
+	ck_assert_int_eq(p->cli.ends, 0);
+	free(buf);
+	chp_close(p);
+	dt_env_fini(env);
+}
+
 /* ==== byte-exact streams of edge sizes ==== */
 
 static const size_t stream_sizes[] = {
@@ -149,11 +160,7 @@ START_TEST(channel_message_as_large_as_the_ring)
 	ck_assert_uint_eq(p.srv->max_in, WHOLE);
 	if (_i == 0)	/* the watermark held the callback back */
 		ck_assert_int_eq(p.srv->nread, 4);
-	ck_assert_int_eq(p.srv->ends, 0);
-	ck_assert_int_eq(p.cli.ends, 0);
-	free(buf);
-	chp_close(&p);
-	dt_env_fini(&env);
+	pair_done(&env, &p, buf);
 }
 END_TEST
 
@@ -777,11 +784,7 @@ START_TEST(channel_write_out_of_memory)
 	CH_WAIT(env.eb, p.srv->rx >= p.cli.tx_total || p.srv->ends ||
 	    p.cli.ends, 60000);
 	ck_assert_uint_eq(p.srv->rx, p.cli.tx_total);
-	ck_assert_int_eq(p.srv->ends, 0);
-	ck_assert_int_eq(p.cli.ends, 0);
-	free(buf);
-	chp_close(&p);
-	dt_env_fini(&env);
+	pair_done(&env, &p, buf);
 }
 END_TEST
 
@@ -819,11 +822,7 @@ START_TEST(channel_copy_behind_staged_slots)
 	ck_assert_uint_eq(p.srv->rx, plain + staged);
 	ck_assert_uint_eq(evbuffer_get_length(
 	    evrdma_channel_get_output(p.cli.ch)), 0);
-	ck_assert_int_eq(p.srv->ends, 0);
-	ck_assert_int_eq(p.cli.ends, 0);
-	free(buf);
-	chp_close(&p);
-	dt_env_fini(&env);
+	pair_done(&env, &p, buf);
 }
 END_TEST
 
