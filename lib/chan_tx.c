@@ -335,8 +335,11 @@ rc_send_data(struct ch_rdma *rc)
 		 * it to coalesce would cost more than the slot space saved):
 		 * post it where it is; anything else is copied into a free
 		 * slot */
-		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) != 1)
-			break;	/* (out_len says it is not empty) */
+		if (evbuffer_peek(ch->output, -1, NULL, &v, 1) != 1) {
+			evrdma__rc_internal(rc, "output empty, its length "
+			    "not");
+			return -1;
+		}
 		if (!evrdma__chan_messages(ch) && v.iov_len < n &&
 		    v.iov_len < rc_chunk(rc) / 2)
 			n = rc_copy_len(rc, n);
