@@ -125,7 +125,7 @@ static const struct {
 	{ "device-chan-compare", dt_suite_chan_compare, 0 },
 	{ "device-chan-attack", dt_suite_chan_attack, 0 },
 	{ "device-chan-fast", dt_suite_chan_fast, 0 },
-	{ "device-chan-starved", dt_suite_chan_starved, 0 },
+	{ "device-chan-pull", dt_suite_chan_pull, 0 },
 	{ "device-chan-isolation", dt_suite_chan_isolation, 0 },
 	{ "device-chan-stream", dt_suite_chan_stream, 0 },
 	{ "device-bev", bt_suite_bev, 0 },
