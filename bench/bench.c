@@ -1318,6 +1318,13 @@ out:
 	if (b.tcp_lst)
 		evconnlistener_free(b.tcp_lst);
 	if (b.base) {
+		/* how the channel's data messages went: the peer pulled
+		 * them, or they were sent (on a software device the side
+		 * that posts the request does the copying) */
+		evrdma_base_get_stats(b.base, &st, sizeof(st));
+		if (st.ch_pulled + st.ch_written)
+			printf("# data messages: %llu pulled, %llu sent\n",
+			    st.ch_pulled, st.ch_written);
 		do
 			evrdma_base_get_stats(b.base, &st, sizeof(st));
 		while (st.conns > 0 &&
