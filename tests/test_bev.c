@@ -826,7 +826,7 @@ static const char *const fc_names[FC_N] = {
 #define FC_S_SEED	0xfc05e7e7ull
 #define FC_IN		(32 * KiB)	/* (a) what the client gets */
 #define FC_PENDING	(4 * KiB)	/* (a) what it writes, then frees */
-#define FC_DATA		(2 * MiB)	/* (b), (d): more than the ring takes */
+#define FC_DATA		(4 * MiB)	/* (b), (d): more than the channel takes */
 #define FC_LOW		(1 * MiB)	/* (b) the write low watermark */
 #define FC_EARLY	1000		/* (c) written before connecting */
 #define FC_HIGH		1000		/* (e) the server's high watermark */

@@ -33,8 +33,9 @@
  * BEV_EVENT_ERROR and BEV_EVENT_TIMEOUT with BEV_EVENT_READING or
  * BEV_EVENT_WRITING as a socket reports them, EOF and errors after every
  * received byte. The channel's output plays the kernel's send buffer: it
- * takes written bytes up to the ring's size (slots * slot size); beyond
- * that they wait in the bufferevent's output and the write callback waits.
+ * takes written bytes up to twice the ring's size (slots * slot size);
+ * beyond that they wait in the bufferevent's output and the write callback
+ * waits.
  * Where it differs from a socket bufferevent, because libevent offers no
  * public way or because the transport knows more:
  *  - Enabling EV_WRITE with nothing to write gives no write callback (a
@@ -44,7 +45,7 @@
  *    few milliseconds of bufferevent_enable(bev, EV_WRITE) (libevent 2.1's
  *    filter does not pass that enable on, libevent PR 613; the adapter
  *    looks, backing off from 1 to 64 ms, only while output is so held).
- *  - Written bytes go to the channel (up to its ring) even when the
+ *  - Written bytes go to the channel (up to twice its ring) even when the
  *    bufferevent is freed right after the write, and are sent; a socket
  *    bufferevent frees what it had not yet written to the kernel.
  *  - bufferevent_getfd() returns -1. To shut down writing (the peer gets
