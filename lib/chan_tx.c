@@ -199,9 +199,10 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
  * the ring, or half while output holds more than the ring. We are then
  * behind, and our CPU copies those bytes twice (into output, then into a
  * slot): the peer's should move more of them. (1 MiB writes, which keep
- * output that deep: 26% of the messages pulled and 121 MB/s -> 50% and
- * 156 MB/s, Soft-RoCE; 64 KiB writes, whose output stays shallower, lost
- * a quarter of their rate with half the ring always, and keep theirs.) A
+ * output that deep: 26% of the messages pulled and 123 MB/s -> 50% and
+ * 150 MB/s on Soft-RoCE, bench/ab-bw; 64 KiB writes, whose output stays
+ * shallower, lost a quarter of their rate with half the ring always, and
+ * keep theirs.) A
  * peer returns pulls done a quarter of the ring at a time
  * (evrdma__ch_credit_due), and with no more out than that ours stopped
  * until each return arrived.
