@@ -293,6 +293,13 @@ rc_chunk(const struct ch_rdma *rc)
 	    rc->peer_slot_size : rc->slot_size;
 }
 
+/* the send slots' bytes (the pull descriptors follow them) */
+static inline size_t
+slots_len(const struct ch_rdma *rc)
+{
+	return (size_t)rc->slots * rc->slot_size;
+}
+
 static inline uint8_t *
 slot_mem(struct ch_rdma *rc, unsigned idx)
 {

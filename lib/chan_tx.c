@@ -198,21 +198,20 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
  * How many of our messages the peer may have to pull at once: a quarter of
  * the ring, or half while output holds more than the ring. We are then
  * behind, and our CPU copies those bytes twice (into output, then into a
- * slot): the peer's should move more of them. (1 MiB writes, which keep
- * output that deep: 26% of the messages pulled and 123 MB/s -> 50% and
- * 150 MB/s on Soft-RoCE, bench/ab-bw; 64 KiB writes, whose output stays
- * shallower, lost a quarter of their rate with half the ring always, and
- * keep theirs.) A
- * peer returns pulls done a quarter of the ring at a time
- * (evrdma__ch_credit_due), and with no more out than that ours stopped
- * until each return arrived.
+ * slot): the peer's should move more of them. A peer returns pulls done a
+ * quarter of the ring at a time (evrdma__ch_credit_due), and with no more
+ * out than that ours stopped until each return arrived. (1 MiB writes,
+ * which keep output that deep: 26% of the messages pulled and 123 MB/s ->
+ * 50% and 150 MB/s on Soft-RoCE, bench/ab-bw; 64 KiB writes, whose output
+ * stays shallower, lost a quarter of their rate with half the ring
+ * always, and keep theirs.)
  */
 static inline unsigned
 rc_pull_limit(const struct ch_rdma *rc)
 {
-	unsigned q = rc->slots / 4 ? rc->slots / 4 : 1;
+	unsigned q = evrdma__ch_quarter(rc->slots);
 
-	return rc->ch.out_len > (size_t)rc->slots * rc->slot_size ? 2 * q : q;
+	return rc->ch.out_len > slots_len(rc) ? 2 * q : q;
 }
 
 /*
@@ -240,7 +239,7 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 		 * where: a descriptor after the slots */
 		struct evrdma__ch_pull d = { idx, (uint32_t)n };
 
-		off = (size_t)rc->slots * rc->slot_size +
+		off = slots_len(rc) +
 		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
 		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
 		n = EVRDMA_CH_PULL_DESC_LEN;
@@ -278,8 +277,7 @@ rc_staged_at(const struct ch_rdma *rc, const void *p)
 	size_t off;
 
 	if ((const uint8_t *)p < rc->sring->mem ||
-	    (const uint8_t *)p >= rc->sring->mem +
-	    (size_t)rc->slots * rc->slot_size)
+	    (const uint8_t *)p >= rc->sring->mem + slots_len(rc))
 		return -1;
 	off = (size_t)((const uint8_t *)p - rc->sring->mem);
 	if (off % rc->slot_size || rc->sstate[off / rc->slot_size] !=

@@ -259,6 +259,15 @@ evrdma__ch_can_send(unsigned data_credits)
 	return data_credits > 0;
 }
 
+/* A quarter of a ring of @p slots, at least one: the batch in which a
+ * receiver returns credits and pulls done, and what a sender lets it pull
+ * at once (twice that while the sender is behind). */
+static inline unsigned
+evrdma__ch_quarter(unsigned slots)
+{
+	return slots / 4 ? slots / 4 : 1;
+}
+
 /*
  * Receiver: a CREDIT message is due (returns that would otherwise wait for
  * our next DATA): a quarter of the ring of data credits (one when the peer
@@ -272,7 +281,7 @@ evrdma__ch_credit_due(unsigned data_owed, unsigned ctrl_owed,
     unsigned pulls_owed, int pulls_pending, unsigned slots, unsigned ctrl,
     int peer_starved)
 {
-	unsigned q = slots / 4 ? slots / 4 : 1;
+	unsigned q = evrdma__ch_quarter(slots);
 	unsigned c = ctrl / 2 > 2 ? ctrl / 2 : 2;
 
 	/* nothing owed, nothing due: most passes of a stream or a
