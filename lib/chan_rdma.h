@@ -93,11 +93,15 @@ struct ch_ring {
 struct ch_rbuf {
 	uint32_t len;			/* the message's bytes */
 	uint32_t off;			/* of which already in input */
-	uint32_t pslot;			/* a pull: the peer's send slot */
+	uint32_t pslot;			/* a pull: the peer's send slot, or
+					 * RB_WIDE: at paddr (prkey) */
 	uint32_t refs;			/* input references into it */
 	uint8_t state;			/* RB_* */
 	uint8_t queued;			/* in rxq: not all in input yet */
+	uint32_t prkey;			/* a wide pull: the peer's spill */
+	uint64_t paddr;
 };
+#define RB_WIDE		UINT32_MAX
 
 /*
  * A channel's state, one word (ch_rdma.st), so that the pass and the

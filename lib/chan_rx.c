@@ -311,7 +311,9 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 			return;
 		}
 		b->len = d.len;
-		b->pslot = d.slot;
+		b->pslot = d.wide ? RB_WIDE : d.slot;
+		b->paddr = d.addr;
+		b->prkey = d.rkey;
 		b->state = RB_PULL;
 		rc->pull_wait++;
 	} else {
@@ -467,11 +469,19 @@ evrdma__rc_post_pulls(struct ch_rdma *rc)
 		struct ch_rbuf *b = &rc->rb[idx];
 
 		if (b->state == RB_PULL) {
+			/* from its send ring, or (wide) from its spill: what
+			 * the peer named is its own memory, and a wrong name
+			 * fails the READ, and the connection with it */
+			struct evrdma_remote wide = { b->paddr, b->len,
+			    b->prkey };
+			int w = b->pslot == RB_WIDE;
+
 			if (rc->pull_out >= rc->pull_cap)
 				break;	/* rc_pull_cb resumes */
 			if (evrdma_conn_post_read(rc->conn, rc->rmr,
-			    (size_t)idx * rc->slot_size, b->len, &rc->peer_src,
-			    (uint64_t)b->pslot * rc->peer_slot_size,
+			    (size_t)idx * rc->slot_size, b->len,
+			    w ? &wide : &rc->peer_src,
+			    w ? 0 : (uint64_t)b->pslot * rc->peer_slot_size,
 			    rc_pull_cb, &rc->rring->slot[idx]) < 0) {
 				if (errno == EAGAIN)
 					break;	/* a completion resumes */

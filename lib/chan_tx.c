@@ -237,7 +237,7 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	if (pull) {
 		/* the peer READs the bytes where they are; we send only
 		 * where: a descriptor after the slots */
-		struct evrdma__ch_pull d = { idx, (uint32_t)n };
+		struct evrdma__ch_pull d = { idx, (uint32_t)n, 0, 0, 0 };
 
 		off = slots_len(rc) +
 		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;

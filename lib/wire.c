@@ -129,7 +129,7 @@ evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
 /* ---- channel handshake ----
  *
  *  0 2 magic "CH"        12 4 pull size P
- *  2 1 version (2)       16 4 send ring rkey (0: not pullable)
+ *  2 1 version (4)       16 4 send ring rkey (0: not pullable)
  *  3 1 mode              20 8 send ring base address
  *  4 2 slots R           28 4 FNV-1a of bytes 0..27
  *  6 1 control credits C
@@ -264,12 +264,19 @@ evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m)
 
 /* ---- pull descriptors ---- */
 
-void
-evrdma__ch_pull_encode(uint8_t out[EVRDMA_CH_PULL_DESC_LEN],
+size_t
+evrdma__ch_pull_encode(uint8_t *out,
     const struct evrdma__ch_pull *p)
 {
+	if (p->wide) {
+		put64(out, p->addr);
+		put32(out + 8, p->rkey);
+		put32(out + 12, p->len);
+		return EVRDMA_CH_PULL_WIDE_LEN;
+	}
 	put32(out, p->slot);
 	put32(out + 4, p->len);
+	return EVRDMA_CH_PULL_DESC_LEN;
 }
 
 int
@@ -279,6 +286,22 @@ evrdma__ch_pull_decode(const uint8_t *buf, size_t len, unsigned peer_slots,
 {
 	struct evrdma__ch_pull d;
 
+	memset(&d, 0, sizeof(d));
+	if (len == EVRDMA_CH_PULL_WIDE_LEN) {
+		d.wide = 1;
+		d.addr = get64(buf);
+		d.rkey = get32(buf + 8);
+		d.len = get32(buf + 12);
+		/* (the READ's range must not wrap: the device would refuse
+		 * it anyway, but nothing out of range is accepted here) */
+		if (d.len == 0 || d.len > our_slot_size ||
+		    d.addr > UINT64_MAX - d.len) {
+			*why = "pull length out of range";
+			return -1;
+		}
+		*p = d;
+		return 0;
+	}
 	if (len != EVRDMA_CH_PULL_DESC_LEN) {
 		*why = "bad pull descriptor length";
 		return -1;

@@ -56,9 +56,9 @@ int evrdma__hs_decode(const uint8_t *buf, size_t len, struct evrdma__hs *hs);
 int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
     const uint8_t **data, size_t *data_len, int *version_bad);
 
-/* ---- the channel protocol, version 2 ---- */
+/* ---- the channel protocol, version 4 ---- */
 
-#define EVRDMA_CH_VERSION	3
+#define EVRDMA_CH_VERSION	4
 #define EVRDMA_CH_HS_LEN	32
 #define EVRDMA_CH_SLOTS_MIN	2
 #define EVRDMA_CH_SLOTS_MAX	4096
@@ -67,6 +67,8 @@ int evrdma__hs_payload(const uint8_t *buf, size_t len, int type,
 #define EVRDMA_CH_CTRL_MIN	2	/* see evrdma__ch_credit_due() */
 #define EVRDMA_CH_CTRL_MAX	255
 #define EVRDMA_CH_PULL_DESC_LEN	8
+/* a pull from the sender's spill: address, rkey, length */
+#define EVRDMA_CH_PULL_WIDE_LEN	16
 #define EVRDMA_CH_HS_LEND	0x80	/* the mode byte's LEND bit */
 /* a lending side's peer starts with no data credit: the lender grants
  * the first once the connection is established and the pool has
@@ -146,18 +148,26 @@ uint32_t evrdma__ch_imm_encode(const struct evrdma__ch_imm *m);
 int evrdma__ch_imm_decode(uint32_t imm, struct evrdma__ch_imm *m);
 
 /* A pull: which slot of the sender's send ring holds the message, and
- * how long it is. */
+ * how long it is; or (wide) where in the sender's spill it is: the
+ * address and rkey of memory the sender registered for its peer. */
 struct evrdma__ch_pull {
-	uint32_t slot;
+	uint32_t slot;		/* (not wide) */
 	uint32_t len;
+	uint64_t addr;		/* (wide) */
+	uint32_t rkey;		/* (wide) */
+	uint8_t wide;
 };
 
-void evrdma__ch_pull_encode(uint8_t out[EVRDMA_CH_PULL_DESC_LEN],
+/* Write the descriptor of @p p (its ->wide says which) at @p out: its length,
+ * EVRDMA_CH_PULL_DESC_LEN or EVRDMA_CH_PULL_WIDE_LEN. */
+size_t evrdma__ch_pull_encode(uint8_t *out,
     const struct evrdma__ch_pull *p);
 /*
- * Decode and check a pull descriptor of @p len bytes against the peer's
- * send ring (@p peer_slots slots of @p peer_slot_size) and our receive
- * buffer (@p our_slot_size): 0, or -1 with *why naming the violation.
+ * Decode and check a pull descriptor of @p len bytes: a slot of the
+ * peer's send ring (@p peer_slots slots of @p peer_slot_size), or a wide
+ * one (any address and rkey: they name the peer's own memory, and a
+ * wrong one only fails the READ). Either must fit our receive buffer
+ * (@p our_slot_size): 0, or -1 with *why naming the violation.
  */
 int evrdma__ch_pull_decode(const uint8_t *buf, size_t len,
     unsigned peer_slots, uint32_t peer_slot_size, uint32_t our_slot_size,

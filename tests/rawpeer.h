@@ -25,7 +25,7 @@
 
 #define RP_RECV_BIT	(1ull << 63)	/* in the wr_id of receives */
 /* the channel protocol version it speaks (doc/channel-protocol.md) */
-#define RP_CH_VERSION	3
+#define RP_CH_VERSION	4
 
 /* What the peer saw of one completion. */
 struct rp_wc {

@@ -128,6 +128,7 @@ enum {
 	PV_CREDITS, PV_EMPTY, PV_TYPE3, PV_PULL_CREDIT, PV_PULL_NO_SRC,
 	PV_PULL_DESC_LEN, PV_PULL_SLOT, PV_PULL_LONG, PV_PDONE, PV_RETURN,
 	PV_CTRL, PV_AFTER_EOF, PV_EOF_TWICE, PV_LONG, PV_WRITE_IMM,
+	PV_WIDE_NO_SRC, PV_WIDE_LONG, PV_WIDE_WRAP, PV_WIDE_NOWHERE,
 	PV_COUNT
 };
 static const char *const pv_names[PV_COUNT] = {
@@ -138,7 +139,11 @@ static const char *const pv_names[PV_COUNT] = {
 	"a pull longer than a slot", "pulls reported done never made",
 	"credits returned that were not lent", "control beyond its credits",
 	"DATA after EOF", "a second EOF", "a message longer than a slot",
-	"an RDMA WRITE WITH IMMEDIATE instead of a SEND"
+	"an RDMA WRITE WITH IMMEDIATE instead of a SEND",
+	"a wide pull from a peer without a send ring",
+	"a wide pull longer than a slot",
+	"a wide pull whose range wraps the address space",
+	"a wide pull of memory the peer never registered"
 };
 /* what the victim logs: it caught the violation itself (NULL: the device
  * fails the connection, the reason is QP_FATAL) */
@@ -149,7 +154,12 @@ static const char *const pv_why[PV_COUNT] = {
 	"pull from a slot the peer's ring does not have",
 	"pull length out of range", "pulls acknowledged that were not made",
 	"credits returned that were not lent", "control beyond its credits",
-	"data after EOF", "a second EOF", NULL, NULL
+	"data after EOF", "a second EOF", NULL, NULL,
+	"pull not offered", "pull length out of range",
+	"pull length out of range",
+	/* the victim's READ fails at the peer's device: the peer can name
+	 * only its own memory, and a wrong name costs it the connection */
+	NULL
 };
 
 static void
@@ -165,6 +175,22 @@ pv_desc(struct rawpeer *rp, size_t off, uint32_t slot, uint32_t len)
 	d[5] = (uint8_t)(len >> 16);
 	d[6] = (uint8_t)(len >> 8);
 	d[7] = (uint8_t)len;
+}
+
+/* A wide pull descriptor (the sender's spill): address, rkey, length. */
+static void
+pv_wide(struct rawpeer *rp, size_t off, uint64_t addr, uint32_t rkey,
+    uint32_t len)
+{
+	uint8_t *d = rp->mem + off;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		d[i] = (uint8_t)(addr >> (56 - 8 * i));
+	for (i = 0; i < 4; i++) {
+		d[8 + i] = (uint8_t)(rkey >> (24 - 8 * i));
+		d[12 + i] = (uint8_t)(len >> (24 - 8 * i));
+	}
 }
 
 /* Do violation @p which as raw peer @p rp (a connected channel client
@@ -200,6 +226,21 @@ pv_commit(struct rawpeer *rp, int which, const struct rp_chs *vh)
 		    which == PV_PULL_LONG ? vh->slot_size + 64 : 64);
 		ck_assert_int_eq(rp_send_imm(rp, d,
 		    which == PV_PULL_DESC_LEN ? 7 : 8, rp_imm(0, 0, 0, 0, 1,
+		    0)), 0);
+		break;
+	case PV_WIDE_NO_SRC:
+	case PV_WIDE_LONG:
+	case PV_WIDE_WRAP:
+	case PV_WIDE_NOWHERE:
+		/* (NOWHERE: a key of nothing the peer registered; the other
+		 * cases name its scratch memory, which it did) */
+		pv_wide(rp, d, which == PV_WIDE_WRAP ? UINT64_MAX - 63 :
+		    which == PV_WIDE_NOWHERE ? 0x1000 :
+		    (uint64_t)(uintptr_t)(rp->mem + RP_SCRATCH + 4096),
+		    which == PV_WIDE_NOWHERE ? rp->mr->rkey ^ 0x5a5a00u :
+		    rp->mr->rkey,
+		    which == PV_WIDE_LONG ? vh->slot_size + 64 : 64);
+		ck_assert_int_eq(rp_send_imm(rp, d, 16, rp_imm(0, 0, 0, 0, 1,
 		    0)), 0);
 		break;
 	case PV_PDONE:
@@ -260,7 +301,8 @@ START_TEST(attack_violation)
 	struct evrdma_stats st;
 	int n;
 	int src = _i == PV_PULL_DESC_LEN || _i == PV_PULL_SLOT ||
-	    _i == PV_PULL_LONG;
+	    _i == PV_PULL_LONG || _i == PV_WIDE_LONG || _i == PV_WIDE_WRAP ||
+	    _i == PV_WIDE_NOWHERE;
 
 	memset(&v, 0, sizeof(v));
 	memset(&f, 0, sizeof(f));

@@ -169,7 +169,8 @@ START_TEST(wire_ch_hs_fields)
 		int want;
 	} cases[] = {
 		{ 2, 1, 2, EVRDMA_CH_HS_VERSION },	/* version 2 (no LOAN) */
-		{ 2, 1, 4, EVRDMA_CH_HS_VERSION },
+		{ 2, 1, 3, EVRDMA_CH_HS_VERSION },	/* 3 (no wide pull) */
+		{ 2, 1, 5, EVRDMA_CH_HS_VERSION },
 		{ 3, 1, 2, EVRDMA_CH_HS_RANGE },	/* mode */
 		{ 4, 2, 1, EVRDMA_CH_HS_RANGE },	/* slots */
 		{ 4, 2, 4097, EVRDMA_CH_HS_RANGE },
@@ -289,19 +290,25 @@ END_TEST
 
 START_TEST(wire_pull)
 {
-	struct evrdma__ch_pull in = { 15, 65536 }, out;
+	struct evrdma__ch_pull in = { 15, 65536, 0, 0, 0 }, out;
 	uint8_t buf[EVRDMA_CH_PULL_DESC_LEN];
 	const char *why = NULL;
 
-	evrdma__ch_pull_encode(buf, &in);
+	ck_assert_uint_eq(evrdma__ch_pull_encode(buf, &in),
+	    EVRDMA_CH_PULL_DESC_LEN);
 	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 16, 65536,
 	    65536, &out, &why), 0);
 	ck_assert_uint_eq(out.slot, 15);
 	ck_assert_uint_eq(out.len, 65536);
-	/* wrong length of the descriptor itself */
+	ck_assert_uint_eq(out.wide, 0);
+	/* wrong length of the descriptor itself (16 is a wide one) */
 	ck_assert_int_eq(evrdma__ch_pull_decode(buf, 7, 16, 65536, 65536,
 	    &out, &why), -1);
 	ck_assert_int_eq(evrdma__ch_pull_decode(buf, 9, 16, 65536, 65536,
+	    &out, &why), -1);
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, 15, 16, 65536, 65536,
+	    &out, &why), -1);
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, 17, 16, 65536, 65536,
 	    &out, &why), -1);
 	/* a slot the peer's ring does not have */
 	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 15, 65536,
@@ -322,6 +329,50 @@ START_TEST(wire_pull)
 	evrdma__ch_pull_encode(buf, &in);
 	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 16, 65536,
 	    65536, &out, &why), -1);
+}
+END_TEST
+
+/* A wide pull (the sender's spill): any address and rkey, the length
+ * within our buffer, and a range that does not wrap. */
+START_TEST(wire_pull_wide)
+{
+	struct evrdma__ch_pull in, out;
+	uint8_t buf[EVRDMA_CH_PULL_WIDE_LEN];
+	const char *why = NULL;
+
+	memset(&in, 0, sizeof(in));
+	in.wide = 1;
+	in.addr = 0x0123456789abcdefull;
+	in.rkey = 0xfedcba98u;
+	in.len = 65536;
+	ck_assert_uint_eq(evrdma__ch_pull_encode(buf, &in),
+	    EVRDMA_CH_PULL_WIDE_LEN);
+	/* (the ring's limits do not apply: 2 slots of 64 bytes) */
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 2, 64,
+	    65536, &out, &why), 0);
+	ck_assert_uint_eq(out.wide, 1);
+	ck_assert_uint_eq(out.addr, in.addr);
+	ck_assert_uint_eq(out.rkey, in.rkey);
+	ck_assert_uint_eq(out.len, 65536);
+	/* longer than our buffer */
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 2, 64,
+	    65472, &out, &why), -1);
+	ck_assert_ptr_nonnull(why);
+	/* empty */
+	in.len = 0;
+	evrdma__ch_pull_encode(buf, &in);
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 2, 64,
+	    65536, &out, &why), -1);
+	/* a range that wraps the address space */
+	in.len = 4096;
+	in.addr = UINT64_MAX - 4095;
+	evrdma__ch_pull_encode(buf, &in);
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 2, 64,
+	    65536, &out, &why), -1);
+	in.addr = UINT64_MAX - 4096;
+	evrdma__ch_pull_encode(buf, &in);
+	ck_assert_int_eq(evrdma__ch_pull_decode(buf, sizeof(buf), 2, 64,
+	    65536, &out, &why), 0);
 }
 END_TEST
 
@@ -403,6 +454,7 @@ wire_suite(void)
 	tcase_add_test(tc, wire_imm);
 	tcase_add_test(tc, wire_loan);
 	tcase_add_test(tc, wire_pull);
+	tcase_add_test(tc, wire_pull_wide);
 	tcase_add_test(tc, wire_credits);
 	tcase_add_test(tc, wire_credit_due);
 	tcase_add_test(tc, wire_fnv);

@@ -2,7 +2,7 @@
 /* Copyright (c) 2026 the evrdma authors */
 /*
  * libFuzzer harness: a pull descriptor a peer sends, checked against its
- * send ring and our receive buffer (lib/wire.c).
+ * send ring (or, wide, only its range) and our receive buffer (lib/wire.c).
  */
 #include "config.h"
 
@@ -31,8 +31,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    our_size, &p, &why) == 0) {
 		/* a READ of what was accepted stays in the peer's slot and
 		 * in our buffer */
-		if (p.slot >= slots || !p.len || p.len > peer_size ||
-		    p.len > our_size)
+		if (!p.len || p.len > our_size)
+			abort();
+		if (p.wide ? p.addr > UINT64_MAX - p.len :
+		    p.slot >= slots || p.len > peer_size)
 			abort();
 	} else if (!why) {
 		abort();
