@@ -388,6 +388,7 @@ own_closed(void *owner, int husk)
 	evrdma_mr_free(rc->rmr);
 	evrdma_mr_free(rc->smr);
 	rc->rmr = rc->smr = NULL;
+	evrdma__spill_end(rc);
 	evrdma__rc_drop_pending_writes(rc);
 	evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
 	if (!(ch->end & CHE_GONE))
@@ -611,6 +612,7 @@ op_destruct(struct evrdma_channel *ch)
 		rc->rring->owner = NULL;
 	if (rc->sring)
 		rc->sring->owner = NULL;
+	evrdma__spill_end(rc);
 	evrdma__chan_fini(ch);
 	evrdma_mr_free(rc->rmr);
 	evrdma_mr_free(rc->smr);

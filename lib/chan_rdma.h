@@ -10,6 +10,7 @@
  *   chan_ring.c    ring memory and its send slots
  *   chan_end.c     the end: violations, our own failures, the linger
  *   chan_pool.c    a queue's receive pool, and lending
+ *   chan_spill.c   registered memory for large writes beyond the slots
  *   chan_rx.c      receives, delivery and pulls
  *   chan_tx.c      send slots, writes, credit returns and loans
  *   chan_rdma.c    the channel object, its pass, the owner ops, close
@@ -53,6 +54,26 @@ enum { SLOT_FREE, SLOT_STAGED, SLOT_POSTED, SLOT_RESERVED, SLOT_OPEN };
 #define SF_PULL		0x01	/* posted as a pull */
 #define SF_SENT		0x02	/* its send completed */
 #define SF_PULLED	0x04	/* the peer reported the pull done */
+
+/* spill chunks (chan_spill.c): at most this many bytes of them per
+ * channel, as much as a socket's largest default send buffer twice over,
+ * and of all channels of a base (peers that stop reading must not make a
+ * server pin 8 MiB for each of them) */
+#define RC_SPILL_MAX	(8u << 20)
+#define RC_SPILL_BASE_MAX	((size_t)64 << 20)
+/* ... used for a write's rest of this many chunks or more */
+#define RC_SPILL_MIN(rc)	((rc)->slots / 4 > 2 ? (rc)->slots / 4 : 2)
+enum { SPILL_FREE, SPILL_STAGED, SPILL_POSTED };
+/* a posted message's entry in sfifo: a spill chunk's index, tagged */
+#define RC_SPILL_TAG	0x80000000u
+struct ch_spill {
+	struct ch_ring *ring;		/* one slot, and its wide pull
+					 * descriptor after it */
+	struct evrdma_mr *mr;		/* the peer may read it where it
+					 * pulls, else local access only */
+	uint8_t state;
+	uint8_t flags;			/* SF_*, as a send slot's */
+};
 
 struct ch_rdma;
 
@@ -180,6 +201,10 @@ struct ch_rdma {
 	uint8_t *sstate, *sflags;
 	unsigned *sfifo, sfifo_head, sfifo_n;	/* posted DATA, in order */
 	unsigned *spq, spq_head, spq_n;		/* pulls not reported done */
+	/* the spill: chunks of large writes beyond the free slots */
+	struct ch_spill *spill;
+	unsigned spill_n, spill_cap, spill_next;
+	unsigned spill_busy;		/* chunks staged or in flight */
 	unsigned snext, sfree;
 	int resv;			/* reserved slot, or -1 */
 	size_t resv_len;
@@ -341,6 +366,23 @@ evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len)
 }
 int evrdma__rc_depths_check(const struct evrdma_config *cfg);
 unsigned evrdma__rc_nbuf(const struct evrdma_config *cfg);
+
+/* ---- the spill: large writes' memory beyond the slots (chan_spill.c) ---- */
+/* Copy what of @p p (@p len bytes) fits into spill chunks, each put into
+ * @p out by reference as a whole message: how many bytes were taken (from
+ * the front; 0 when the channel is not up, or no chunk could be had). */
+size_t evrdma__spill_write(struct ch_rdma *rc, struct evbuffer *out,
+    const uint8_t *p, size_t len);
+/* The staged chunk that starts at @p addr, or -1. */
+int evrdma__spill_find(const struct ch_rdma *rc, const void *addr);
+/* Chunk @p k's send completed (@p failed: with an error), or the peer
+ * reported its pull done: free again once both are (all of them go back
+ * when nothing else is staged or in flight). -1: it was not in flight,
+ * an impossible state. */
+int evrdma__spill_sent(struct ch_rdma *rc, unsigned k, int failed);
+int evrdma__spill_pulled(struct ch_rdma *rc, unsigned k);
+/* The connection is gone: every chunk goes (output may keep references). */
+void evrdma__spill_end(struct ch_rdma *rc);
 
 /* ---- the end: violations, our own failures, the linger (chan_end.c) ---- */
 void evrdma__rc_violation(struct ch_rdma *rc, const char *why);

@@ -257,7 +257,8 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 }
 
 /* The peer has done @p n more of our pulls (in order). -1 when it claims
- * more than we made. */
+ * more than we made; -2 when our own record is impossible (the connection
+ * fails for it). */
 static int
 rc_pulls_done(struct ch_rdma *rc, unsigned n)
 {
@@ -268,6 +269,14 @@ rc_pulls_done(struct ch_rdma *rc, unsigned n)
 
 		rc->spq_head = (rc->spq_head + 1) % rc->slots;
 		rc->spq_n--;
+		if (idx & RC_SPILL_TAG) {
+			if (evrdma__spill_pulled(rc, idx & ~RC_SPILL_TAG) < 0) {
+				evrdma__rc_internal(rc, "a spill chunk's pull "
+				    "done, not in flight");
+				return -2;
+			}
+			continue;
+		}
 		rc->sflags[idx] |= SF_PULLED;
 		if (rc->sflags[idx] & SF_SENT)
 			evrdma__slot_release(rc, idx);
@@ -360,6 +369,7 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 	struct ch_rdma *rc = ref->ring->owner;
 	unsigned idx = ref->idx;
 	struct evrdma__ch_imm m;
+	int r;
 
 	if (rc) {
 		rc->posted--;
@@ -396,10 +406,11 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		evrdma__rc_violation(rc, "credits returned that were not lent");
 		return;
 	}
-	if (rc_pulls_done(rc, m.pdone) < 0) {
+	if ((r = rc_pulls_done(rc, m.pdone)) < 0) {
 		rb_free(rc, idx);
-		evrdma__rc_violation(rc, "pulls acknowledged that were not "
-		    "made");
+		if (r == -1)
+			evrdma__rc_violation(rc, "pulls acknowledged that "
+			    "were not made");
 		return;
 	}
 	rc->s_credits += m.dret;

@@ -174,6 +174,17 @@ slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 	return 0;
 }
 
+/* A message's send completed: a free slot (or room for one more message
+ * in flight) matters only to output waiting for one, or to a reservation
+ * that found none; send queue room to waiting pulls. */
+static inline void
+rc_send_done(struct ch_rdma *rc, const struct evrdma_wc *wc)
+{
+	if (!wc->status && (rc->ch.out_len ||
+	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
+		rc_schedule(rc);
+}
+
 static void
 rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
@@ -187,11 +198,27 @@ rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
 	    wc->status)
 		evrdma__slot_release(rc, idx);
-	/* a free slot matters only to output waiting for one, or to a
-	 * reservation that found none; send queue room to waiting pulls */
-	if (!wc->status && (rc->ch.out_len ||
-	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
-		rc_schedule(rc);
+	rc_send_done(rc, wc);
+}
+
+/* A spilled message's send completed (rc_post_spill). (A callback of its
+ * own: the slots' one runs for every message and tests nothing more.) */
+static void
+rc_spill_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct ch_rdma *rc = arg;
+	unsigned tag = rc->sfifo[rc->sfifo_head];
+
+	(void)c;
+	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
+	rc->sfifo_n--;
+	if (!(tag & RC_SPILL_TAG) ||
+	    evrdma__spill_sent(rc, tag & ~RC_SPILL_TAG, wc->status != 0) < 0) {
+		evrdma__rc_internal(rc, "a spill chunk's send completed, not "
+		    "in flight");
+		return;
+	}
+	rc_send_done(rc, wc);
 }
 
 /*
@@ -215,35 +242,18 @@ rc_pull_limit(const struct ch_rdma *rc)
 }
 
 /*
- * Post send slot @p idx holding @p n bytes as the next DATA message, with
- * the credits we owe; the caller checked the peer's credits. (Inlined:
- * every message comes here.)
+ * Post @p n bytes at @p off of @p mr as the next DATA message (a pull's
+ * descriptor when @p pull), with the credits we owe; the caller checked
+ * the peer's credits. @p tag goes to sfifo (and spq) and @p cb gets its
+ * completion; @p len is what it carries. (Inlined: every message comes
+ * here.)
  */
 static inline __attribute__((always_inline)) int
-rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
+rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
+    size_t len, unsigned tag, int pull, evrdma_req_cb cb)
 {
-	size_t off = (size_t)idx * rc->slot_size, len = n;
 	struct evrdma__ch_imm m;
-	int pull;
 
-	rc->sstate[idx] = SLOT_POSTED;
-	/* pull while the peer keeps up with our pulls, write when it lags:
-	 * the bytes move either way, but on a software device the work of
-	 * moving them falls on the CPU of the side that posts the request,
-	 * so this shares it */
-	pull = rc->pullable && n >= rc->peer_pull_min &&
-	    rc->spq_n < rc_pull_limit(rc);
-	rc->sflags[idx] = pull ? SF_PULL : 0;
-	if (pull) {
-		/* the peer READs the bytes where they are; we send only
-		 * where: a descriptor after the slots */
-		struct evrdma__ch_pull d = { idx, (uint32_t)n, 0, 0, 0 };
-
-		off = slots_len(rc) +
-		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
-		evrdma__ch_pull_encode(rc->sring->mem + off, &d);
-		n = EVRDMA_CH_PULL_DESC_LEN;
-	}
 	if (rc_take_returns(rc, EVRDMA_CH_DATA, &m) < 0)
 		return -1;
 	/* out of credits, or of send slots while pulls hold some (this one
@@ -252,12 +262,12 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 	 * slots */
 	m.starved = rc->s_credits == 1 || (!rc->sfree && (pull || rc->spq_n));
 	m.pull = (uint8_t)pull;
-	if (evrdma__conn_post_send_imm(rc->conn, rc->smr, off, n,
-	    evrdma__ch_imm_encode(&m), rc_send_cb, rc) < 0)
+	if (evrdma__conn_post_send_imm(rc->conn, mr, off, n,
+	    evrdma__ch_imm_encode(&m), cb, rc) < 0)
 		return -1;
-	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = idx;
+	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = tag;
 	if (pull)
-		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = idx;
+		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = tag;
 	rc->s_credits--;
 	rc->tx_msgs++;
 	rc->tx_bytes += len;
@@ -268,6 +278,71 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 		rc->ch.base->stats.ch_written++;
 	}
 	return 0;
+}
+
+/* Pull while the peer keeps up with our pulls, write when it lags: the
+ * bytes move either way, but on a software device the work of moving them
+ * falls on the CPU of the side that posts the request, so this shares it. */
+static inline int
+rc_may_pull(const struct ch_rdma *rc, size_t n)
+{
+	return rc->pullable && n >= rc->peer_pull_min &&
+	    rc->spq_n < rc_pull_limit(rc);
+}
+
+/*
+ * Post send slot @p idx holding @p n bytes as the next DATA message.
+ * (Inlined: every message comes here.)
+ */
+static inline __attribute__((always_inline)) int
+rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
+{
+	size_t off = (size_t)idx * rc->slot_size, len = n;
+	int pull;
+
+	rc->sstate[idx] = SLOT_POSTED;
+	pull = rc_may_pull(rc, n);
+	rc->sflags[idx] = pull ? SF_PULL : 0;
+	if (pull) {
+		/* the peer READs the bytes where they are; we send only
+		 * where: a descriptor after the slots */
+		struct evrdma__ch_pull d = { idx, (uint32_t)n, 0, 0, 0 };
+
+		off = slots_len(rc) +
+		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
+		n = evrdma__ch_pull_encode(rc->sring->mem + off, &d);
+	}
+	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull, rc_send_cb);
+}
+
+/*
+ * Post spill chunk @p k, output's front, as the next DATA message of @p n
+ * bytes: as a wide pull of the chunk (its descriptor after the chunk's
+ * bytes), or from where it is.
+ */
+static int
+rc_post_spill(struct ch_rdma *rc, unsigned k, size_t n)
+{
+	struct ch_spill *s = &rc->spill[k];
+	size_t off = 0, len = n;
+	int pull = rc_may_pull(rc, n);
+
+	s->state = SPILL_POSTED;
+	s->flags = pull ? SF_PULL : 0;
+	evrdma__chan_output_took(&rc->ch, NULL, n);
+	if (pull) {
+		struct evrdma__ch_pull d;
+
+		memset(&d, 0, sizeof(d));
+		d.wide = 1;
+		d.addr = evrdma__mr_sge_addr(s->mr, 0);
+		d.rkey = s->mr->mr->rkey;
+		d.len = (uint32_t)n;
+		off = s->ring->len - EVRDMA_CH_PULL_WIDE_LEN;
+		n = evrdma__ch_pull_encode(s->ring->mem + off, &d);
+	}
+	return rc_post_msg(rc, s->mr, off, n, len, k | RC_SPILL_TAG, pull,
+	    rc_spill_cb);
 }
 
 /* The staged send slot whose bytes begin at @p p, or -1. */
@@ -305,7 +380,9 @@ rc_copy_len(const struct ch_rdma *rc, size_t n)
 	k = evbuffer_peek(rc->ch.output, (ev_ssize_t)n, NULL, v, 4);
 	for (i = 0; i < k && i < 4 && before < n; i++) {
 		if (before && v[i].iov_len >= rc_chunk(rc) / 2 &&
-		    rc_staged_at(rc, v[i].iov_base) >= 0)
+		    (rc_staged_at(rc, v[i].iov_base) >= 0 ||
+		    (rc->spill_busy &&
+		    evrdma__spill_find(rc, v[i].iov_base) >= 0)))
 			return before;
 		before += v[i].iov_len;
 	}
@@ -337,6 +414,16 @@ rc_send_data(struct ch_rdma *rc)
 		size_t n;
 		int idx = -1;
 
+		/* Every message in flight has a slot, or is spilled: with
+		 * spilled ones out, as many as there are slots at most (the
+		 * bound of sfifo and spq, and of the send queue's room for
+		 * DATA). (Not a slot's worth of room taken per spilled
+		 * message instead: slots staged behind spilled output then
+		 * held the room the output's front waited for, with nothing
+		 * in flight.) With that many out, their sends' completions
+		 * come: at most defer_max of them wait unsignaled. */
+		if (rc->spill_busy && rc->sfifo_n >= rc->slots)
+			break;	/* a completion resumes */
 		n = evrdma__chan_output_next(ch, rc_chunk(rc));
 		if (evrdma__chan_messages(ch)) {
 			if (n > rc_chunk(rc) || n > olen || !n) {
@@ -363,8 +450,20 @@ rc_send_data(struct ch_rdma *rc)
 		    v.iov_len < rc_chunk(rc) / 2)
 			n = rc_copy_len(rc, n);
 		if (v.iov_len == n || (!evrdma__chan_messages(ch) &&
-		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2))
+		    v.iov_len < n && v.iov_len >= rc_chunk(rc) / 2)) {
 			idx = rc_staged_at(rc, v.iov_base);
+			if (idx < 0 && rc->spill_busy) {
+				int k = evrdma__spill_find(rc, v.iov_base);
+
+				if (k >= 0) {
+					if (rc_post_spill(rc, (unsigned)k,
+					    v.iov_len) < 0)
+						return -1;
+					sent = 1;
+					continue;
+				}
+			}
+		}
 		if (idx >= 0) {
 			n = v.iov_len;
 			rc->sstate[idx] = SLOT_POSTED;
@@ -479,7 +578,8 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 		return 0;
 	}
 	if (!rc_up(rc) || !(ch->enabled & EV_WRITE) ||
-	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc))
+	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc) ||
+	    (rc->spill_busy && rc->sfifo_n >= rc->slots))
 		return -1;
 	idx = evrdma__slot_copy(rc, data, len);
 	if (idx < 0)
@@ -552,25 +652,37 @@ evrdma__rc_wopen_settle(struct ch_rdma *rc)
 
 /*
  * A write larger than a slot, in stream mode: as many whole slots of it as
- * are free (one stays for the copy path) are copied there and staged, and
- * the rest goes to output behind them. The bytes of a large write are then
- * copied once, not into output and again into a slot (a 1 MiB write went
- * at 60% of a 64 KiB one's speed). All or nothing, as bufferevent_write():
- * the pieces are gathered in a buffer of their own and moved to output
- * whole (moving chains allocates nothing), so memory that runs out part-way
- * leaves output as it was and the staged slots free again (when they were
- * put in output directly, a failed write had sent its first slots, and a
- * caller that retried sent them twice: test_chan_stream's
- * channel_write_out_of_memory). -1 when no slot is free or memory ran out:
- * the caller's copy into output is then the write.
+ * are free (one stays for the copy path) are copied there and staged, as
+ * much of the rest as the spill takes goes to chunks of it (chan_spill.c),
+ * and what is left to output behind them. The bytes of a large write are
+ * then copied once, not into output and again into a slot (a 1 MiB write
+ * went at 60% of a 64 KiB one's speed). All or nothing, as
+ * bufferevent_write(): the pieces are gathered in a buffer of their own
+ * and moved to output whole (moving chains allocates nothing), so memory
+ * that runs out part-way leaves output as it was and the staged slots and
+ * chunks free again (when they were put in output directly, a failed write
+ * had sent its first slots, and a caller that retried sent them twice:
+ * test_chan_stream's channel_write_out_of_memory). -1 when neither a slot
+ * nor the spill has room, or memory ran out: the caller's copy into output
+ * is then the write.
  */
 static int
 rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 {
 	struct evbuffer *tmp;
-	size_t chunk = rc_chunk(rc);
+	size_t chunk = rc_chunk(rc), fit;
+	int spill;
 
-	if (rc->sfree <= 1 || !(tmp = evbuffer_new()))
+	fit = rc->sfree > 1 ? (size_t)(rc->sfree - 1) * chunk : 0;
+	/* The spill takes what the slots cannot, within its limit, when its
+	 * chunks are there already or that is a quarter of the ring or more:
+	 * a smaller rest costs less copied twice than registered (a chunk
+	 * registered and given back per 1 MiB ping-pong made its round trip
+	 * 7% slower, bench/README.md) */
+	spill = len > fit && rc_up(rc) &&
+	    rc->spill_busy * chunk < RC_SPILL_MAX &&
+	    (rc->spill_busy || len - fit >= RC_SPILL_MIN(rc) * chunk);
+	if ((!fit && !spill) || !(tmp = evbuffer_new()))
 		return -1;
 	while (len && rc->sfree > 1) {
 		size_t n = len < chunk ? len : chunk;
@@ -585,13 +697,19 @@ rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 		p += n;
 		len -= n;
 	}
+	if (spill && len) {
+		size_t n = evrdma__spill_write(rc, tmp, p, len);
+
+		p += n;
+		len -= n;
+	}
 	if ((len && evbuffer_add(tmp, p, len) < 0) ||
 	    evbuffer_add_buffer(rc->ch.output, tmp) < 0)
 		goto fail;
 	evbuffer_free(tmp);
 	return 0;
 fail:
-	evbuffer_free(tmp);	/* (its staged slots free again) */
+	evbuffer_free(tmp);	/* (its staged slots and chunks free again) */
 	return -1;
 }
 

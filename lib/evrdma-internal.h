@@ -823,6 +823,7 @@ struct evrdma_base {
 	LIST_HEAD(, evrdma_srq) srqs;
 	struct evrdma__resolver *resolver;
 	struct evrdma_stats stats;
+	size_t spill_bytes;		/* its channels' spills, chan_spill.c */
 	struct evrdma__reqtab reqs;
 	/* posts of sends until the one the test knob refuses (0: none), and
 	 * whether it refuses the later ones too */

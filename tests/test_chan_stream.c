@@ -4,9 +4,10 @@
  * evrdma device tests, channels: the bytes themselves. Byte-exact streams
  * of edge sizes up to 64 MiB, random writes in both directions at once
  * (by every write method, under several ring and queue configurations),
- * zero-copy writes, message boundaries (and a queued message too big for
- * the peer), a reader that waits for messages as large as its whole ring,
- * and flow control under a reader that stops.
+ * zero-copy writes, large writes spilled beyond the send ring, message
+ * boundaries (and a queued message too big for the peer), a reader that
+ * waits for messages as large as its whole ring, and flow control under a
+ * reader that stops.
  *
  * Every stream is a pattern that is a function of (seed, offset), so no test
  * stores what it sends and every received byte is checked where it arrives.
@@ -826,6 +827,110 @@ START_TEST(channel_copy_behind_staged_slots)
 }
 END_TEST
 
+/* ==== the spill: large writes beyond the free slots ==== */
+
+#define SP_TOTAL	(6 * MiB)	/* queued while the reader stops */
+#define SP_WRITE	(1 * MiB)
+/* the spill's limit (lib/chan_rdma.h RC_SPILL_MAX), in 64 KiB chunks */
+#define SP_MAX_CHUNKS	128
+
+static unsigned
+sp_mrs(struct dt_env *env)
+{
+	struct evrdma_stats st;
+
+	ck_assert_int_eq(evrdma_base_get_stats(env->base, &st, sizeof(st)),
+	    0);
+	return st.mrs;
+}
+
+/*
+ * 1 MiB writes into a stream whose reader stopped (EV_READ off): what the
+ * free send slots cannot take is copied once into chunks of registered
+ * memory (the spill), each its own region, counted by the base while it
+ * waits, within the spill's limit. Output still counts every byte. Then:
+ *  0: the reader resumes: everything arrives byte-exact, and once nothing
+ *     is in flight the chunks are deregistered;
+ *  1: the writer frees its channel with spilled output unsent (a free
+ *     discards a channel's own output): the peer sees the end, nothing
+ *     leaks (dt_env_fini counts regions, ASan the memory);
+ *  2: the reader frees its channel (the writer's connection ends with
+ *     chunks in output and in flight): the writer hears the end, and its
+ *     chunks go with the connection.
+ */
+START_TEST(channel_spill)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evbuffer *out;
+	unsigned mrs0, mrs1;
+	uint8_t *buf = malloc(SP_WRITE);
+	size_t off;
+
+	ck_assert_ptr_nonnull(buf);
+	default_pair(&env, &p, 0);
+	out = evrdma_channel_get_output(p.cli.ch);
+	p.srv->rx_seed = p.cli.tx_seed = 0x5b111ull;
+	mrs0 = sp_mrs(&env);
+	for (off = 0; off < SP_TOTAL; off += SP_WRITE) {
+		pat_fill(buf, off, SP_WRITE, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
+		    0);
+		ch_loop_for(env.eb, 50);
+	}
+	p.cli.tx_queued = p.cli.tx_total = SP_TOTAL;
+	ch_loop_for(env.eb, 300);
+	mrs1 = sp_mrs(&env);
+	fprintf(stderr, "channel spill: output %zu of %u bytes, %u regions "
+	    "spilled\n", evbuffer_get_length(out), SP_TOTAL, mrs1 - mrs0);
+	/* the reader's ring (1 MiB) took what it could; the rest waits in
+	 * output, most of it spilled: at least the writes beyond the ring
+	 * and the writer's free slots, within the limit */
+	ck_assert_uint_ge(evbuffer_get_length(out), SP_TOTAL - 2 * MiB);
+	ck_assert_uint_ge(mrs1 - mrs0, (SP_TOTAL - 3 * MiB) / (64 * KiB));
+	ck_assert_uint_le(mrs1 - mrs0, SP_MAX_CHUNKS);
+	ck_assert_int_eq(p.cli.ends, 0);
+
+	if (_i == 0) {
+		p.srv->drain = 1;
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+		CH_WAIT(env.eb, p.srv->rx >= SP_TOTAL || p.srv->ends ||
+		    p.cli.ends, 60000);
+		ck_assert_uint_eq(p.srv->rx, SP_TOTAL);
+		ck_assert_uint_eq(evbuffer_get_length(out), 0);
+		/* nothing in flight, output empty: the chunks went back */
+		CH_WAIT(env.eb, sp_mrs(&env) == mrs0, 5000);
+		/* and so did the room they took: a 1 MiB write finds the
+		 * slots all free again (15 of them take it, the one left
+		 * over stays for the copy path), so nothing is spilled */
+		pat_fill(buf, SP_TOTAL, SP_WRITE, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
+		    0);
+		ck_assert_uint_eq(sp_mrs(&env), mrs0);
+		CH_WAIT(env.eb, p.srv->rx >= SP_TOTAL + SP_WRITE ||
+		    p.srv->ends || p.cli.ends, 20000);
+		ck_assert_uint_eq(p.srv->rx, SP_TOTAL + SP_WRITE);
+		ck_assert_int_eq(p.srv->ends, 0);
+		ck_assert_int_eq(p.cli.ends, 0);
+	} else if (_i == 1) {
+		ep_free(&p.cli);
+		/* (a reader hears the end once it reads again) */
+		p.srv->drain = 1;
+		ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+		CH_WAIT(env.eb, p.srv->ends, 20000);
+		ck_assert_uint_lt(p.srv->rx, SP_TOTAL);
+	} else {
+		ep_free(p.srv);
+		CH_WAIT(env.eb, p.cli.ends, 20000);
+		ck_assert(p.cli.what & (BEV_EVENT_EOF | BEV_EVENT_ERROR));
+		ep_free(&p.cli);
+	}
+	free(buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a message queued before connect, too big for the peer ==== */
 
 /* What the client's event callback and the listener saw. */
@@ -930,6 +1035,7 @@ dt_suite_chan_stream(void)
 	tcase_add_test(tc, channel_message_mode);
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
+	tcase_add_loop_test(tc, channel_spill, 0, 3);
 	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
 	tcase_add_test(tc, channel_write_out_of_memory);
 	tcase_add_test(tc, channel_copy_behind_staged_slots);

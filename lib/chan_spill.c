@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the channel's RDMA transport: the spill, registered memory for
+ * the part of a large write that the free send slots cannot take. Without
+ * it those bytes went into output, and then again into a slot once one was
+ * free: a 1 MiB write copied most of its bytes twice (bench/README.md).
+ * Spilled, they are copied once, into a chunk of their own, and go from
+ * where they are when they reach output's front: pulled by the peer (a
+ * wide pull descriptor names the chunk's address and rkey), or sent.
+ *
+ * A chunk is a ring of one slot (chan_ring.c: fresh pages, left out of a
+ * forked child, alive while a reference into it is) and its wide pull
+ * descriptor, registered on the connection's own protection domain. Where
+ * the peer pulls, it may READ the chunk (as it may the send ring): every
+ * byte ever in it is a byte written to that peer. Elsewhere it is for
+ * local access only. Its memory is the channel's to reuse once its send
+ * completed and, when pulled, the peer reported the pull done, or once
+ * output dropped it. The chunks stay while they are in use, up to
+ * RC_SPILL_MAX bytes per channel and RC_SPILL_BASE_MAX per base, and go
+ * back (deregistered) once nothing is in flight and output is empty, and
+ * with the connection.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chan_rdma.h"
+
+/* Output dropped a spilled chunk without sending it, or sent it (its
+ * state says which): the chunk is free again, its memory the channel's. */
+static void
+spill_cleanup(const void *data, size_t len, void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_ring *ring = ref->ring;
+	struct ch_rdma *rc = ring->owner;
+
+	(void)data;
+	(void)len;
+	if (rc && rc->spill[ref->idx].state == SPILL_STAGED) {
+		/* dropped unsent: its bytes were never the peer's, and where
+		 * it pulls it may still READ the chunk (its address and key
+		 * went out with an earlier pull of it), so they go, as a send
+		 * slot's do (doc/SECURITY.md) */
+		memset(ring->mem, 0, ring->len);
+		rc->spill[ref->idx].state = SPILL_FREE;
+		rc->spill_busy--;
+	}
+	evrdma__ring_unref(ring);
+}
+
+/* A free chunk, or a new one while the channel's spill is under its
+ * limit: its index, or -1. */
+static int
+spill_take(struct ch_rdma *rc)
+{
+	size_t chunk = rc_chunk(rc);
+	struct ch_spill *s;
+	unsigned i;
+
+	for (i = 0; i < rc->spill_n; i++) {
+		unsigned k = (rc->spill_next + i) % rc->spill_n;
+
+		if (rc->spill[k].state == SPILL_FREE) {
+			rc->spill_next = (k + 1) % rc->spill_n;
+			return (int)k;
+		}
+	}
+	if (!rc->spill) {
+		rc->spill_cap = (unsigned)(RC_SPILL_MAX / chunk);
+		if (!rc->spill_cap)
+			return -1;
+		rc->spill = calloc(rc->spill_cap, sizeof(*rc->spill));
+		if (!rc->spill)
+			return -1;
+	}
+	if (rc->spill_n == rc->spill_cap ||
+	    rc->ch.base->spill_bytes + chunk > RC_SPILL_BASE_MAX)
+		return -1;
+	s = &rc->spill[rc->spill_n];
+	s->ring = evrdma__ring_new(rc, 1, chunk, EVRDMA_CH_PULL_WIDE_LEN);
+	if (!s->ring)
+		return -1;
+	/* (its rkey leaves only in a pull descriptor to a peer that pulls) */
+	s->mr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(rc->conn),
+	    s->ring->mem, s->ring->len,
+	    rc->pullable ? EVRDMA_ACCESS_REMOTE_READ : 0);
+	if (!s->mr) {
+		evrdma__log(EVRDMA_LOG_DEBUG, "channel %p: no spill: %s",
+		    (void *)rc, strerror(errno));
+		s->ring->owner = NULL;
+		evrdma__ring_unref(s->ring);
+		s->ring = NULL;
+		return -1;
+	}
+	s->ring->slot[0].idx = rc->spill_n;
+	s->state = SPILL_FREE;
+	rc->ch.base->spill_bytes += chunk;
+	return (int)rc->spill_n++;
+}
+
+size_t
+evrdma__spill_write(struct ch_rdma *rc, struct evbuffer *out,
+    const uint8_t *p, size_t len)
+{
+	size_t chunk = rc_chunk(rc), done = 0;
+
+	/* only while connected: a chunk is registered on the connection's
+	 * protection domain */
+	if (!rc_up(rc))
+		return 0;
+	/* whole chunks, and a last piece big enough to be sent alone (see
+	 * rc_send_data); a smaller rest is coalesced in output */
+	while (len - done >= chunk / 2 && len - done >= STAGE_MIN) {
+		size_t n = len - done < chunk ? len - done : chunk;
+		int k = spill_take(rc);
+		struct ch_spill *s;
+
+		if (k < 0)
+			break;
+		s = &rc->spill[k];
+		memcpy(s->ring->mem, p + done, n);
+		s->ring->refs++;
+		if (evbuffer_add_reference(out, s->ring->mem, n, spill_cleanup,
+		    &s->ring->slot[0]) < 0) {
+			s->ring->refs--;
+			break;
+		}
+		s->state = SPILL_STAGED;
+		rc->spill_busy++;
+		done += n;
+	}
+	return done;
+}
+
+int
+evrdma__spill_find(const struct ch_rdma *rc, const void *addr)
+{
+	unsigned k;
+
+	for (k = 0; k < rc->spill_n; k++)
+		if (rc->spill[k].state == SPILL_STAGED &&
+		    rc->spill[k].ring->mem == addr)
+			return (int)k;
+	return -1;
+}
+
+/* Every chunk goes: deregistered, and its memory with the last reference
+ * into it (output may still hold some). */
+static void
+spill_free_all(struct ch_rdma *rc)
+{
+	unsigned k;
+
+	for (k = 0; k < rc->spill_n; k++) {
+		struct ch_spill *s = &rc->spill[k];
+
+		evrdma_mr_free(s->mr);
+		s->ring->owner = NULL;
+		evrdma__ring_unref(s->ring);
+	}
+	/* (a base that is gone took every region with it) */
+	if (rc->ch.base)
+		rc->ch.base->spill_bytes -= (size_t)rc->spill_n * rc_chunk(rc);
+	free(rc->spill);
+	rc->spill = NULL;
+	rc->spill_n = rc->spill_cap = rc->spill_next = 0;
+	rc->spill_busy = 0;
+}
+
+/* Chunk @p k is free again: its send completed and, when pulled, the
+ * pull is done. The burst is over when none is busy: the memory goes
+ * back. */
+static void
+spill_done(struct ch_rdma *rc, unsigned k)
+{
+	rc->spill[k].state = SPILL_FREE;
+	if (!--rc->spill_busy && !rc->ch.out_len)
+		spill_free_all(rc);
+}
+
+int
+evrdma__spill_sent(struct ch_rdma *rc, unsigned k, int failed)
+{
+	struct ch_spill *s;
+
+	if (k >= rc->spill_n || rc->spill[k].state != SPILL_POSTED ||
+	    !rc->spill_busy || (rc->spill[k].flags & SF_SENT))
+		return -1;
+	s = &rc->spill[k];
+	s->flags |= SF_SENT;
+	/* (a failed send: the peer never learns of the pull, and the
+	 * connection is over) */
+	if (!(s->flags & SF_PULL) || (s->flags & SF_PULLED) || failed)
+		spill_done(rc, k);
+	return 0;
+}
+
+int
+evrdma__spill_pulled(struct ch_rdma *rc, unsigned k)
+{
+	struct ch_spill *s;
+
+	if (k >= rc->spill_n || !(rc->spill[k].flags & SF_PULL))
+		return -1;
+	s = &rc->spill[k];
+	/* freed already: its send failed, and the connection is ending
+	 * (a pull reported done by a message polled after that failure) */
+	if (s->state != SPILL_POSTED)
+		return 0;
+	if (s->flags & SF_PULLED)
+		return -1;
+	s->flags |= SF_PULLED;
+	if (s->flags & SF_SENT)
+		spill_done(rc, k);
+	return 0;
+}
+
+void
+evrdma__spill_end(struct ch_rdma *rc)
+{
+	if (rc->spill)
+		spill_free_all(rc);
+}
