@@ -204,11 +204,14 @@ evrdma__spill_pulled(struct ch_rdma *rc, unsigned k)
 {
 	struct ch_spill *s;
 
-	if (k >= rc->spill_n || !(rc->spill[k].flags & SF_PULL))
-		return -1;
+	/* freed already, or every chunk gone with it: its send failed, and
+	 * the connection is ending (a pull reported done by a message
+	 * polled after that failure) */
+	if (k >= rc->spill_n)
+		return 0;
 	s = &rc->spill[k];
-	/* freed already: its send failed, and the connection is ending
-	 * (a pull reported done by a message polled after that failure) */
+	if (!(s->flags & SF_PULL))
+		return -1;
 	if (s->state != SPILL_POSTED)
 		return 0;
 	if (s->flags & SF_PULLED)
