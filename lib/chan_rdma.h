@@ -381,6 +381,10 @@ int evrdma__spill_find(const struct ch_rdma *rc, const void *addr);
  * an impossible state. */
 int evrdma__spill_sent(struct ch_rdma *rc, unsigned k, int failed);
 int evrdma__spill_pulled(struct ch_rdma *rc, unsigned k);
+/* The burst is over (nothing staged or in flight, output empty): every
+ * chunk goes back. Checked when a chunk is done and when a pass empties
+ * output (its last bytes may have been plain ones, behind the chunks). */
+void evrdma__spill_idle(struct ch_rdma *rc);
 /* The connection is gone: every chunk goes (output may keep references). */
 void evrdma__spill_end(struct ch_rdma *rc);
 

@@ -178,7 +178,14 @@ static void
 spill_done(struct ch_rdma *rc, unsigned k)
 {
 	rc->spill[k].state = SPILL_FREE;
-	if (!--rc->spill_busy && !rc->ch.out_len)
+	rc->spill_busy--;
+	evrdma__spill_idle(rc);
+}
+
+void
+evrdma__spill_idle(struct ch_rdma *rc)
+{
+	if (rc->spill && !rc->spill_busy && !rc->ch.out_len)
 		spill_free_all(rc);
 }
 

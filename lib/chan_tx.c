@@ -480,6 +480,10 @@ rc_send_data(struct ch_rdma *rc)
 			return -1;
 		sent = 1;
 	}
+	/* the spill's chunks outlived a burst whose last bytes were plain
+	 * (beyond the spill's limit): they go back once output is empty */
+	if (rc->spill && !rc->spill_busy && !ch->out_len)
+		evrdma__spill_idle(rc);
 	/* output waits for the peer's credits: a stall begins (counted;
 	 * the clock is read only here and when it ends) */
 	if (!rc->s_credits && ch->out_len && !rc->stall_t0) {
