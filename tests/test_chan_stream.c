@@ -931,6 +931,58 @@ START_TEST(channel_spill)
 }
 END_TEST
 
+/*
+ * The spill at its limit: 14 MiB of 1 MiB writes to a reader that stopped
+ * (and returns no credit) fill the spill to exactly its 8 MiB per channel
+ * (128 regions of 64 KiB) and no further: the rest waits in output. Once
+ * the reader reads again, everything arrives byte-exact and the regions go
+ * back.
+ */
+#define SP_OVER		(14 * MiB)
+
+START_TEST(channel_spill_at_its_limit)
+{
+	struct dt_env env;
+	struct chp p;
+	struct evbuffer *out;
+	unsigned mrs0, mrs1;
+	uint8_t *buf = malloc(SP_WRITE);
+	size_t off;
+
+	ck_assert_ptr_nonnull(buf);
+	default_pair(&env, &p, 0);
+	out = evrdma_channel_get_output(p.cli.ch);
+	p.srv->rx_seed = p.cli.tx_seed = 0x5b112ull;
+	mrs0 = sp_mrs(&env);
+	for (off = 0; off < SP_OVER; off += SP_WRITE) {
+		pat_fill(buf, off, SP_WRITE, p.cli.tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
+		    0);
+		ch_loop_for(env.eb, 50);
+	}
+	p.cli.tx_queued = p.cli.tx_total = SP_OVER;
+	ch_loop_for(env.eb, 300);
+	mrs1 = sp_mrs(&env);
+	fprintf(stderr, "channel spill at its limit: output %zu of %u bytes, "
+	    "%u regions spilled\n", evbuffer_get_length(out), SP_OVER,
+	    mrs1 - mrs0);
+	ck_assert_uint_eq(mrs1 - mrs0, SP_MAX_CHUNKS);
+	ck_assert_uint_ge(evbuffer_get_length(out), SP_OVER - 2 * MiB);
+	ck_assert_int_eq(p.cli.ends, 0);
+	p.srv->drain = 1;
+	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_READ), 0);
+	CH_WAIT(env.eb, p.srv->rx >= SP_OVER || p.srv->ends || p.cli.ends,
+	    60000);
+	ck_assert_uint_eq(p.srv->rx, SP_OVER);
+	ck_assert_int_eq(p.srv->ends, 0);
+	CH_WAIT(env.eb, sp_mrs(&env) == mrs0, 5000);
+	ck_assert_uint_eq(sp_mrs(&env), mrs0);
+	free(buf);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a message queued before connect, too big for the peer ==== */
 
 /* What the client's event callback and the listener saw. */
@@ -1036,6 +1088,7 @@ dt_suite_chan_stream(void)
 	tcase_add_test(tc, channel_queued_message_too_big_for_peer);
 	tcase_add_loop_test(tc, channel_backpressure, 0, 2);
 	tcase_add_loop_test(tc, channel_spill, 0, 3);
+	tcase_add_test(tc, channel_spill_at_its_limit);
 	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
 	tcase_add_test(tc, channel_write_out_of_memory);
 	tcase_add_test(tc, channel_copy_behind_staged_slots);
