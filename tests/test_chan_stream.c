@@ -983,6 +983,100 @@ START_TEST(channel_spill_at_its_limit)
 }
 END_TEST
 
+/*
+ * The spill at the base's limit: nine channels of one base, each written
+ * 12 MiB in 1 MiB writes, one channel after the other, to readers that
+ * stopped. About 2 MiB of each go to the reader's ring and the send slots
+ * before the spill starts, so each of the first eight spills its 128
+ * regions: 64 MiB in all, the base's limit (RC_SPILL_BASE_MAX), and the
+ * ninth spills none, its writes waiting in output. Once the readers read
+ * again, every stream arrives byte-exact and the regions go back.
+ */
+#define SB_CHANNELS	9
+#define SB_TOTAL	(12 * MiB)	/* 8 MiB spilled, with room to spare */
+/* the base's limit (lib/chan_rdma.h RC_SPILL_BASE_MAX), in 64 KiB chunks */
+#define SB_MAX_CHUNKS	1024
+
+/* How many readers have their whole stream; -1 once either end of a pair
+ * saw the connection end. */
+static int
+sb_done(const struct chp *p)
+{
+	int i, n = 0;
+
+	for (i = 0; i < SB_CHANNELS; i++) {
+		if (p[i].srv->ends || p[i].cli.ends)
+			return -1;
+		n += p[i].srv->rx >= SB_TOTAL;
+	}
+	return n;
+}
+
+START_TEST(channel_spill_at_the_base_limit)
+{
+	struct dt_env env;
+	struct chp p[SB_CHANNELS];	/* (a listener each, all on env) */
+	unsigned mrs0, mrs1, prev;
+	uint8_t *buf = malloc(SP_WRITE);
+	size_t off;
+	int i, n;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	for (i = 0; i < SB_CHANNELS; i++) {
+		chp_open(&p[i], &env, EVRDMA_CHANNEL_STREAM, 0);
+		p[i].srv->rx_seed = p[i].cli.tx_seed = 0x5b1130ull + (unsigned)i;
+	}
+	mrs0 = prev = sp_mrs(&env);
+	for (i = 0; i < SB_CHANNELS; i++) {
+		for (off = 0; off < SB_TOTAL; off += SP_WRITE) {
+			pat_fill(buf, off, SP_WRITE, p[i].cli.tx_seed);
+			ck_assert_int_eq(evrdma_channel_write(p[i].cli.ch, buf,
+			    SP_WRITE), 0);
+			ch_loop_for(env.eb, 50);
+		}
+		p[i].cli.tx_queued = p[i].cli.tx_total = SB_TOTAL;
+		ch_loop_for(env.eb, 300);
+		mrs1 = sp_mrs(&env);
+		fprintf(stderr, "channel spill at the base limit: channel %d: "
+		    "output %zu of %u bytes, %u regions spilled\n", i,
+		    evbuffer_get_length(evrdma_channel_get_output(p[i].cli.ch)),
+		    SB_TOTAL, mrs1 - prev);
+		/* its own limit while the base has room, none once it has
+		 * none */
+		ck_assert_uint_eq(mrs1 - prev,
+		    (unsigned)(i < SB_CHANNELS - 1 ? SP_MAX_CHUNKS : 0));
+		ck_assert_uint_ge(evbuffer_get_length(
+		    evrdma_channel_get_output(p[i].cli.ch)), SB_TOTAL - 2 * MiB);
+		prev = mrs1;
+	}
+	ck_assert_uint_eq(prev - mrs0, SB_MAX_CHUNKS);
+	ck_assert_int_eq(sb_done(p), 0);
+	for (i = 0; i < SB_CHANNELS; i++) {
+		p[i].srv->drain = 1;
+		ck_assert_int_eq(evrdma_channel_enable(p[i].srv->ch, EV_READ),
+		    0);
+	}
+	CH_WAIT(env.eb, (n = sb_done(p)) < 0 || n == SB_CHANNELS, 240000);
+	for (i = 0; i < SB_CHANNELS; i++) {
+		ck_assert_uint_eq(p[i].srv->rx, SB_TOTAL);
+		ck_assert_int_eq(p[i].srv->ends + p[i].cli.ends, 0);
+	}
+	CH_WAIT(env.eb, sp_mrs(&env) == mrs0, 10000);
+	ck_assert_uint_eq(sp_mrs(&env), mrs0);
+	free(buf);
+	/* (chp_close waits for the whole base to drain: every pair goes
+	 * first, then one drain) */
+	for (i = 0; i < SB_CHANNELS; i++) {
+		ep_free(&p[i].cli);
+		chl_close(&p[i].l);
+	}
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a message queued before connect, too big for the peer ==== */
 
 /* What the client's event callback and the listener saw. */
@@ -1092,6 +1186,12 @@ dt_suite_chan_stream(void)
 	tcase_add_loop_test(tc, channel_message_as_large_as_the_ring, 0, 2);
 	tcase_add_test(tc, channel_write_out_of_memory);
 	tcase_add_test(tc, channel_copy_behind_staged_slots);
+	suite_add_tcase(s, tc);
+
+	/* 108 MiB through stopped readers, more than stream-64mib moves */
+	tc = tcase_create("spill-base");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, channel_spill_at_the_base_limit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stream-64mib");
