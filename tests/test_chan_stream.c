@@ -845,6 +845,29 @@ sp_mrs(struct dt_env *env)
 }
 
 /*
+ * Write @p total bytes of @p e's pattern stream in 1 MiB writes (through
+ * @p buf) to a reader that stopped, and give them time to settle: the
+ * regions the base gained meanwhile (the spill's chunks).
+ */
+static unsigned
+sp_write_stopped(struct dt_env *env, struct ep *e, uint8_t *buf,
+    size_t total)
+{
+	unsigned mrs0 = sp_mrs(env);
+	size_t off;
+
+	for (off = 0; off < total; off += SP_WRITE) {
+		pat_fill(buf, off, SP_WRITE, e->tx_seed);
+		ck_assert_int_eq(evrdma_channel_write(e->ch, buf, SP_WRITE),
+		    0);
+		ch_loop_for(env->eb, 50);
+	}
+	e->tx_queued = e->tx_total = total;
+	ch_loop_for(env->eb, 300);
+	return sp_mrs(env) - mrs0;
+}
+
+/*
  * 1 MiB writes into a stream whose reader stopped (EV_READ off): what the
  * free send slots cannot take is copied once into chunks of registered
  * memory (the spill), each its own region, counted by the base while it
@@ -863,32 +886,23 @@ START_TEST(channel_spill)
 	struct dt_env env;
 	struct chp p;
 	struct evbuffer *out;
-	unsigned mrs0, mrs1;
+	unsigned mrs0, spilled;
 	uint8_t *buf = malloc(SP_WRITE);
-	size_t off;
 
 	ck_assert_ptr_nonnull(buf);
 	default_pair(&env, &p, 0);
 	out = evrdma_channel_get_output(p.cli.ch);
 	p.srv->rx_seed = p.cli.tx_seed = 0x5b111ull;
 	mrs0 = sp_mrs(&env);
-	for (off = 0; off < SP_TOTAL; off += SP_WRITE) {
-		pat_fill(buf, off, SP_WRITE, p.cli.tx_seed);
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
-		    0);
-		ch_loop_for(env.eb, 50);
-	}
-	p.cli.tx_queued = p.cli.tx_total = SP_TOTAL;
-	ch_loop_for(env.eb, 300);
-	mrs1 = sp_mrs(&env);
+	spilled = sp_write_stopped(&env, &p.cli, buf, SP_TOTAL);
 	fprintf(stderr, "channel spill: output %zu of %u bytes, %u regions "
-	    "spilled\n", evbuffer_get_length(out), SP_TOTAL, mrs1 - mrs0);
+	    "spilled\n", evbuffer_get_length(out), SP_TOTAL, spilled);
 	/* the reader's ring (1 MiB) took what it could; the rest waits in
 	 * output, most of it spilled: at least the writes beyond the ring
 	 * and the writer's free slots, within the limit */
 	ck_assert_uint_ge(evbuffer_get_length(out), SP_TOTAL - 2 * MiB);
-	ck_assert_uint_ge(mrs1 - mrs0, (SP_TOTAL - 3 * MiB) / (64 * KiB));
-	ck_assert_uint_le(mrs1 - mrs0, SP_MAX_CHUNKS);
+	ck_assert_uint_ge(spilled, (SP_TOTAL - 3 * MiB) / (64 * KiB));
+	ck_assert_uint_le(spilled, SP_MAX_CHUNKS);
 	ck_assert_int_eq(p.cli.ends, 0);
 
 	if (_i == 0) {
@@ -945,28 +959,19 @@ START_TEST(channel_spill_at_its_limit)
 	struct dt_env env;
 	struct chp p;
 	struct evbuffer *out;
-	unsigned mrs0, mrs1;
+	unsigned mrs0, spilled;
 	uint8_t *buf = malloc(SP_WRITE);
-	size_t off;
 
 	ck_assert_ptr_nonnull(buf);
 	default_pair(&env, &p, 0);
 	out = evrdma_channel_get_output(p.cli.ch);
 	p.srv->rx_seed = p.cli.tx_seed = 0x5b112ull;
 	mrs0 = sp_mrs(&env);
-	for (off = 0; off < SP_OVER; off += SP_WRITE) {
-		pat_fill(buf, off, SP_WRITE, p.cli.tx_seed);
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, SP_WRITE),
-		    0);
-		ch_loop_for(env.eb, 50);
-	}
-	p.cli.tx_queued = p.cli.tx_total = SP_OVER;
-	ch_loop_for(env.eb, 300);
-	mrs1 = sp_mrs(&env);
+	spilled = sp_write_stopped(&env, &p.cli, buf, SP_OVER);
 	fprintf(stderr, "channel spill at its limit: output %zu of %u bytes, "
 	    "%u regions spilled\n", evbuffer_get_length(out), SP_OVER,
-	    mrs1 - mrs0);
-	ck_assert_uint_eq(mrs1 - mrs0, SP_MAX_CHUNKS);
+	    spilled);
+	ck_assert_uint_eq(spilled, SP_MAX_CHUNKS);
 	ck_assert_uint_ge(evbuffer_get_length(out), SP_OVER - 2 * MiB);
 	ck_assert_int_eq(p.cli.ends, 0);
 	p.srv->drain = 1;
@@ -1016,9 +1021,8 @@ START_TEST(channel_spill_at_the_base_limit)
 {
 	struct dt_env env;
 	struct chp p[SB_CHANNELS];	/* (a listener each, all on env) */
-	unsigned mrs0, mrs1, prev;
+	unsigned mrs0, spilled;
 	uint8_t *buf = malloc(SP_WRITE);
-	size_t off;
 	int i, n;
 
 	ck_assert_ptr_nonnull(buf);
@@ -1028,30 +1032,21 @@ START_TEST(channel_spill_at_the_base_limit)
 		chp_open(&p[i], &env, EVRDMA_CHANNEL_STREAM, 0);
 		p[i].srv->rx_seed = p[i].cli.tx_seed = 0x5b1130ull + (unsigned)i;
 	}
-	mrs0 = prev = sp_mrs(&env);
+	mrs0 = sp_mrs(&env);
 	for (i = 0; i < SB_CHANNELS; i++) {
-		for (off = 0; off < SB_TOTAL; off += SP_WRITE) {
-			pat_fill(buf, off, SP_WRITE, p[i].cli.tx_seed);
-			ck_assert_int_eq(evrdma_channel_write(p[i].cli.ch, buf,
-			    SP_WRITE), 0);
-			ch_loop_for(env.eb, 50);
-		}
-		p[i].cli.tx_queued = p[i].cli.tx_total = SB_TOTAL;
-		ch_loop_for(env.eb, 300);
-		mrs1 = sp_mrs(&env);
+		spilled = sp_write_stopped(&env, &p[i].cli, buf, SB_TOTAL);
 		fprintf(stderr, "channel spill at the base limit: channel %d: "
 		    "output %zu of %u bytes, %u regions spilled\n", i,
 		    evbuffer_get_length(evrdma_channel_get_output(p[i].cli.ch)),
-		    SB_TOTAL, mrs1 - prev);
+		    SB_TOTAL, spilled);
 		/* its own limit while the base has room, none once it has
 		 * none */
-		ck_assert_uint_eq(mrs1 - prev,
+		ck_assert_uint_eq(spilled,
 		    (unsigned)(i < SB_CHANNELS - 1 ? SP_MAX_CHUNKS : 0));
 		ck_assert_uint_ge(evbuffer_get_length(
 		    evrdma_channel_get_output(p[i].cli.ch)), SB_TOTAL - 2 * MiB);
-		prev = mrs1;
 	}
-	ck_assert_uint_eq(prev - mrs0, SB_MAX_CHUNKS);
+	ck_assert_uint_eq(sp_mrs(&env) - mrs0, SB_MAX_CHUNKS);
 	ck_assert_int_eq(sb_done(p), 0);
 	for (i = 0; i < SB_CHANNELS; i++) {
 		p[i].srv->drain = 1;
