@@ -406,6 +406,25 @@ conn_schedule_fin(struct evrdma_conn *conn)
 	evrdma__ev_timer_start(conn->fin_ev, 0);
 }
 
+/*
+ * The QP goes, and with it the connection's place in its shared receive
+ * queue's table of QP numbers: detached first, so that the queue's
+ * completions no longer find it (they complete with no connection), on
+ * every path that destroys a QP. (A passive connection refused after its
+ * QP was made once left its entry behind: freed, it was still walked and
+ * relinked by the queue's later completions and connections.)
+ */
+static void
+conn_destroy_qp(struct evrdma_conn *conn)
+{
+	evrdma__srq_detach(conn);
+	if (conn->qp) {
+		EVRDMA_SYM(rdma_destroy_qp)(conn->id);
+		conn->qp = conn->ep.qp = NULL;
+		conn->base->stats.qps--;
+	}
+}
+
 void
 evrdma__conn_abort_passive(struct evrdma_conn *conn)
 {
@@ -413,11 +432,7 @@ evrdma__conn_abort_passive(struct evrdma_conn *conn)
 	evrdma__ep_cancel_all(&conn->ep);
 	if (conn->id) {
 		conn->id->context = NULL;
-		if (conn->qp) {
-			EVRDMA_SYM(rdma_destroy_qp)(conn->id);
-			conn->qp = conn->ep.qp = NULL;
-			conn->base->stats.qps--;
-		}
+		conn_destroy_qp(conn);
 		conn->id = NULL;	/* the dispatcher destroys it */
 	}
 	conn->parent_ops = NULL;
@@ -551,14 +566,7 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 		conn->dns_req = NULL;
 	}
 	conn_drop_parent(conn);
-	/* its queue's completions no longer find it (they complete with
-	 * no connection) */
-	evrdma__srq_detach(conn);
-	if (conn->qp) {
-		EVRDMA_SYM(rdma_destroy_qp)(conn->id);
-		conn->qp = conn->ep.qp = NULL;
-		base->stats.qps--;
-	}
+	conn_destroy_qp(conn);
 	evrdma__dev_detach(&conn->ep);
 	if (conn->cq) {
 		evrdma__cq_release(conn->cq, conn->sq_depth + conn->rq_depth);

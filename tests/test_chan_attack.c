@@ -1306,6 +1306,76 @@ START_TEST(attack_pool_credits)
 }
 END_TEST
 
+/*
+ * Requests refused after their QP was made, by a listener whose channels
+ * draw on a shared receive queue (a bad channel handshake is refused only
+ * once the QP exists): each QP's entry in the queue's table of QP numbers
+ * must go with it. SRQ_REFUSED of them, more than the table's 256
+ * buckets: rxe numbers QPs in turn, and these raw peers make none of
+ * their own, so every bucket gets one. Then channels join the queue,
+ * move data, and go. With an entry left behind, joining and leaving
+ * relinked the freed connections (found by review: ASan reports a use
+ * after free; the normal build corrupted the heap).
+ */
+#define SRQ_REFUSED	264
+
+START_TEST(attack_srq_refused)
+{
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct friend f[2];
+	struct rp_chs h = rp_hs();
+	struct evrdma_stats st;
+	struct evrdma_srq *srq;
+	uint8_t hs[32], pd[56];
+	size_t len;
+	int i;
+
+	memset(&v, 0, sizeof(v));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	srq = evrdma_channel_srq_new(env.base, NULL, 64);
+	ck_assert_ptr_nonnull(srq);
+	v.echo = 1;
+	v_listen(&v, &env);
+	ck_assert_int_eq(evrdma_listener_set_srq(v.lst, srq), 0);
+	h.bad_check = 1;
+	rp_chs_encode(hs, &h);
+	len = rp_pdata(pd, 1, hs, 32, 32);
+	for (i = 0; i < SRQ_REFUSED; i++) {
+		struct rawpeer rp;
+
+		memset(&rp, 0, sizeof(rp));
+		rp.no_qp = 1;
+		ck_assert_int_eq(rp_prepare(&rp, env.eb,
+		    (struct sockaddr *)&v.ss, v.sslen), 0);
+		rp_connect_now(&rp, pd, len, 15000);
+		ck_assert_int_eq(rp.rejected, 1);
+		ck_assert_int_eq(rp.reject_code, EVRDMA_REJECT_PROTOCOL);
+		rp_close(&rp);
+	}
+	ch_loop_for(env.eb, 100);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
+	ck_assert_uint_eq(st.qps, 0);
+	ck_assert_int_eq(v.naccepted, 0);
+	/* two channels on the queue, in buckets the refused ones used */
+	for (i = 0; i < 2; i++) {
+		f_open(&f[i], &v);
+		f_echo(&f[i], &v, 64 * KiB);
+	}
+	f_echo(&f[0], &v, 16 * KiB);
+	for (i = 0; i < 2; i++)
+		evrdma_channel_free(f[i].ch);
+	evrdma_srq_free(srq);
+	v_close(&v);
+	ch_loop_for(env.eb, 100);
+	evrdma_base_get_stats(env.base, &st, sizeof(st));
+	ck_assert_uint_eq(st.qps, 0);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== 12. a bufferevent as the victim ==== */
 
 /* An evrdma bufferevent accepted from the listener, and what its
@@ -1538,6 +1608,7 @@ dt_suite_chan_attack(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, attack_half_open_flood);
 	tcase_add_test(tc, attack_server_abandons);
+	tcase_add_test(tc, attack_srq_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
