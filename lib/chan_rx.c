@@ -74,8 +74,15 @@ rb_free(struct ch_rdma *rc, unsigned idx)
 static inline __attribute__((always_inline)) void
 rb_release(struct ch_rdma *rc, unsigned idx)
 {
-	if (!rc->held || rc->rb[idx].state == RB_FREE) {
-		evrdma__rc_internal(rc, "a receive buffer released twice");
+	const struct ch_rbuf *b = &rc->rb[idx];
+
+	/* (delivered, so neither free nor posted; and no evbuffer refers
+	 * to it any more: rc_ref_cleanup() releases it when the last
+	 * reference goes) */
+	if (!rc->held || b->state == RB_FREE || b->state == RB_POSTED ||
+	    b->refs) {
+		evrdma__rc_internal(rc, "a receive buffer released twice, "
+		    "while posted, or while referenced");
 		return;
 	}
 	rb_free(rc, idx);
@@ -164,6 +171,15 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		    b->off;
 		size_t len = b->len - b->off, room, take;
 		int copy_ok, ref_ok;
+		/* Input may be empty while an evbuffer elsewhere still refers
+		 * to this buffer: the start of a message cut at the read high
+		 * watermark went into input by reference, and the application
+		 * (or the bufferevent adapter) moved that chain out. Then the
+		 * last reference's cleanup releases the buffer, not the
+		 * delivery of its rest (found by review: released here, it
+		 * went back to the peer, or a shared pool, while the
+		 * application still held its bytes). */
+		int referenced = b->refs != 0;
 
 		if (ch->recvcb && !have) {
 			/* zero-copy to the user; the buffer goes back to
@@ -171,7 +187,8 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			rxq_pop(rc);
 			b->queued = 0;
 			evrdma__chan_recv(ch, p, len);
-			rb_release(rc, idx);
+			if (!referenced)
+				rb_release(rc, idx);
 			if (ch->end & CHE_FREED)
 				return;
 			/* it may have put bytes in input: what comes next
@@ -190,7 +207,8 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			 * reply: the credit then goes with it) */
 			rxq_pop(rc);
 			b->queued = 0;
-			rb_release(rc, idx);
+			if (!referenced)
+				rb_release(rc, idx);
 			evrdma__chan_sunk(ch);
 			if (ch->end & CHE_FREED)
 				return;
@@ -292,6 +310,13 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 {
 	struct ch_rbuf *b = &rc->rb[idx];
 
+	if (b->refs) {
+		/* impossible: a buffer goes back (rb_release) only once no
+		 * evbuffer refers to it */
+		evrdma__rc_internal(rc, "data arrived in a receive buffer "
+		    "still referenced");
+		return;
+	}
 	if (rc->ch.end & CHE_PEER_EOF) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "data after EOF");

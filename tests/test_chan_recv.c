@@ -288,6 +288,117 @@ START_TEST(channel_recv_cb_flow)
 }
 END_TEST
 
+/*
+ * The start of a message cut at the read high watermark goes into input
+ * by reference; the read callback moves that chain out of input, into an
+ * evbuffer of its own, and takes the receive callback, which then gets
+ * the message's rest straight from the ring while input is empty. The
+ * buffer must stay the application's until its chain goes: released with
+ * the rest's delivery (as it was: found by review), it went back to the
+ * peer, whose later messages landed in it and changed the bytes the
+ * application held, and the chain's cleanup released it a second time.
+ * The client sends CUT_MSGS more messages, enough to come round the
+ * ring twice; the bytes held must stay the stream's, and every later
+ * byte arrive in order.
+ */
+#define CUT_HI		2000
+#define CUT_FIRST	3000
+#define CUT_LEN		4000
+#define CUT_MSGS	96
+
+struct cut {
+	struct evbuffer *held;		/* the moved chain */
+	uint64_t seed, rx;		/* through the receive callback */
+	size_t bad;
+};
+
+static void
+cut_recvcb(struct evrdma_channel *ch, const void *data, size_t len,
+    void *arg)
+{
+	struct ep *e = arg;
+	struct cut *c = e->ctx;
+	size_t at = pat_check(data, c->rx, len, c->seed);
+
+	(void)ch;
+	if (at != (size_t)-1 && !c->bad)
+		c->bad = (size_t)c->rx + at + 1;
+	c->rx += len;
+}
+
+static void
+cut_readcb(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+	struct cut *c = e->ctx;
+	struct evbuffer *in = evrdma_channel_get_input(ch);
+
+	/* the first read callback only: input is the cut message's start */
+	ck_assert_uint_eq(evbuffer_get_length(c->held), 0);
+	ck_assert_uint_eq(evbuffer_get_length(in), CUT_HI);
+	ck_assert_int_eq(evbuffer_add_buffer(c->held, in), 0);
+	c->rx = CUT_HI;
+	ck_assert_int_eq(evrdma_channel_set_recv_cb(ch, cut_recvcb), 0);
+}
+
+START_TEST(channel_recv_cb_after_moved_ref)
+{
+	struct dt_env env;
+	struct chp p;
+	struct cut c;
+	uint8_t *buf = malloc(CUT_LEN);
+	uint64_t sent = 0;
+	size_t at;
+	int i;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(&p, 0, sizeof(p));
+	memset(&c, 0, sizeof(c));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	c.held = evbuffer_new();
+	ck_assert_ptr_nonnull(c.held);
+	c.seed = p.cli.tx_seed;
+	p.srv->ctx = &c;
+	evrdma_channel_setcb(p.srv->ch, cut_readcb, NULL, ep_eventcb, p.srv);
+	evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, CUT_HI);
+	/* one message, cut: its start by reference (CUT_HI >= 1 KiB) */
+	pat_fill(buf, 0, CUT_FIRST, c.seed);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CUT_FIRST), 0);
+	sent = CUT_FIRST;
+	CH_WAIT(env.eb, c.rx == CUT_FIRST || p.srv->ends, 10000);
+	ck_assert_uint_eq(c.rx, CUT_FIRST);
+	/* the ring comes round: one message at a time, each taken */
+	for (i = 0; i < CUT_MSGS && !p.srv->ends; i++) {
+		pat_fill(buf, sent, CUT_LEN, c.seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CUT_LEN),
+		    0);
+		sent += CUT_LEN;
+		CH_WAIT(env.eb, c.rx == sent || p.srv->ends, 10000);
+	}
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	ck_assert_uint_eq(c.rx, sent);
+	ck_assert_msg(c.bad == 0, "byte %zu through the receive callback is "
+	    "wrong", c.bad - 1);
+	at = pat_check(evbuffer_pullup(c.held, -1), 0, CUT_HI, c.seed);
+	ck_assert_msg(at == (size_t)-1, "byte %zu of the chain held is no "
+	    "longer what arrived", at);
+	/* the chain goes: its buffer goes back now, once */
+	evbuffer_free(c.held);
+	ch_loop_for(env.eb, 200);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	pat_fill(buf, sent, CUT_LEN, c.seed);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CUT_LEN), 0);
+	sent += CUT_LEN;
+	CH_WAIT(env.eb, c.rx == sent || p.srv->ends, 10000);
+	ck_assert_uint_eq(c.rx, sent);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	chp_close(&p);
+	free(buf);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_recv(void)
 {
@@ -298,6 +409,7 @@ dt_suite_chan_recv(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, channel_recv_cb_echo, 0, 2);
 	tcase_add_loop_test(tc, channel_recv_cb_flow, 0, RCF_COUNT);
+	tcase_add_test(tc, channel_recv_cb_after_moved_ref);
 	suite_add_tcase(s, tc);
 	return s;
 }
