@@ -92,9 +92,17 @@ linger_sock_write(struct bufferevent *sock, void *arg)
 	}
 }
 
+/* The peer's EOF ends its sending, not ours: a socket closed with output
+ * pending still sends it after the peer's FIN (a client that half-closes
+ * after its request, then reads the reply). Reading stops; an error, or
+ * the end of writing, ends the linger. */
 static void
 linger_sock_event(struct bufferevent *sock, short what, void *arg)
 {
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+		bufferevent_disable(sock, EV_READ);
+		return;
+	}
 	ad_linger_done(arg);
 }
 
