@@ -1574,6 +1574,178 @@ START_TEST(attack_bufferevent)
 }
 END_TEST
 
+/*
+ * The adapter's sink and a moved reference (bd45075): the start of a
+ * message cut at the channel's read high watermark (the ring, 32 KiB
+ * here) goes into the channel's input by reference; the adapter moves
+ * that chain into the bufferevent's input (evbuffer_remove_buffer), so
+ * the channel's input is empty while its receive buffer is still
+ * referenced, and the message's rest (< 1 KiB) then goes the sink's way,
+ * copied straight into the bufferevent's input. Before bd45075 the sink
+ * released the buffer with the rest's delivery: it went back to the peer,
+ * whose later messages landed in it and changed bytes the application
+ * had not read yet. Here: the bufferevent does not read while the client
+ * sends BVC_NSMALL messages of BVC_SMALL bytes (copied into the channel's
+ * input, each its own message) and one of BVC_LEN, cut at the mark
+ * (29,000 + 3,768 by reference; 232 left in the ring). Then it reads,
+ * at most BVC_BITE bytes per read callback, so the chain stays in its
+ * input while BVC_MORE messages of BVC_LEN come round the ring (16
+ * receive buffers) four times; then it reads the rest. Every byte must
+ * be the stream's, in order, and neither end may see an event.
+ */
+#define BVC_SMALL	1000
+#define BVC_NSMALL	29
+#define BVC_LEN		4000
+#define BVC_MORE	64
+#define BVC_BITE	128
+
+/* The read callback reads a little per call: the chain moved from the
+ * channel stays in the bufferevent's input meanwhile. */
+static void
+bv_read_bite(struct bufferevent *bev, void *arg)
+{
+	struct bvictim *b = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in), at;
+
+	if (n > BVC_BITE)
+		n = BVC_BITE;
+	if (!n)
+		return;
+	at = pat_check(evbuffer_pullup(in, (ev_ssize_t)n), b->rx, n, BV_SEED);
+	if (at != (size_t)-1 && !b->bad_at)
+		b->bad_at = b->rx + at + 1;
+	b->rx += n;
+	evbuffer_drain(in, n);
+}
+
+/* The client sends the next @p len bytes of the stream as one message
+ * (its output is empty before the write) and waits until the
+ * bufferevent's channel has it: its messages and bytes received. */
+static void
+bvc_send(struct bvictim *b, struct friend *f, uint8_t *buf, size_t len,
+    uint64_t *sent, unsigned long long *msgs)
+{
+	struct evbuffer *out = evrdma_channel_get_output(f->ch);
+	struct evrdma_channel_stats st;
+
+	memset(&st, 0, sizeof(st));
+	ck_assert_uint_eq(evbuffer_get_length(out), 0);
+	pat_fill(buf, *sent, len, BV_SEED);
+	ck_assert_int_eq(evrdma_channel_write(f->ch, buf, len), 0);
+	*sent += len;
+	++*msgs;
+	CH_WAIT(b->v.env->eb, (evrdma_bufferevent_get_stats(b->bev, &st,
+	    sizeof(st)) == 0 && st.msgs_received >= *msgs) || b->ends ||
+	    f->ends, 10000);
+	ck_assert_msg(!b->ends && !f->ends, "an end at byte %llu: "
+	    "bufferevent 0x%x (%s), client %d; logged: %s",
+	    (unsigned long long)*sent, b->what, evrdma_reason_str(b->reason),
+	    f->ends, b->v.log[0] ? b->v.log : "(nothing)");
+	ck_assert_uint_eq(evbuffer_get_length(out), 0);
+	ck_assert_uint_eq(st.msgs_received, *msgs);
+	ck_assert_uint_eq(st.bytes_received, *sent);
+	ck_assert_uint_eq(st.pulls_done, 0);
+}
+
+START_TEST(attack_bufferevent_cut_moved)
+{
+	const uint64_t first = (uint64_t)BVC_NSMALL * BVC_SMALL;
+	struct dt_env env;
+	/* (max_input above the ring: the small messages are copied) */
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 64 * 1024);
+	struct bvictim b;
+	struct friend f;
+	struct evbuffer *in;
+	uint8_t *buf = malloc(BVC_LEN);
+	uint64_t sent = 0;
+	unsigned long long msgs = 0;
+	unsigned i;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(&b, 0, sizeof(b));
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	b.v.env = &env;
+	b.reading = 0;
+	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
+	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b, 0,
+	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
+	ck_assert_ptr_nonnull(b.v.lst);
+	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),
+	    evrdma_listener_get_port(b.v.lst));
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, &b.v);
+	ck_assert_int_eq(f_connect(&f, &b.v), 1);
+	CH_WAIT(env.eb, b.bev != NULL, 10000);
+	bufferevent_setcb(b.bev, bv_read_bite, NULL, bv_event, &b);
+	in = bufferevent_get_input(b.bev);
+
+	/* not reading: the small ones wait in the channel's input, the
+	 * last message is cut at the ring's 32 KiB, its start by reference,
+	 * its rest in its buffer */
+	for (i = 0; i < BVC_NSMALL; i++)
+		bvc_send(&b, &f, buf, BVC_SMALL, &sent, &msgs);
+	ck_assert_uint_lt(sent, (uint64_t)AT_SLOTS * AT_SLOT);
+	ck_assert_uint_ge((uint64_t)AT_SLOTS * AT_SLOT - sent, 1024);
+	bvc_send(&b, &f, buf, BVC_LEN, &sent, &msgs);
+	ck_assert_uint_gt(sent, (uint64_t)AT_SLOTS * AT_SLOT);
+	ck_assert_uint_lt(sent - (uint64_t)AT_SLOTS * AT_SLOT, 1024);
+	ch_loop_for(env.eb, 50);
+	ck_assert_uint_eq(b.rx, 0);
+	ck_assert_uint_eq(evbuffer_get_length(in), 0);
+
+	/* reading: the adapter moves the channel's input, the chain
+	 * included, and the sink takes the rest */
+	ck_assert_int_eq(bufferevent_enable(b.bev, EV_READ), 0);
+	CH_WAIT(env.eb, b.rx + evbuffer_get_length(in) == sent || b.ends ||
+	    f.ends, 10000);
+	ck_assert_int_eq(b.ends + f.ends, 0);
+	ck_assert_uint_gt(b.rx, 0);
+
+	/* the ring comes round while the chain is still held */
+	for (i = 0; i < BVC_MORE; i++) {
+		bvc_send(&b, &f, buf, BVC_LEN, &sent, &msgs);
+		CH_WAIT(env.eb, b.rx + evbuffer_get_length(in) == sent ||
+		    b.ends || f.ends, 10000);
+	}
+	ch_loop_for(env.eb, 100);
+	ck_assert_int_eq(b.events, 0);
+	ck_assert_int_eq(f.ends, 0);
+	ck_assert_uint_eq(b.rx + evbuffer_get_length(in), sent);
+	/* (the test's premise: the cut message's start was not read yet) */
+	ck_assert_msg(b.rx < first, "the read callback read %zu bytes, "
+	    "the cut message's start (at %llu) among them", b.rx,
+	    (unsigned long long)first);
+
+	/* everything left, in order, no byte changed */
+	pat_take(in, BV_SEED, &b.rx, &b.bad_at);
+	ck_assert_msg(b.bad_at == 0, "byte %zu of the stream changed in the "
+	    "bufferevent's input (the cut message's start: bytes %llu to "
+	    "%llu)", b.bad_at - 1, (unsigned long long)first,
+	    (unsigned long long)AT_SLOTS * AT_SLOT);
+	ck_assert_uint_eq(b.rx, sent);
+	ch_loop_for(env.eb, 200);
+	ck_assert_uint_eq(evbuffer_get_length(in), 0);
+	ck_assert_uint_eq(b.rx, sent);
+	ck_assert_int_eq(b.events, 0);
+	ck_assert_int_eq(f.ends, 0);
+	ck_assert_msg(b.v.log[0] == 0, "logged: %s", b.v.log);
+	fprintf(stderr, "bufferevent, a cut message's start moved, its rest "
+	    "sunk: %llu bytes in %llu messages read intact\n",
+	    (unsigned long long)sent, msgs);
+
+	free(buf);
+	bufferevent_free(b.bev);
+	evrdma_channel_free(f.ch);
+	evrdma_listener_free(b.v.lst);
+	ch_drain(&env, 20000);
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(NULL, 0, NULL);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_attack(void)
 {
@@ -1599,6 +1771,7 @@ dt_suite_chan_attack(void)
 	tcase_add_test(tc, attack_isolation_raw);
 	tcase_add_test(tc, attack_pool_credits);
 	tcase_add_loop_test(tc, attack_bufferevent, 0, BV_COUNT);
+	tcase_add_test(tc, attack_bufferevent_cut_moved);
 	tcase_add_test(tc, attack_rewrite_delivered);
 	tcase_add_loop_test(tc, attack_forbidden_then_gone, 0, FO_COUNT);
 	tcase_add_test(tc, attack_pull_done_early);
