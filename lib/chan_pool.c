@@ -387,6 +387,12 @@ evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m)
 			    "reclaimed");
 			return -1;
 		}
+		if (!evrdma__ch_yield_enough(rc->reclaim_out, m->loan, lent,
+		    rc->held + rc->ret_data, rc->reclaim_ret)) {
+			evrdma__rc_violation(rc, "a yield short of the credits "
+			    "it held unused");
+			return -1;
+		}
 		rc->withheld += m->loan;
 		rc->pool->committed -= m->loan;
 		rc->reclaim_out = 0;

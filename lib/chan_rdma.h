@@ -231,6 +231,7 @@ struct ch_rdma {
 	uint8_t rx_recent;		/* DATA arrived since the pool's tick */
 	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
 	unsigned reclaim_out;		/* sent: its YIELD is due */
+	unsigned reclaim_ret;		/* data credits returned since */
 	unsigned reclaim_ticks;		/* ticks since it was wanted */
 	uint8_t grant_due;		/* joined: the first credit goes now */
 	/* the peer lends (LEND in its handshake): its RECLAIM to answer */

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	rc->ret_data -= d;
 	rc->ret_ctrl = 0;
 	rc->ret_pull -= p;
+	/* (what the peer may not have seen when it yields: counted while a
+	 * RECLAIM is out, saturating) */
+	if (rc->reclaim_out && rc->reclaim_ret <= UINT_MAX - d)
+		rc->reclaim_ret += d;
 	/* The peer, starved, waits for what we owe, pulls included. It
 	 * stays starved until all of that went back: a message that leaves
 	 * READs of its pulls still running must not drop the flag, or the
@@ -126,6 +131,7 @@ rc_send_loans(struct ch_rdma *rc)
 		if (r > 0) {
 			rc->reclaim_out = rc->reclaim_want;
 			rc->reclaim_want = 0;
+			rc->reclaim_ret = 0;
 		}
 	}
 	if (r >= 0 && rc->yield_asked) {

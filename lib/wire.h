@@ -247,6 +247,26 @@ evrdma__ch_yield_valid(unsigned asked, unsigned yielded, unsigned lent,
 	    yielded <= lent - unreturned;
 }
 
+/*
+ * Lender: and it gave back no less than evrdma__ch_yield_amount() makes
+ * of the least the peer can have held when it yielded. Every message it
+ * sent before the YIELD has arrived, so it held at least @p lent less
+ * @p unreturned less the credits returned since the RECLAIM went
+ * (@p returned_since: those it may not have seen yet; the ones before
+ * came ahead of the RECLAIM). A yield short of that keeps credits the
+ * peer does not use, against the pool's reclaim (found by review: a
+ * peer answering every RECLAIM with a YIELD of 0 kept its share).
+ */
+static inline int
+evrdma__ch_yield_enough(unsigned asked, unsigned yielded, unsigned lent,
+    unsigned unreturned, unsigned returned_since)
+{
+	unsigned long used = (unsigned long)unreturned + returned_since;
+
+	return used >= lent ||
+	    yielded >= evrdma__ch_yield_amount(asked, lent - (unsigned)used);
+}
+
 /* Borrower: a RECLAIM of @p asked is honest when it leaves at least one
  * of the @p granted (the lender's R) lent. */
 static inline int

@@ -421,10 +421,29 @@ rp_starve(struct rawpeer *rp, struct victim *v)
 	rp_wait_credits(rp, 2);
 }
 
-enum { PI_RAW, PI_HONEST, PI_COUNT };
+enum { PI_RAW, PI_HONEST, PI_YIELD0, PI_COUNT };
 static const char *const pi_names[PI_COUNT] = {
-	"raw peers that never give back", "evrdma peers, idle"
+	"raw peers that never give back", "evrdma peers, idle",
+	"raw peers that answer every RECLAIM with a YIELD of 0"
 };
+
+/* The raw peer answers each RECLAIM that arrived since *@p seen with a
+ * YIELD of 0, returning the control credit the RECLAIM took (so that the
+ * lender can go on asking): it keeps what it was lent. */
+static void
+rp_yield_nothing(struct rawpeer *rp, unsigned *seen)
+{
+	for (; *seen < rp->nwc; ++*seen) {
+		const struct rp_wc *w = &rp->wc[*seen];
+
+		if (!w->is_recv || w->status != IBV_WC_SUCCESS ||
+		    !w->has_imm || w->imm >> 30 != 3 || (w->imm & 0x40u))
+			continue;
+		ck_assert_int_eq(rp_post_recv(rp, RP_SCRATCH, RP_SLOT), 0);
+		ck_assert_int_eq(rp_send_imm(rp, RP_SCRATCH, 0,
+		    rp_imm(3, 0, 1, 0, 1, 0)), 0);
+	}
+}
 
 /*
  * Lent credits come back from idle peers (finding 3). On a queue of 32
@@ -433,8 +452,11 @@ static const char *const pi_names[PI_COUNT] = {
  * then full: a new channel is refused (RESOURCES). _i 0: the peers are
  * raw and never answer the RECLAIM the pool's tick sends them: they are
  * cut off (PROTOCOL) within the reclaim deadline. _i 1: they are evrdma
- * channels, which yield: they stay, and echo afterwards. Either way a
- * new honest channel then connects and echoes.
+ * channels, which yield: they stay, and echo afterwards. _i 2: the raw
+ * peers answer every RECLAIM at once with a YIELD of 0 (found by review:
+ * that kept the deadline from ever passing, and the pool full for good):
+ * a yield short of what they held unused is a violation (PROTOCOL). In
+ * each, a new honest channel then connects and echoes.
  */
 START_TEST(isolation_pool_idle)
 {
@@ -443,15 +465,16 @@ START_TEST(isolation_pool_idle)
 	struct rawpeer rp[2];
 	struct friend hf[2], nf;
 	struct evrdma_srq *srq;
+	unsigned seen[2] = { 0, 0 };
 	uint64_t t0;
-	int i;
+	int i, raw = _i != PI_HONEST;
 
 	memset(&v, 0, sizeof(v));
 	memset(rp, 0, sizeof(rp));
 	memset(hf, 0, sizeof(hf));
 	srq = pool_victim(&env, &v, 16, 32);
 	for (i = 0; i < 2; i++) {
-		if (_i == PI_RAW) {
+		if (raw) {
 			rp_starve(&rp[i], &v);
 		} else {
 			f_open(&hf[i], &v);
@@ -461,7 +484,7 @@ START_TEST(isolation_pool_idle)
 		}
 	}
 	ch_loop_for(env.eb, 200);
-	if (_i == PI_RAW) {
+	if (raw) {
 		/* the attack worked: the pool is promised to idle peers */
 		ck_assert_int_eq(f_connect(&nf, &v), 0);
 		evrdma_channel_free(nf.ch);
@@ -469,10 +492,15 @@ START_TEST(isolation_pool_idle)
 	t0 = tu_now_ms();
 	for (i = 0; ; i++) {
 		ck_assert_msg(tu_now_ms() - t0 < 8000, "no room after 8 s");
-		if (_i == PI_RAW)
+		if (raw)
 			rp_run(&rp[0], 200);
 		else
 			ch_loop_for(env.eb, 200);
+		if (_i == PI_YIELD0) {
+			rp_poll(&rp[1]);
+			rp_yield_nothing(&rp[0], &seen[0]);
+			rp_yield_nothing(&rp[1], &seen[1]);
+		}
 		if (f_connect(&nf, &v))
 			break;
 		evrdma_channel_free(nf.ch);
@@ -481,7 +509,18 @@ START_TEST(isolation_pool_idle)
 	    "%llu ms (%d refusals)\n", pi_names[_i],
 	    (unsigned long long)(tu_now_ms() - t0), i + 1);
 	f_echo(&nf, &v, 64 * KiB);
-	if (_i == PI_RAW) {
+	if (raw) {
+		/* (the YIELD 0 peers go on answering meanwhile: each is cut
+		 * off for its answer, not for the lack of one) */
+		t0 = tu_now_ms();
+		while (_i == PI_YIELD0 && !(v.ch[0].ends && v.ch[1].ends) &&
+		    tu_now_ms() - t0 < 8000) {
+			rp_run(&rp[0], 50);
+			rp_poll(&rp[1]);
+			for (i = 0; i < 2; i++)
+				if (!v.ch[i].ends)
+					rp_yield_nothing(&rp[i], &seen[i]);
+		}
 		for (i = 0; i < 2; i++) {
 			/* each within the reclaim deadline of its RECLAIM
 			 * (sent when it went idle, or when the pool ran out) */
@@ -491,8 +530,8 @@ START_TEST(isolation_pool_idle)
 			    EVRDMA_REASON_PROTOCOL);
 			rp_close(&rp[i]);
 		}
-		ck_assert_msg(strstr(v.log, "not given back") != NULL,
-		    "logged: %s", v.log);
+		ck_assert_msg(strstr(v.log, _i == PI_RAW ? "not given back" :
+		    "a yield short of") != NULL, "logged: %s", v.log);
 	} else {
 		for (i = 0; i < 2; i++) {
 			ck_assert_int_eq(v.ch[i].ends, 0);

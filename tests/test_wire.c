@@ -279,12 +279,54 @@ START_TEST(wire_loan)
 	ck_assert(!evrdma__ch_yield_valid(15, 16, 16, 0));	/* > asked */
 	ck_assert(!evrdma__ch_yield_valid(15, 14, 16, 3));	/* > unused */
 	ck_assert(!evrdma__ch_yield_valid(15, 1, 2, 3));	/* bad ledger */
+	/* and no short one: 16 lent, none held or returned since: the
+	 * peer held them all, and gives back all it was asked */
+	ck_assert(evrdma__ch_yield_enough(15, 15, 16, 0, 0));
+	ck_assert(!evrdma__ch_yield_enough(15, 0, 16, 0, 0));
+	ck_assert(!evrdma__ch_yield_enough(15, 14, 16, 0, 0));
+	/* 5 unreturned, 3 returned since: it held at least 8, keeps one */
+	ck_assert(evrdma__ch_yield_enough(15, 7, 16, 5, 3));
+	ck_assert(!evrdma__ch_yield_enough(15, 6, 16, 5, 3));
+	/* asked for fewer than it holds: those */
+	ck_assert(evrdma__ch_yield_enough(4, 4, 16, 5, 3));
+	ck_assert(!evrdma__ch_yield_enough(4, 3, 16, 5, 3));
+	/* everything may be in use: nothing is owed */
+	ck_assert(evrdma__ch_yield_enough(15, 0, 16, 10, 6));
+	ck_assert(evrdma__ch_yield_enough(15, 0, 16, 16, 9));
+	ck_assert(evrdma__ch_yield_enough(15, 0, 16, 15, 0));
 	ck_assert(evrdma__ch_reclaim_valid(15, 16));
 	ck_assert(!evrdma__ch_reclaim_valid(16, 16));	/* the last one */
 	ck_assert(!evrdma__ch_reclaim_valid(0, 16));
 	ck_assert_uint_eq(evrdma__ch_reclaim_amount(16), 15);
 	ck_assert_uint_eq(evrdma__ch_reclaim_amount(1), 0);
 	ck_assert_uint_eq(evrdma__ch_reclaim_amount(0), 0);
+}
+END_TEST
+
+/*
+ * An honest borrower is never cut off for a short yield: whatever it held
+ * when it answered (from the least the lender can prove, lent less what
+ * arrived unreturned less what went back since the RECLAIM, up to lent
+ * less what arrived unreturned), the yield evrdma__ch_yield_amount()
+ * makes of it is valid and enough. Every ledger up to 24 lent.
+ */
+START_TEST(wire_loan_honest)
+{
+	unsigned lent, unret, since, asked, held;
+
+	for (lent = 1; lent <= 24; lent++)
+	for (unret = 0; unret <= lent; unret++)
+	for (since = 0; since <= lent - unret; since++)
+	for (asked = 1; asked < lent || asked == 1; asked++)
+	for (held = lent - unret - since; held <= lent - unret; held++) {
+		unsigned y = evrdma__ch_yield_amount(asked, held);
+
+		ck_assert_msg(evrdma__ch_yield_valid(asked, y, lent, unret) &&
+		    evrdma__ch_yield_enough(asked, y, lent, unret, since),
+		    "lent %u, unreturned %u, returned since %u, asked %u, "
+		    "held %u: the honest yield %u refused", lent, unret,
+		    since, asked, held, y);
+	}
 }
 END_TEST
 
@@ -453,6 +495,7 @@ wire_suite(void)
 	tcase_add_test(tc, wire_ch_hs_fields);
 	tcase_add_test(tc, wire_imm);
 	tcase_add_test(tc, wire_loan);
+	tcase_add_test(tc, wire_loan_honest);
 	tcase_add_test(tc, wire_pull);
 	tcase_add_test(tc, wire_pull_wide);
 	tcase_add_test(tc, wire_credits);
