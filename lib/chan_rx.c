@@ -57,6 +57,12 @@ static inline __attribute__((always_inline)) void
 rb_free(struct ch_rdma *rc, unsigned idx)
 {
 	if (rc->pool) {
+		/* (impossible; evrdma__pool_free() only logs it, not knowing
+		 * whose connection to fail) */
+		if (rc->rb[idx].state == RB_FREE) {
+			evrdma__rc_internal(rc, "a pool's buffer freed twice");
+			return;
+		}
 		evrdma__pool_free(rc->pool, idx);
 		return;
 	}

@@ -126,6 +126,10 @@ evrdma__spill_write(struct ch_rdma *rc, struct evbuffer *out,
 		s->ring->refs++;
 		if (evbuffer_add_reference(out, s->ring->mem, n, spill_cleanup,
 		    &s->ring->slot[0]) < 0) {
+			/* the chunk stays free, and a peer that pulled from it
+			 * before knows where it is: it holds nothing meant for
+			 * the peer (as a dropped slot, evrdma__slot_drop) */
+			memset(s->ring->mem, 0, n);
 			s->ring->refs--;
 			break;
 		}
