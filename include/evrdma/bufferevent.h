@@ -68,6 +68,8 @@
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
  *    does not make the bufferevent usable from other threads.
  *  - Stream only; message mode stays with channels.
+ *  - BEV_EVENT_EOF|BEV_EVENT_READING comes once; a socket's comes again
+ *    on every bufferevent_enable(bev, EV_READ) after it (its read of 0).
  *
  * Where a connection ends, as a socket's (evrdma/channel.h gives the
  * rule): bytes that passed the write callback are in the channel, as in a
