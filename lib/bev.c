@@ -389,6 +389,15 @@ ad_connect_check(struct ad *ad)
 	return 0;
 }
 
+/* The connect is under way: its write timeout runs, as a socket's
+ * connect's does. 0. */
+static int
+ad_connect_started(struct ad *ad)
+{
+	evrdma__ad_connecting(ad, 1);
+	return 0;
+}
+
 int
 evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
     int socklen)
@@ -410,18 +419,18 @@ evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
 	ad->state = AD_CONNECTING;
 	if (!ad->tp) {		/* no RDMA here: TCP from the start */
 		if (evrdma__ad_tcp_start(ad) == 0)
-			return 0;
+			return ad_connect_started(ad);
 		ad->state = AD_FAILED;
 		return -1;
 	}
 	if (ad->tp->connect(ad) == 0)
-		return 0;
+		return ad_connect_started(ad);
 	if (ad->fallback && errno != EINVAL && errno != EAFNOSUPPORT) {
 		evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: cannot connect "
 		    "over RDMA (%s): connecting over TCP", (void *)bev,
 		    evrdma_errmsg());
 		if (evrdma__ad_tcp_start(ad) == 0)
-			return 0;
+			return ad_connect_started(ad);
 		ad->state = AD_FAILED;
 		return -1;
 	}
@@ -488,12 +497,12 @@ evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
 	ad->state = AD_CONNECTING;
 	if (!ad->tp) {		/* no RDMA here: TCP from the start */
 		if (evrdma__ad_tcp_start(ad) == 0)
-			return 0;
+			return ad_connect_started(ad);
 		ad->state = AD_FAILED;
 		return -1;
 	}
 	if (ad->tp->connect(ad) == 0)
-		return 0;
+		return ad_connect_started(ad);
 	ad->state = AD_IDLE;
 	return -1;
 }

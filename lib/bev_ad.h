@@ -104,7 +104,9 @@ struct ad {
 	uint8_t rd_end_done;
 	uint8_t wr_end_done;		/* ERROR|WRITING reported */
 	uint8_t gone;			/* the connection is over */
-	uint8_t finish_due;		/* BEV_FINISHED before connected */
+	uint8_t finish_due;		/* BEV_FINISHED once output went
+					 * (before connected, or held by
+					 * the rate limit) */
 	uint8_t shut;			/* our end shut down (BEV_FINISHED) */
 	uint8_t shut_due;		/* TCP: shutdown once output drained */
 	uint8_t reset_due;		/* TCP closing: a reset, unread bytes */
@@ -167,6 +169,8 @@ void evrdma__ad_move_cb(evutil_socket_t fd, short what, void *arg);
 void evrdma__ad_resume_cb(evutil_socket_t fd, short what, void *arg);
 /* The bufferevent's timeouts are ours to run (it has no fd). */
 void evrdma__ad_take_timeouts(struct ad *ad);
+/* The connect started (@p on: its write timeout runs), or ended. */
+void evrdma__ad_connecting(struct ad *ad, int on);
 /* What the rate limit lets move now, in or out (SIZE_MAX: no limit). */
 size_t evrdma__ad_rate_max(const struct ad *ad, int wr);
 /* Room in the bufferevent's input below its read high watermark. */

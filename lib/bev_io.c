@@ -3,14 +3,14 @@
 /*
  * evrdma: the bufferevent adapter's data path (bev_ad.h has the map).
  * Received bytes move from the transport's input into the bufferevent's
- * (evrdma__ad_deliver() asks libevent to run the input filter, then the
- * read callback); written bytes move from the bufferevent's output into
- * the transport's, up to a cap (the channel's ring), when libevent runs
- * the output filter (on every write, and from evrdma__ad_pull() when the
- * transport has room again). What the bufferevent does not take waits in
- * the transport's input, up to its read high watermark, where the peer is
- * held back by the channel's credits (or TCP's window), not by memory
- * here.
+ * while it reads (evrdma__ad_deliver(), then the read callback; the input
+ * filter only answers the user's flush); written bytes move from the
+ * bufferevent's output into the transport's, up to a cap (the channel's
+ * ring), when libevent runs the output filter (on every write, and from
+ * evrdma__ad_pull() when the transport has room again). What the
+ * bufferevent does not take waits in the transport's input, up to its
+ * read high watermark, where the peer is held back by the channel's
+ * credits (or TCP's window), not by memory here.
  */
 #include "config.h"
 
@@ -166,22 +166,42 @@ ad_move_in(struct ad *ad, struct evbuffer *dst, ev_ssize_t limit)
 	return (ev_ssize_t)n;
 }
 
-/* The input filter: received bytes, from the transport (src is u's
- * input: at most the doorbell's bytes). evrdma__ad_deliver() moves them itself
- * (evrdma__ad_take()); libevent runs this one on a flush by the user. */
+/*
+ * The input filter (src is u's input: at most the doorbell's bytes). The
+ * adapter moves received bytes itself, with the read callback after each
+ * move (evrdma__ad_deliver()); libevent runs this one only on the user's
+ * bufferevent_flush(bev, EV_READ, mode), which moves nothing here: a
+ * socket bufferevent's does nothing (be_socket_flush()), and bytes moved
+ * by a flush would sit in input with no read callback, then or later
+ * (the transport's input empty). They wait in the transport until the
+ * bufferevent reads, as in a socket's kernel. libevent then flushes u, a
+ * pair end, which in BEV_FLUSH and BEV_FINISHED would push the doorbell's
+ * token across while the bufferevent does not read, and restart u's read
+ * timeout (evrdma__ad_probe() would take that for a yes, and the
+ * doorbell would never ring): the token comes back first, and the loop
+ * arms the doorbell again.
+ */
 enum bufferevent_filter_result
 evrdma__ad_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
     enum bufferevent_flush_mode mode, void *arg)
 {
 	struct ad *ad = arg;
-	ev_ssize_t n;
+	struct evbuffer *dout;
 
 	if (evbuffer_get_length(src))
 		evbuffer_drain(src, evbuffer_get_length(src));
-	if (!evrdma__ad_live(ad) || !ad->tp)
+	if (mode == BEV_NORMAL || !evrdma__ad_live(ad) ||
+	    !evbuffer_get_length(dout = bufferevent_get_output(ad->d)))
 		return BEV_NEED_MORE;
-	n = ad_move_in(ad, dst, mode == BEV_NORMAL ? limit : -1);
-	return n < 0 ? BEV_ERROR : n ? BEV_OK : BEV_NEED_MORE;
+	/* (a pair end's output is frozen at its front: only the pair moves
+	 * its bytes on) */
+	evbuffer_unfreeze(dout, 1);
+	evbuffer_drain(dout, evbuffer_get_length(dout));
+	evbuffer_freeze(dout, 1);
+	if (!evbuffer_get_length(ad->tok))
+		evbuffer_add(ad->tok, "", 1);
+	event_active(ad->work, EV_TIMEOUT, 1);
+	return BEV_NEED_MORE;
 }
 
 /* Room in the bufferevent's input @p dst below its read high watermark
@@ -322,22 +342,44 @@ ad_read_timeout(evutil_socket_t fd, short what, void *arg)
 	bufferevent_decref(bev);
 }
 
-/* The write timeout, as a socket has it: only while output waits. */
+/* The connect's write timeout: its event added with the write timeout,
+ * when one is set, anew (@p reset) or if it is not running. */
+static void
+ad_connect_arm(struct bufferevent *bev, int reset)
+{
+	const struct timeval *tv = evrdma__lev_tv_write(bev);
+
+	if (tv && (reset || !(evrdma__lev_flags(evrdma__lev_ev_write(bev)) &
+	    (EVLIST_TIMEOUT | EVLIST_ACTIVE | EVLIST_ACTIVE_LATER))))
+		event_add(evrdma__lev_ev_write(bev), tv);
+}
+
+/*
+ * The write timeout, as a socket has it: while output waits, and while
+ * connecting. A socket's connect adds its write event with the write
+ * timeout whatever EV_WRITE, and keeps it until connected (its disable
+ * leaves it): BEV_EVENT_TIMEOUT|BEV_EVENT_WRITING then comes every
+ * timeout while the connect lasts, EV_WRITE enabled or not.
+ */
 static void
 ad_write_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct bufferevent *bev = arg;
 	struct ad *ad = evrdma__ad_of(bev);
+	int connecting;
 
-	if (!ad || !(bufferevent_get_enabled(bev) & EV_WRITE))
+	if (!ad)
 		return;
-	if (!evbuffer_get_length(bufferevent_get_output(bev)) &&
-	    ad->state != AD_CONNECTING)
+	connecting = ad->state == AD_CONNECTING;
+	if (!connecting && (!(bufferevent_get_enabled(bev) & EV_WRITE) ||
+	    !evbuffer_get_length(bufferevent_get_output(bev))))
 		return;		/* nothing waits: not a timeout */
 	bufferevent_incref(bev);
 	bufferevent_disable(bev, EV_WRITE);
 	bufferevent_trigger_event(bev, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING,
 	    0);
+	if (connecting && ad->state == AD_CONNECTING && evrdma__ad_live(ad))
+		ad_connect_arm(bev, 1);
 	bufferevent_decref(bev);
 }
 
@@ -364,7 +406,8 @@ evrdma__ad_take_timeouts(struct ad *ad)
 
 /* Look, backing off, for output held while EV_WRITE was off (or by a rate
  * limit) to be able to go again: libevent 2.1's filter does not pass an
- * enable of EV_WRITE on (libevent PR 613). */
+ * enable of EV_WRITE on (libevent PR 613). While connecting, look after
+ * the connect's write timeout (evrdma__ad_connecting()). */
 static void
 ad_resume_start(struct ad *ad)
 {
@@ -374,6 +417,31 @@ ad_resume_start(struct ad *ad)
 		return;
 	ad->resume_ms = 1;
 	evtimer_add(ad->resume, &tv);
+}
+
+/*
+ * The connect started (@p on), or ended: its write timeout, as a socket's
+ * connect has it (ad_write_timeout()), from the write timeout set now.
+ * libevent's filter deletes the event where a socket's keeps it: on a
+ * bufferevent_set_timeouts() with output empty (so also one after the
+ * connect), on a disable of EV_WRITE. The resume timer adds it back while
+ * connecting, within its back-off (1 to 64 ms). Connected or failed, the
+ * event goes, as a socket's write event does then; what output holds
+ * starts it again as it moves (ad_wrote()).
+ */
+void
+evrdma__ad_connecting(struct ad *ad, int on)
+{
+	struct bufferevent *bev = evrdma__ad_live(ad);
+
+	if (!bev || (on && ad->state != AD_CONNECTING))
+		return;
+	if (!on) {
+		event_del(evrdma__lev_ev_write(bev));
+		return;
+	}
+	ad_connect_arm(bev, 1);
+	ad_resume_start(ad);
 }
 
 /* The connection is over and output holds bytes: they cannot go. */
@@ -528,15 +596,23 @@ evrdma__ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 		    evbuffer_remove_buffer(src, out, n) < 0)
 			return BEV_ERROR;
 		ad_charge(ad, n, max, 1);
-	} else if (evbuffer_get_length(src) && mode == BEV_NORMAL &&
-	    have < ad->cap) {
+	} else if (evbuffer_get_length(src) && (mode != BEV_NORMAL ||
+	    have < ad->cap)) {
 		ad_resume_start(ad);	/* held by the rate limit */
 	}
-	if (mode != BEV_NORMAL && !evbuffer_get_length(src)) {
-		if (mode == BEV_FINISHED)
+	/* BEV_FINISHED with bytes the rate limit held: they go as it lets
+	 * them (the resume timer, the transport's write callback), then the
+	 * end, as without a limit */
+	if (mode == BEV_FINISHED)
+		ad->finish_due = 1;
+	if ((mode != BEV_NORMAL || ad->finish_due) &&
+	    !evbuffer_get_length(src)) {
+		if (ad->finish_due) {
+			ad->finish_due = 0;
 			tp_shutdown(ad);
-		else if (ad->tp->flush)
+		} else if (ad->tp->flush) {
 			ad->tp->flush(ad);
+		}
 	}
 	ad_wrote(ad, n);
 	return BEV_NEED_MORE;
@@ -582,6 +658,10 @@ evrdma__ad_resume_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 	size_t before;
 
+	if (bev && ad->state == AD_CONNECTING) {
+		ad_connect_arm(bev, 0);
+		goto again;
+	}
 	if (!bev || ad->state != AD_UP || ad->gone)
 		return;
 	before = evbuffer_get_length(bufferevent_get_output(bev));
@@ -595,6 +675,7 @@ evrdma__ad_resume_cb(evutil_socket_t fd, short what, void *arg)
 		    evbuffer_get_length(tp_out(ad)) >= ad->cap)
 			return;
 	}
+again:
 	if (ad->resume_ms < RESUME_MS_MAX)
 		ad->resume_ms *= 2;
 	tv.tv_sec = 0;
@@ -639,7 +720,7 @@ ad_write_now(struct ad *ad, struct bufferevent *bev, struct evbuffer *src)
 	size_t n;
 
 	if (!ad->tp || !ad->tp->write || ad->state != AD_UP || ad->gone ||
-	    ad->shut ||
+	    ad->shut || ad->finish_due ||
 	    ad->moving || !(evrdma__lev_enabled(bev) & EV_WRITE))
 		return -1;
 	n = evbuffer_get_length(src);

@@ -31,6 +31,7 @@ ad_connected(struct ad *ad)
 	evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: connected over %s",
 	    (void *)bev, ad->transport == EVRDMA_TRANSPORT_RDMA ? "RDMA" :
 	    "TCP");
+	evrdma__ad_connecting(ad, 0);
 	bufferevent_incref(bev);
 	bufferevent_trigger_event(bev, BEV_EVENT_CONNECTED, 0);
 	evrdma__ad_pull(ad);
@@ -59,6 +60,7 @@ ad_connect_failed(struct ad *ad, int reason, int err)
 	}
 	ad->state = AD_FAILED;
 	ad->error = reason;
+	evrdma__ad_connecting(ad, 0);
 	evrdma__log(EVRDMA_LOG_INFO, "bufferevent %p: connect failed: %s",
 	    (void *)bev, evrdma_reason_str(reason));
 	if (bev) {

@@ -17,9 +17,10 @@
  * the high watermark, one while EV_WRITE is off, none with nothing to
  * write), flush modes, enabling EV_WRITE, writes before the connection,
  * free with pending output, writes after a reset, rate limits on reading
- * and on writing; then connect failure and libevent's
- * sample/hello-world.c, on every backend. The scenarios this file shares
- * with test_chan_compare.c, and the harness, are in cmptest.c.
+ * and on writing; then connect failure, a connect that hangs (its write
+ * timeout) and libevent's sample/hello-world.c, on every backend. The
+ * scenarios this file shares with test_chan_compare.c, and the harness,
+ * are in cmptest.c.
  */
 #include "bevtest.h"
 #include "cmptest.h"
@@ -398,6 +399,74 @@ sc_rate_limits(struct sc *sc)
 	sc->c.on_write = sc->s.on_write = NULL;
 }
 
+/*
+ * bufferevent_flush(EV_READ) with EV_READ disabled, in BEV_FLUSH and
+ * BEV_FINISHED: a socket's does nothing (be_socket_flush()); the bytes
+ * come with the read callback once EV_READ is enabled. (An adapter's
+ * input filter moved them into input, with no read callback then or
+ * later: found by review.)
+ */
+static void
+sc_flush_read(struct sc *sc)
+{
+	static const enum bufferevent_flush_mode modes[] = {
+		BEV_FLUSH, BEV_FINISHED
+	};
+	static const char *const names[] = { "flush", "finished" };
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	size_t i;
+	int r;
+
+	for (i = 0; i < 2; i++) {
+		sc_mark(sc, names[i]);
+		sc_disable(c, EV_READ);
+		sc_write(s, 1000);
+		SC_WAIT(sc, SC_OUTLEN(s) == 0);
+		sc_quiet(sc);
+		r = bufferevent_flush(c->bev, EV_READ, modes[i]);
+		sc_tok(c, "flush%d,in%zu", r, SC_INLEN(c));
+		sc_quiet(sc);
+		sc_enable(c, EV_READ);
+		SC_WAIT(sc, SC_INLEN(c) == 1000);
+		sc_quiet(sc);
+		sc_drain(c, 1000);
+	}
+}
+
+/*
+ * BEV_FINISHED under a write rate limit: the bytes go at the limit's
+ * pace; on an adapter the peer gets EOF after the last (as without a
+ * limit: "flush BEV_FINISHED"); a socket's flush does nothing. (An
+ * adapter moved only what the limit let through at the flush and never
+ * shut down: found by review.)
+ */
+static void
+sc_flush_finished_limited(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct timeval tick = { 0, SC_RL_TICK_MS * 1000 };
+	struct ev_token_bucket_cfg *tb;
+
+	tb = ev_token_bucket_cfg_new(EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX,
+	    SC_RL_RATE, SC_RL_RATE, &tick);
+	ck_assert_ptr_nonnull(tb);
+	ck_assert_int_eq(bufferevent_set_rate_limit(c->bev, tb), 0);
+	c->on_write = sc_rate_writecb;
+	s->drain_mode = 1;
+	s->rx = 0;
+	sc_mark(sc, "finished");
+	sc_write(c, 4 * SC_RL_RATE);
+	ck_assert_int_ge(bufferevent_flush(c->bev, EV_WRITE, BEV_FINISHED),
+	    0);
+	SC_WAIT(sc, s->rx == 4 * SC_RL_RATE);
+	sc_quiet(sc);
+	s->drain_mode = 0;
+	sc_tok(s, "rx%" PRIu64, s->rx);
+	ck_assert_int_eq(bufferevent_set_rate_limit(c->bev, NULL), 0);
+	ev_token_bucket_cfg_free(tb);
+	c->on_write = NULL;
+}
+
 /* ==== the cases ==== */
 
 struct sc_case {
@@ -488,6 +557,16 @@ static const struct sc_case sc_cases[] = {
 	    " A eW |finished R2000 |reply W |end",
 	    " ev:CONNECTED eW |finished W |reply R700 |end",
 	    " A eW |finished R2000 ev:EOF|READING,eW,in2000 |reply W |end" },
+	{ "flush EV_READ", sc_flush_read, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |flush flush0,in0 R1000 |finished flush0,in0"
+	    " R1000 |end",
+	    " A eW |flush W |finished W |end", NULL, NULL },
+	{ "flush BEV_FINISHED under a write rate limit",
+	    sc_flush_finished_limited, 0, 0, 0, 0,
+	    " ev:CONNECTED eW |finished W |end",
+	    " A eW |finished R* rx65536 |end",
+	    " ev:CONNECTED eW |finished W |end",
+	    " A eW |finished R* ev:EOF|READING,eW,in0 rx65536 |end" },
 };
 
 #define SC_NCASES ((int)(sizeof(sc_cases) / sizeof(sc_cases[0])))
@@ -609,6 +688,135 @@ START_TEST(bev_connect_refused)
 	    evrdma_bufferevent_get_transport(bev));
 	bufferevent_free(bev);
 	bt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * A connect that never completes, held by a TCP listener whose accept
+ * queue is full (Linux drops the SYNs that come then, and the client
+ * retries for minutes): a socket bufferevent's connect adds its write
+ * event with the write timeout, whatever EV_WRITE, and keeps it while
+ * connecting, so BEV_EVENT_TIMEOUT|BEV_EVENT_WRITING comes after the
+ * timeout, and again every timeout, whether the timeouts were set before
+ * the connect or after it, EV_READ|EV_WRITE enabled first or EV_WRITE
+ * disabled; the backend's must too. (The adapter reported none unless
+ * EV_WRITE was enabled after bufferevent_set_timeouts(): found by
+ * review.) Not over RDMA alone, which has nothing here to hold its
+ * connect; the fallback's goes on over TCP.
+ */
+#define CT_TIMEOUT_MS	300
+
+enum { CT_BEFORE, CT_AFTER, CT_ENABLED, CT_DISABLED, CT_N };
+static const char *const ct_orders[CT_N] = {
+	"set_timeouts; connect", "connect; set_timeouts",
+	"enable(EV_READ|EV_WRITE); set_timeouts; connect",
+	"disable(EV_WRITE); set_timeouts; connect"
+};
+
+struct ct {
+	uint64_t t0;
+	int n;
+	short what[2];
+	uint64_t ms[2];
+};
+
+static void
+ct_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct ct *t = arg;
+
+	if (t->n < 2) {
+		t->what[t->n] = what;
+		t->ms[t->n] = tu_now_ms() - t->t0;
+	}
+	t->n++;
+}
+
+/* A listener on 127.0.0.1 that takes no more connections: *@p sin is its
+ * address, @p fds its socket and the two clients that fill its queue. */
+static void
+ct_full_listener(struct sockaddr_in *sin, int fds[3])
+{
+	socklen_t sl = sizeof(*sin);
+	int i;
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fds[0], 0);
+	ck_assert_int_eq(bind(fds[0], (struct sockaddr *)sin, sizeof(*sin)),
+	    0);
+	ck_assert_int_eq(listen(fds[0], 0), 0);
+	ck_assert_int_eq(getsockname(fds[0], (struct sockaddr *)sin, &sl), 0);
+	for (i = 1; i < 3; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(fds[i], 0);
+		(void)connect(fds[i], (struct sockaddr *)sin, sizeof(*sin));
+	}
+	usleep(100 * 1000);
+}
+
+static void
+ct_run(struct ct *t, int backend, int order, const struct sockaddr_in *sin)
+{
+	struct timeval wt = { 0, CT_TIMEOUT_MS * 1000 };
+	struct bt_env env;
+	struct bufferevent *bev;
+
+	memset(t, 0, sizeof(*t));
+	bt_env_init(&env, backend, NULL);
+	bev = bt_new(&env, 0);
+	bufferevent_setcb(bev, NULL, NULL, ct_event, t);
+	if (order == CT_ENABLED)
+		ck_assert_int_eq(bufferevent_enable(bev, EV_READ | EV_WRITE),
+		    0);
+	if (order == CT_DISABLED)
+		ck_assert_int_eq(bufferevent_disable(bev, EV_WRITE), 0);
+	if (order != CT_AFTER)
+		ck_assert_int_eq(bufferevent_set_timeouts(bev, NULL, &wt), 0);
+	t->t0 = tu_now_ms();
+	if (backend == BT_TCP)
+		ck_assert_int_eq(bufferevent_socket_connect(bev,
+		    (const struct sockaddr *)sin, sizeof(*sin)), 0);
+	else
+		ck_assert_int_eq(evrdma_bufferevent_connect(bev,
+		    (const struct sockaddr *)sin, sizeof(*sin)), 0);
+	if (order == CT_AFTER)
+		ck_assert_int_eq(bufferevent_set_timeouts(bev, NULL, &wt), 0);
+	BT_WAIT(env.eb, t->n >= 2, 10 * CT_TIMEOUT_MS);
+	fprintf(stderr, "a connect that hangs (%s) on %s: 0x%x at %" PRIu64
+	    " ms, 0x%x at %" PRIu64 " ms\n", ct_orders[order],
+	    bt_name(backend), (unsigned)t->what[0], t->ms[0],
+	    (unsigned)t->what[1], t->ms[1]);
+	bufferevent_free(bev);
+	bt_env_fini(&env);
+}
+
+START_TEST(bev_connect_timeout)
+{
+	int backend = _i % BT_N, order = _i / BT_N, fds[3], i;
+	struct sockaddr_in sin;
+	struct ct tcp, b;
+
+	if (backend == BT_TCP || backend == BT_RDMA || !bt_available(backend))
+		return;
+	ct_full_listener(&sin, fds);
+	ct_run(&tcp, BT_TCP, order, &sin);
+	ct_run(&b, backend, order, &sin);
+	for (i = 0; i < 3; i++)
+		close(fds[i]);
+	/* the reference, then the backend: the same events, on time */
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(tcp.what[i], BEV_EVENT_TIMEOUT |
+		    BEV_EVENT_WRITING);
+		ck_assert_int_eq(b.what[i], tcp.what[i]);
+		ck_assert_uint_ge(b.ms[i] + 5, (uint64_t)(i + 1) *
+		    CT_TIMEOUT_MS);
+		/* (within a period: not a measure of speed, the next one's
+		 * event must not be this one's) */
+		ck_assert_uint_lt(b.ms[i], (uint64_t)(i + 2) * CT_TIMEOUT_MS);
+	}
 }
 END_TEST
 
@@ -1718,6 +1926,7 @@ bt_suite_compare(void)
 	tcase_add_loop_test(tc, bev_callbacks_like_socket, 0,
 	    SC_NCASES * BT_N);
 	tcase_add_loop_test(tc, bev_connect_refused, 0, BT_N);
+	tcase_add_loop_test(tc, bev_connect_timeout, 0, CT_N * BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("process-end");
 	tcase_set_timeout(tc, 120);
