@@ -1272,13 +1272,7 @@ START_TEST(attack_pool_credits)
 	memset(&v, 0, sizeof(v));
 	memset(&rp, 0, sizeof(rp));
 	memset(&f, 0, sizeof(f));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	srq = evrdma_channel_srq_new(env.base, NULL, 64);
-	ck_assert_ptr_nonnull(srq);
-	v.echo = 1;
-	v_listen(&v, &env);
-	ck_assert_int_eq(evrdma_listener_set_srq(v.lst, srq), 0);
+	srq = v_listen_pool(&v, &env, cfg, 64);
 	f_open(&f, &v);
 	f_echo(&f, &v, 64 * KiB);
 	rp_channel(&rp, &v, 0, 0, &vh);
@@ -1333,13 +1327,7 @@ START_TEST(attack_srq_refused)
 	int i;
 
 	memset(&v, 0, sizeof(v));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	srq = evrdma_channel_srq_new(env.base, NULL, 64);
-	ck_assert_ptr_nonnull(srq);
-	v.echo = 1;
-	v_listen(&v, &env);
-	ck_assert_int_eq(evrdma_listener_set_srq(v.lst, srq), 0);
+	srq = v_listen_pool(&v, &env, cfg, 64);
 	h.bad_check = 1;
 	rp_chs_encode(hs, &h);
 	len = rp_pdata(pd, 1, hs, 32, 32);
@@ -1430,6 +1418,28 @@ bv_accept(struct evrdma_listener *lst, struct bufferevent *bev,
 		bufferevent_enable(bev, EV_READ);
 }
 
+/* @p env made with @p cfg (freed), and @p b (zeroed) listening for
+ * bufferevents, EV_READ enabled at accept when @p reading; the log sink
+ * records the protocol violations it catches. */
+static void
+bv_listen(struct bvictim *b, struct dt_env *env, struct evrdma_config *cfg,
+    int reading)
+{
+	memset(b, 0, sizeof(*b));
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+	b->v.env = env;
+	b->reading = reading;
+	b->v.sslen = dt_sockaddr(&b->v.ss, dt_addr(), 0);
+	b->v.lst = evrdma_bufferevent_listener_new(env->base, bv_accept, b, 0,
+	    16, (struct sockaddr *)&b->v.ss, b->v.sslen);
+	ck_assert_ptr_nonnull(b->v.lst);
+	b->v.sslen = dt_sockaddr(&b->v.ss, dt_addr(),
+	    evrdma_listener_get_port(b->v.lst));
+	if (!getenv("EVRDMA_TEST_LOG"))
+		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, &b->v);
+}
+
 /* The raw peer sends @p len pattern bytes of the stream at @p off. */
 static void
 bv_send(struct rawpeer *rp, uint64_t off, size_t len)
@@ -1472,20 +1482,8 @@ START_TEST(attack_bufferevent)
 	size_t sent = 0;
 	unsigned i;
 
-	memset(&b, 0, sizeof(b));
 	memset(&rp, 0, sizeof(rp));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	b.v.env = &env;
-	b.reading = _i != BV_CREDITS;
-	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
-	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b, 0,
-	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
-	ck_assert_ptr_nonnull(b.v.lst);
-	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),
-	    evrdma_listener_get_port(b.v.lst));
-	if (!getenv("EVRDMA_TEST_LOG"))
-		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, &b.v);
+	bv_listen(&b, &env, cfg, _i != BV_CREDITS);
 	rp_channel(&rp, &b.v, 0, 0, &vh);
 	ck_assert_ptr_nonnull(b.bev);
 
@@ -1663,19 +1661,7 @@ START_TEST(attack_bufferevent_cut_moved)
 	unsigned i;
 
 	ck_assert_ptr_nonnull(buf);
-	memset(&b, 0, sizeof(b));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	b.v.env = &env;
-	b.reading = 0;
-	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(), 0);
-	b.v.lst = evrdma_bufferevent_listener_new(env.base, bv_accept, &b, 0,
-	    16, (struct sockaddr *)&b.v.ss, b.v.sslen);
-	ck_assert_ptr_nonnull(b.v.lst);
-	b.v.sslen = dt_sockaddr(&b.v.ss, dt_addr(),
-	    evrdma_listener_get_port(b.v.lst));
-	if (!getenv("EVRDMA_TEST_LOG"))
-		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, &b.v);
+	bv_listen(&b, &env, cfg, 0);
 	ck_assert_int_eq(f_connect(&f, &b.v), 1);
 	CH_WAIT(env.eb, b.bev != NULL, 10000);
 	bufferevent_setcb(b.bev, bv_read_bite, NULL, bv_event, &b);

@@ -314,17 +314,7 @@ static struct evrdma_srq *
 pool_victim(struct dt_env *env, struct victim *v, unsigned slots,
     unsigned nbuf)
 {
-	struct evrdma_config *cfg = ring_config(slots, AT_SLOT, 0);
-	struct evrdma_srq *srq;
-
-	dt_env_init(env, cfg);
-	evrdma_config_free(cfg);
-	srq = evrdma_channel_srq_new(env->base, NULL, nbuf);
-	ck_assert_ptr_nonnull(srq);
-	v->echo = 1;
-	v_listen(v, env);
-	ck_assert_int_eq(evrdma_listener_set_srq(v->lst, srq), 0);
-	return srq;
+	return v_listen_pool(v, env, ring_config(slots, AT_SLOT, 0), nbuf);
 }
 
 #define PB_BURST	200

@@ -94,6 +94,22 @@ v_listen(struct victim *v, struct dt_env *env)
 		evrdma_set_log_callback(v_log, EVRDMA_LOG_WARN, v);
 }
 
+struct evrdma_srq *
+v_listen_pool(struct victim *v, struct dt_env *env, struct evrdma_config *cfg,
+    unsigned nbuf)
+{
+	struct evrdma_srq *srq;
+
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+	srq = evrdma_channel_srq_new(env->base, NULL, nbuf);
+	ck_assert_ptr_nonnull(srq);
+	v->echo = 1;
+	v_listen(v, env);
+	ck_assert_int_eq(evrdma_listener_set_srq(v->lst, srq), 0);
+	return srq;
+}
+
 void
 v_close(struct victim *v)
 {

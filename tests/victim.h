@@ -60,6 +60,10 @@ void v_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
 void v_log(int level, const char *msg, void *arg);
 
 void v_listen(struct victim *v, struct dt_env *env);
+/* @p env made with @p cfg (freed), and @p v, echoing, listening for
+ * channels on a queue of @p nbuf buffers: returned, the caller frees it. */
+struct evrdma_srq *v_listen_pool(struct victim *v, struct dt_env *env,
+    struct evrdma_config *cfg, unsigned nbuf);
 
 void v_close(struct victim *v);
 
