@@ -509,14 +509,14 @@ evrdma__mr_hold(struct evrdma_mr *mr)
 	mr->inflight++;
 }
 
-/* The last request using a freed region is done: deregister it from the
- * loop, after the completion (the deregistration may close the device
- * whose CQ is being polled). */
+/* The last request using a freed region is done (mr.c). */
+void evrdma__mr_last_release(struct evrdma_mr *mr);
+
 static inline void
 evrdma__mr_release(struct evrdma_mr *mr)
 {
 	if (--mr->inflight == 0 && mr->freed && mr->base)
-		evrdma__work_queue(mr->base, &mr->fin);
+		evrdma__mr_last_release(mr);
 }
 
 /* The device address of byte @p off of @p mr (for an SGE). */

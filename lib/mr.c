@@ -107,8 +107,9 @@ evrdma__access_to_ibv(int access)
 	return ibv;
 }
 
+/* The device forgets the region: no peer reaches it any more. */
 static void
-mr_destroy(struct evrdma_mr *mr)
+mr_dereg(struct evrdma_mr *mr)
 {
 	if (mr->mr && !evrdma__forked) {
 		int rc = EVRDMA_SYM(ibv_dereg_mr)(mr->mr);
@@ -122,6 +123,12 @@ mr_destroy(struct evrdma_mr *mr)
 		mr->mr = NULL;
 		pin_add(-(ssize_t)page_span(mr->addr, mr->len));
 	}
+}
+
+static void
+mr_destroy(struct evrdma_mr *mr)
+{
+	mr_dereg(mr);
 	if (mr->base) {
 		evrdma__work_cancel(mr->base, &mr->fin);
 		LIST_REMOVE(mr, link);
@@ -130,6 +137,22 @@ mr_destroy(struct evrdma_mr *mr)
 	}
 	evrdma__pd_put(mr->pd);
 	mr->pd = NULL;
+}
+
+/*
+ * The last request using a freed region completed: the memory is the
+ * application's again from its callback on (evrdma/mr.h), so the device
+ * forgets the region now, before that callback (a peer's WRITE to its
+ * rkey then fails: it found the memory the application took back when
+ * this waited for the end of the poll pass). The rest waits for the loop
+ * (mr_fin()): the protection domain's last reference may close the
+ * device whose CQ is being polled.
+ */
+void
+evrdma__mr_last_release(struct evrdma_mr *mr)
+{
+	mr_dereg(mr);
+	evrdma__work_queue(mr->base, &mr->fin);
 }
 
 static void

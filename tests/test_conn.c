@@ -339,6 +339,105 @@ START_TEST(conn_rdma_ops)
 }
 END_TEST
 
+/*
+ * A region freed while a request that uses it is outstanding is
+ * deregistered when that request completes: before its callback, which
+ * may reuse the memory (evrdma/mr.h: the memory is the caller's again once
+ * the region is freed and no request using it is outstanding). The
+ * server's region (remote write) is freed with its receive posted; the
+ * client's SEND completes that receive, whose callback reuses the memory
+ * and has the client WRITE into the region's old rkey, then waits while
+ * the device runs it: the WRITE must fail (remote access) and the reused
+ * memory stay as the callback left it. (The deregistration waited for the
+ * end of the poll pass: a peer's WRITE landed in memory the application
+ * had taken back; found by review.)
+ */
+#define MF_LEN		4096
+
+struct mf {
+	struct dt_pair *p;
+	struct evrdma_mr *mr, *lmr;
+	struct evrdma_remote rem;
+	uint8_t region[MF_LEN];
+	uint8_t local[64];
+	struct dt_wc recv, send, write;
+};
+
+static void
+mf_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct mf *m = arg;
+
+	(void)c;
+	m->recv.done++;
+	m->recv.wc = *wc;
+	ck_assert_int_eq(wc->status, 0);
+	/* the memory is the application's again: reused */
+	memset(m->region, 0xaa, sizeof(m->region));
+	ck_assert_int_eq(evrdma_conn_post_write(m->p->cli, m->lmr, 0,
+	    sizeof(m->local), &m->rem, 128, dt_wc_cb, &m->write), 0);
+	/* (what the device runs meanwhile runs against the region as it
+	 * is now) */
+	usleep(200 * 1000);
+}
+
+static int
+mf_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	struct mf *m = arg;
+
+	(void)l;
+	(void)pd;
+	(void)len;
+	m->mr = evrdma_mr_reg(c, m->region, sizeof(m->region),
+	    EVRDMA_ACCESS_LOCAL_WRITE | EVRDMA_ACCESS_REMOTE_WRITE);
+	ck_assert_ptr_nonnull(m->mr);
+	ck_assert_int_eq(evrdma_conn_post_recv(c, m->mr, 0, 64, mf_recv, m),
+	    0);
+	return 0;
+}
+
+START_TEST(conn_mr_freed_in_flight)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct mf *m = calloc(1, sizeof(*m));
+	size_t i;
+
+	ck_assert_ptr_nonnull(m);
+	memset(&p, 0, sizeof(p));
+	m->p = &p;
+	dt_env_init(&env, NULL);
+	p.prepare = mf_prepare;
+	p.prepare_arg = m;
+	dt_pair_connect(&p, &env, dt_addr(), 0);
+	ck_assert_int_eq(evrdma_mr_export(m->mr, 0, MF_LEN, &m->rem), 0);
+	m->lmr = evrdma_mr_reg(p.cli, m->local, sizeof(m->local),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(m->lmr);
+	memset(m->local, 0x55, sizeof(m->local));
+	/* freed with its receive outstanding */
+	evrdma_mr_free(m->mr);
+	ck_assert_int_eq(evrdma_conn_post_send(p.cli, m->lmr, 0, 16,
+	    dt_wc_cb, &m->send), 0);
+	DT_WAIT(&env, m->write.done, 10000);
+	ck_assert_int_eq(m->recv.done, 1);
+	ck_assert_int_eq(m->write.done, 1);
+	fprintf(stderr, "a WRITE to a region freed once its last request "
+	    "completed: status %d (%s)\n", m->write.wc.status,
+	    strerror(m->write.wc.status));
+	ck_assert_int_eq(m->write.wc.status, EREMOTEIO);
+	for (i = 0; i < MF_LEN; i++)
+		ck_assert_msg(m->region[i] == 0xaa, "byte %zu of memory the "
+		    "application took back was written by the peer", i);
+	dt_pair_close(&p);
+	evrdma_mr_free(m->lmr);
+	dt_env_fini(&env);
+	free(m);
+}
+END_TEST
+
 /* ---- host names through evdns ---- */
 
 START_TEST(conn_hostname)
@@ -634,6 +733,7 @@ dt_suite_conn(void)
 	tcase_add_test(tc, conn_echo_raw);
 	tcase_add_test(tc, conn_echo_ipv6);
 	tcase_add_test(tc, conn_rdma_ops);
+	tcase_add_test(tc, conn_mr_freed_in_flight);
 	tcase_add_test(tc, conn_hostname);
 	tcase_add_test(tc, conn_budget_and_full_queue);
 	suite_add_tcase(s, tc);
