@@ -60,7 +60,8 @@ EVRDMA_EXPORT struct evrdma_mr *evrdma_mr_reg(struct evrdma_conn *conn,
 
 /**
  * Deregister and free a region. If requests using it are still outstanding,
- * the deregistration happens when the last of them completes. A region
+ * the deregistration happens when the last of them completes, before its
+ * callback: from then on no peer reaches the memory. A region
  * whose base was freed (evrdma_base_free()) is already deregistered; this
  * frees its handle.
  * @param mr the region; NULL is allowed
