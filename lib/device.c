@@ -31,6 +31,7 @@
 #define CQ_ACK_BATCH 64
 
 static unsigned dev_poll(struct evrdma_dev *dev);
+static void poll_later(struct evrdma_dev *dev);
 
 /* ---- asynchronous events, fanned out to every base on the device ---- */
 
@@ -289,14 +290,24 @@ static void
 cq_arm_all(struct evrdma_dev *dev)
 {
 	struct evrdma_cq *cq;
-	int any = 0;
+	int any = 0, failed = 0;
 
 	LIST_FOREACH(cq, &dev->cqs, link) {
 		if (!cq->armed) {
 			cq_arm(cq);
 			cq->armed_pending = 1;
 			any = 1;
+			failed |= !cq->armed;
 		}
+	}
+	/* A CQ that could not be armed raises no event: it is polled again
+	 * from the loop (and armed again there, busy polling), never from
+	 * here, where dev_poll() would call us back for as long as the
+	 * arm keeps failing (found by review: the stack overflowed). */
+	if (failed) {
+		if (!dev->poll_due)
+			poll_later(dev);
+		return;
 	}
 	if (any && !dev->poll_due)
 		dev_poll(dev);
