@@ -84,7 +84,9 @@ struct evrdma_remote {
 };
 
 /**
- * Describe bytes [off, off+len) of @p mr for a peer.
+ * Describe bytes [off, off+len) of @p mr for a peer. The range is what the
+ * descriptor says, not what the device enforces: a peer with the rkey
+ * reaches the whole region. Register apart what a peer must not reach.
  * @return 0, or -1 with errno EINVAL (range outside the region) or EACCES
  *   (the region has no remote access flag)
  */
