@@ -428,6 +428,15 @@ conn_destroy_qp(struct evrdma_conn *conn)
 void
 evrdma__conn_abort_passive(struct evrdma_conn *conn)
 {
+	/* Gone for the application first: what it posted from its prepare
+	 * callback completes (ECANCELED) on a connection that takes no new
+	 * post and is not closed again (a callback that posted anew, as it
+	 * may, had each post accepted and cancelled in turn, for ever:
+	 * found by review). */
+	conn->parent_ops = NULL;
+	conn->parent = NULL;
+	conn->user_freed = 1;
+	conn->state = EVRDMA_CONN_CLOSING;
 	conn->ep.quiet = 1;
 	evrdma__ep_cancel_all(&conn->ep);
 	if (conn->id) {
@@ -435,10 +444,6 @@ evrdma__conn_abort_passive(struct evrdma_conn *conn)
 		conn_destroy_qp(conn);
 		conn->id = NULL;	/* the dispatcher destroys it */
 	}
-	conn->parent_ops = NULL;
-	conn->parent = NULL;
-	conn->user_freed = 1;
-	conn->state = EVRDMA_CONN_CLOSING;
 	conn_schedule_fin(conn);
 }
 

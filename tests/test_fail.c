@@ -208,6 +208,43 @@ refuse_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
 	return 1;
 }
 
+/* A prepare callback that registers a region and posts a receive into it,
+ * then refuses the request; the receive's callback posts it again on each
+ * completion, as an application may (here at most 100 times), and frees
+ * the region once a post is refused. */
+static struct {
+	struct evrdma_mr *mr;
+	char buf[64];
+	int calls, reposted;
+} rap;
+
+static void
+rap_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	(void)arg;
+	rap.calls++;
+	ck_assert_int_eq(wc->status, ECANCELED);
+	if (rap.calls < 100 && evrdma_conn_post_recv(c, rap.mr, 0,
+	    sizeof(rap.buf), rap_recv, NULL) == 0) {
+		rap.reposted++;
+		return;
+	}
+	evrdma_mr_free(rap.mr);
+}
+
+static int
+refuse_after_post(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	(void)l; (void)pd; (void)len; (void)arg;
+	rap.mr = evrdma_mr_reg(c, rap.buf, sizeof(rap.buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(rap.mr);
+	ck_assert_int_eq(evrdma_conn_post_recv(c, rap.mr, 0, sizeof(rap.buf),
+	    rap_recv, NULL), 0);
+	return 1;
+}
+
 /* Rejections carry the listener's reason to the peer. */
 static void
 reject_case(int client_flags, const void *pdata, size_t pdlen,
@@ -248,6 +285,18 @@ reject_case(int client_flags, const void *pdata, size_t pdlen,
 START_TEST(fail_reject_app)
 {
 	reject_case(0, NULL, 0, refuse_prepare, EVRDMA_REJECT_APP);
+}
+END_TEST
+
+/* Refused after its prepare callback posted: the receive is cancelled
+ * once, and the refused connection takes no new post (each one was
+ * accepted and cancelled in turn: the loop never returned). */
+START_TEST(fail_reject_app_posted)
+{
+	memset(&rap, 0, sizeof(rap));
+	reject_case(0, NULL, 0, refuse_after_post, EVRDMA_REJECT_APP);
+	ck_assert_int_eq(rap.calls, 1);
+	ck_assert_int_eq(rap.reposted, 0);
 }
 END_TEST
 
@@ -876,6 +925,7 @@ dt_suite_fail(void)
 	tcase_add_test(tc, fail_unroutable);
 	tcase_add_test(tc, fail_connect_timeout);
 	tcase_add_test(tc, fail_reject_app);
+	tcase_add_test(tc, fail_reject_app_posted);
 	tcase_add_test(tc, fail_reject_no_handshake);
 	tcase_add_test(tc, fail_reject_version);
 	tcase_add_test(tc, fail_reject_bad_length);
