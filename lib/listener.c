@@ -28,7 +28,8 @@ struct evrdma__queued {
 	struct evrdma_listener *lst;
 	struct rdma_cm_id *id;
 	struct rdma_conn_param param;
-	uint8_t pdata[EVRDMA_PDATA_CONNECT_MAX];
+	/* (as much as a request served at once keeps: conn->peer_pdata) */
+	uint8_t pdata[EVRDMA_PDATA_ACCEPT_MAX];
 	struct sockaddr_storage peer;
 	uint64_t deadline_ms;
 	TAILQ_ENTRY(evrdma__queued) link;
@@ -339,7 +340,10 @@ on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 		reject(lst, ev->id, code);
 		return 1;
 	}
-	if (lst->n_half_open >= lst->base->cfg.half_open || lst->disabled) {
+	/* (behind those already waiting: served in order; a place freed
+	 * in this drain goes to the queue's front, from the loop) */
+	if (lst->n_half_open >= lst->base->cfg.half_open || lst->disabled ||
+	    lst->n_queued) {
 		if (lst->n_queued < lst->backlog &&
 		    queue_request(lst, ev) == 0)
 			return 0;
