@@ -52,6 +52,10 @@ typedef void (*evrdma_accept_cb)(struct evrdma_listener *lst,
  * Called for each connect request after its QP exists and before it is
  * accepted: post receives here so that the peer's first SEND finds one.
  * @p conn is not yet established; do not free it here (return nonzero).
+ * It may still be dropped before the accept callback (refused here, the
+ * peer gone, the accept timeout): the application hears of that only as
+ * ECANCELED on what it posted; what else it set up here for @p conn
+ * (regions registered on it) is its own to release then.
  * @param pdata the peer's private data (without evrdma's header), may be NULL
  * @return 0 to accept, nonzero to reject (the peer sees
  *   EVRDMA_REASON_REJECTED, code EVRDMA_REJECT_APP)
