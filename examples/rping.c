@@ -216,7 +216,9 @@ send_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	wc_failed(arg, "SEND", wc);
 }
 
-/* Register the buffers once, on the device of the first connection. */
+/* Register the buffers for the connection being prepared (each has its
+ * protection domain; recv_done() frees them if it is dropped before the
+ * accept, so that the next client registers anew). */
 static int
 setup_buffers(struct rping *r, struct evrdma_conn *c)
 {
@@ -524,8 +526,13 @@ recv_done(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 	struct rping *r = arg;
 
 	if (r->server && !r->accepted && wc->status == ECANCELED) {
-		/* The library dropped the connection before accepting it. */
+		/* The library dropped the connection before accepting it:
+		 * its regions go with it (they belong to its protection
+		 * domain), and the next client's prepare registers anew. */
 		r->conn = NULL;
+		evrdma_mr_free(r->msg_mr);
+		evrdma_mr_free(r->data_mr);
+		r->msg_mr = r->data_mr = NULL;
 		return;
 	}
 	if (wc_failed(r, "RECV", wc))
