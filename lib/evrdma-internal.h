@@ -32,6 +32,7 @@
 #include <evrdma/mr.h>
 #include <evrdma/conn.h>
 #include <evrdma/listener.h>
+#include "mem.h"
 #include "rdma-sym.h"
 #include "wire.h"
 
@@ -509,14 +510,17 @@ evrdma__mr_hold(struct evrdma_mr *mr)
 	mr->inflight++;
 }
 
-/* The last request using a freed region is done (mr.c). */
-void evrdma__mr_last_release(struct evrdma_mr *mr);
-
+/* The last request of a freed region completed: the device forgets it
+ * before that request's callback, which may reuse the memory (mem.h); the
+ * rest waits for the loop (mr.c's fin: the protection domain's last
+ * reference may close the device whose CQ is being polled). */
 static inline void
 evrdma__mr_release(struct evrdma_mr *mr)
 {
-	if (--mr->inflight == 0 && mr->freed && mr->base)
-		evrdma__mr_last_release(mr);
+	if (--mr->inflight == 0 && mr->freed && mr->base) {
+		evrdma__mr_dereg(mr);
+		evrdma__work_queue(mr->base, &mr->fin);
+	}
 }
 
 /* The device address of byte @p off of @p mr (for an SGE). */
@@ -530,9 +534,6 @@ evrdma__mr_sge_addr(const struct evrdma_mr *mr, size_t off)
  * provider allows (no process address on the wire). */
 struct evrdma_mr *evrdma__mr_reg(struct evrdma_base *base,
     struct evrdma__pd *pd, void *addr, size_t len, int access);
-/* Whether @p bytes more could be registered within RLIMIT_MEMLOCK: 0, or
- * -1 with errno ENOMEM and a message naming the limit. */
-int evrdma__mem_pin_check(size_t bytes);
 int evrdma__access_to_ibv(int access);
 /* Base free: deregister every region; handles still held become husks. */
 void evrdma__mr_release_all(struct evrdma_base *base);

@@ -12,12 +12,8 @@
 #include "config.h"
 
 #include <errno.h>
-#include <linux/capability.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "evrdma-internal.h"
@@ -26,64 +22,6 @@
 	EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC)
 #define ACCESS_REMOTE (EVRDMA_ACCESS_REMOTE_READ | \
 	EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC)
-
-/* ---- locked memory ---- */
-
-/* Bytes this process has registered through evrdma (whole pages), for a
- * clear error before the kernel's RLIMIT_MEMLOCK refuses deep inside. */
-static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static size_t pinned;
-
-static size_t
-page_span(const void *addr, size_t len)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	uintptr_t a = (uintptr_t)addr;
-
-	return ((a + len + pg - 1) & ~(pg - 1)) - (a & ~(pg - 1));
-}
-
-/* CAP_IPC_LOCK lifts RLIMIT_MEMLOCK for registrations (ib_umem_get). */
-static int
-can_lock_freely(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	if (syscall(SYS_capget, &h, d) != 0)
-		return 0;
-	return (d[CAP_IPC_LOCK / 32].effective &
-	    (1u << (CAP_IPC_LOCK % 32))) != 0;
-}
-
-int
-evrdma__mem_pin_check(size_t bytes)
-{
-	struct rlimit rl;
-	size_t now;
-
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 ||
-	    rl.rlim_cur == RLIM_INFINITY || can_lock_freely())
-		return 0;
-	pthread_mutex_lock(&pin_lock);
-	now = pinned;
-	pthread_mutex_unlock(&pin_lock);
-	if (now + bytes <= rl.rlim_cur)
-		return 0;
-	return evrdma__fail(ENOMEM, "registering %zu KiB more would exceed "
-	    "RLIMIT_MEMLOCK (%llu KiB, %zu KiB registered by evrdma): raise "
-	    "the limit (ulimit -l, LimitMEMLOCK=) or use smaller channel "
-	    "rings (evrdma_config_set_channel_ring())", bytes / 1024,
-	    (unsigned long long)rl.rlim_cur / 1024, now / 1024);
-}
-
-static void
-pin_add(ssize_t bytes)
-{
-	pthread_mutex_lock(&pin_lock);
-	pinned += bytes;
-	pthread_mutex_unlock(&pin_lock);
-}
 
 /* ---- regions ---- */
 
@@ -107,28 +45,10 @@ evrdma__access_to_ibv(int access)
 	return ibv;
 }
 
-/* The device forgets the region: no peer reaches it any more. */
-static void
-mr_dereg(struct evrdma_mr *mr)
-{
-	if (mr->mr && !evrdma__forked) {
-		int rc = EVRDMA_SYM(ibv_dereg_mr)(mr->mr);
-
-		if (rc != 0)
-			/* Nothing to retry: the device may be gone. The
-			 * handle is dropped either way so that the device
-			 * can be closed. */
-			evrdma__log(EVRDMA_LOG_WARN, "ibv_dereg_mr: %s",
-			    strerror(rc > 0 ? rc : errno));
-		mr->mr = NULL;
-		pin_add(-(ssize_t)page_span(mr->addr, mr->len));
-	}
-}
-
 static void
 mr_destroy(struct evrdma_mr *mr)
 {
-	mr_dereg(mr);
+	evrdma__mr_dereg(mr);
 	if (mr->base) {
 		evrdma__work_cancel(mr->base, &mr->fin);
 		LIST_REMOVE(mr, link);
@@ -137,22 +57,6 @@ mr_destroy(struct evrdma_mr *mr)
 	}
 	evrdma__pd_put(mr->pd);
 	mr->pd = NULL;
-}
-
-/*
- * The last request using a freed region completed: the memory is the
- * application's again from its callback on (evrdma/mr.h), so the device
- * forgets the region now, before that callback (a peer's WRITE to its
- * rkey then fails: it found the memory the application took back when
- * this waited for the end of the poll pass). The rest waits for the loop
- * (mr_fin()): the protection domain's last reference may close the
- * device whose CQ is being polled.
- */
-void
-evrdma__mr_last_release(struct evrdma_mr *mr)
-{
-	mr_dereg(mr);
-	evrdma__work_queue(mr->base, &mr->fin);
 }
 
 static void
@@ -171,7 +75,7 @@ struct evrdma_mr *
 evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
     size_t len, int access)
 {
-	size_t span = page_span(addr, len);
+	size_t span = evrdma__page_span(addr, len);
 	struct evrdma_mr *mr;
 	struct ibv_mr *ibmr;
 	uint64_t iova = (uintptr_t)addr;
@@ -216,7 +120,7 @@ evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
 			    strerror(err));
 		return NULL;
 	}
-	pin_add((ssize_t)span);
+	evrdma__mem_pin_add((ssize_t)span);
 	mr->base = base;
 	mr->pd = pd;
 	pd->refcnt++;		/* the PD must outlive its regions */
