@@ -33,6 +33,7 @@
 #include <evrdma/conn.h>
 #include <evrdma/listener.h>
 #include "mem.h"
+#include "srq.h"
 #include "rdma-sym.h"
 #include "wire.h"
 
@@ -230,6 +231,11 @@ struct evrdma__ep_ops {
 	/* (a shared receive queue's endpoint, ep->srq set) the connection
 	 * whose QP has number @p qp_num, or NULL: it gets the completion */
 	struct evrdma_conn *(*route)(struct evrdma__ep *ep, uint32_t qp_num);
+	/* (the same) a completion for @p conn, which the application has not
+	 * been handed yet: kept until it is, or until the connection goes */
+	void (*hold)(struct evrdma__ep *ep, struct evrdma_conn *conn,
+	    evrdma_req_cb cb, void *arg, struct evrdma_mr *mr,
+	    const struct evrdma_wc *wc);
 };
 
 /*
@@ -373,48 +379,7 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 	return (req && req->gen == gen) ? req : NULL;
 }
 
-/* ---- shared receive queues (srq.c) ---- */
-
-struct evrdma_srq;
-struct evrdma_dev;
-
-/* @p conn will use @p srq (a reference; before its QP exists). 0, or -1
- * with errno. */
-int evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq);
-/* The QP of @p conn exists / is about to be destroyed. */
-void evrdma__srq_attach(struct evrdma_conn *conn);
-void evrdma__srq_detach(struct evrdma_conn *conn);
-/* conn_destroy: the connection's reference goes. */
-void evrdma__srq_unuse(struct evrdma_conn *conn);
-/* A listener's reference goes (NULL allowed). */
-void evrdma__srq_drop(struct evrdma_srq *srq);
-/* The queue's protection domain, with a reference, for a connection on
- * @p dev: NULL with errno EINVAL when the queue is on another device. */
-struct evrdma__pd *evrdma__srq_pd_get(struct evrdma_srq *srq,
-    struct evrdma_dev *dev);
-/* A QP of the queue's: its receives from the queue, on its CQ share. */
-void evrdma__srq_qp_attr(const struct evrdma_srq *srq,
-    struct ibv_qp_init_attr *attr);
-/* Base free: release every queue now (no callback); handles the user
- * still holds become husks. After the connections, before the regions. */
-void evrdma__srq_release_all(struct evrdma_base *base);
-/* A queue of channels (evrdma_channel_srq_new) holds their receive pool,
- * which chan_pool.c keeps: srq.c only carries it and tells it through its
- * ops when the device objects go (fini, before the PD; husk: base free)
- * and when the queue's memory goes (free). */
-struct evrdma__chpool;
-struct evrdma__chpool_ops {
-	void (*fini)(struct evrdma__chpool *pool, int husk);
-	void (*free)(struct evrdma__chpool *pool);
-};
-struct evrdma__chpool *evrdma__srq_chpool(const struct evrdma_srq *srq);
-void evrdma__srq_set_chpool(struct evrdma_srq *srq,
-    struct evrdma__chpool *pool, const struct evrdma__chpool_ops *ops);
-struct evrdma__pd *evrdma__srq_pd(const struct evrdma_srq *srq);
-struct evrdma__ep *evrdma__srq_ep(struct evrdma_srq *srq);
-/* its CQ share, NULL once its device objects are gone */
-struct evrdma_cq *evrdma__srq_cq(const struct evrdma_srq *srq);
-int evrdma__srq_alive(const struct evrdma_srq *srq);
+/* ---- shared receive queues: srq.h ---- */
 
 /* ---- devices (device.c) ---- */
 

@@ -88,10 +88,16 @@ lst_hand_out(struct evrdma_listener *lst, struct evrdma_conn *conn)
 	    (int)sizeof(struct sockaddr_in6) : (int)sizeof(struct sockaddr_in);
 
 	lst->refcnt++;
-	if (lst->ops)
+	if (lst->ops) {
 		lst->ops->accepted(lst->ops_arg, lst, conn, peer, len);
-	else
+	} else {
+		/* (the callback may free it) */
+		evrdma__ep_ref(&conn->ep);
 		lst->accept_cb(lst, conn, peer, len, lst->accept_arg);
+		/* what it received before it was ours to see */
+		evrdma__srq_handed_out(conn);
+		evrdma__ep_unref(&conn->ep);
+	}
 	lst->refcnt--;
 }
 

@@ -610,7 +610,26 @@ ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
 		evrdma__ep_ref(cep);
 		cep->activity++;
 	}
-	ep_deliver_to(ep, req, w, conn && !conn->user_freed ? conn : NULL);
+	if (cep && !conn->user_freed && conn->parent_ops && !conn->owner_ops &&
+	    ep->ops->hold) {
+		/* a raw listener's connection, not yet handed out (the peer
+		 * may send once accepted, and a disabled listener holds
+		 * established ones): the application has never seen it, so
+		 * the completion waits for the accept callback (found by
+		 * review: it came with a handle the application was never
+		 * given, and that was later freed unseen) */
+		evrdma_req_cb cb = req->cb;
+		void *arg = req->arg;
+		struct evrdma_mr *mr = req->mr;
+
+		req->cb = NULL;
+		req->mr = NULL;		/* its hold goes with the callback */
+		ep_deliver_to(ep, req, w, NULL);
+		ep->ops->hold(ep, conn, cb, arg, mr, w);
+	} else {
+		ep_deliver_to(ep, req, w,
+		    conn && !conn->user_freed ? conn : NULL);
+	}
 	if (cep) {
 		if (w->status && !cep->quiet)
 			cep->ops->failed(cep, w->status);

@@ -44,6 +44,24 @@
 
 #define SRQ_BUCKETS	256		/* QP-number table; a power of 2 */
 
+/*
+ * A completion kept for a raw listener's connection that the application
+ * has not been handed yet (req.c decides): the peer may send as soon as it
+ * is accepted, before our ESTABLISHED is read, and a disabled listener
+ * holds established connections. It completes right after the accept
+ * callback, with the connection, or, once the connection goes unseen, from
+ * the loop with conn NULL, as for a connection the application freed.
+ * Each is a receive of the queue's, so there are at most max_wr.
+ */
+struct srq_held {
+	TAILQ_ENTRY(srq_held) link;
+	struct evrdma_conn *conn;	/* NULL: it went unseen */
+	evrdma_req_cb cb;
+	void *arg;
+	struct evrdma_mr *mr;		/* its hold, until the callback */
+	struct evrdma_wc wc;
+};
+
 struct evrdma_srq {
 	struct evrdma__ep ep;		/* first: receives and refcount */
 	struct evrdma_base *base;	/* NULL: released (base freed) */
@@ -57,6 +75,8 @@ struct evrdma_srq {
 	evrdma_srq_limit_cb limit_cb;	/* armed: not NULL */
 	void *limit_arg;
 	struct evrdma__work fin;	/* destroys it, from the loop */
+	TAILQ_HEAD(, srq_held) held;	/* oldest first */
+	struct evrdma__work orphans;	/* completes the held of gone ones */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
 					 * receive pool (chan_pool.c) */
 	const struct evrdma__chpool_ops *chpool_ops;
@@ -119,12 +139,132 @@ srq_ep_route(struct evrdma__ep *ep, uint32_t qp_num)
 	return NULL;
 }
 
+/* ---- completions held until the application has the connection ---- */
+
+/* Complete @p h (unlinked) for @p conn (NULL: gone unseen). @p husk: base
+ * free, no callback. */
+static void
+held_complete(struct evrdma_srq *srq, struct srq_held *h,
+    struct evrdma_conn *conn, int husk)
+{
+	if (!husk && h->cb)
+		h->cb(conn && !conn->user_freed ? conn : NULL, &h->wc, h->arg);
+	if (h->mr)
+		evrdma__mr_release(h->mr);
+	free(h);
+	evrdma__ep_unref(&srq->ep);
+}
+
+static void
+srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
+    evrdma_req_cb cb, void *arg, struct evrdma_mr *mr,
+    const struct evrdma_wc *wc)
+{
+	struct evrdma_srq *srq = srq_of(ep);
+	struct srq_held *h = malloc(sizeof(*h));
+
+	if (!h) {
+		/* no memory to wait in: now, without its connection */
+		evrdma__log(EVRDMA_LOG_ERROR, "out of memory: a receive of a "
+		    "connection not yet accepted completes without it");
+		if (cb)
+			cb(NULL, wc, arg);
+		if (mr)
+			evrdma__mr_release(mr);
+		return;
+	}
+	evrdma__ep_ref(&srq->ep);	/* each held one: one reference */
+	h->conn = conn;
+	h->cb = cb;
+	h->arg = arg;
+	h->mr = mr;
+	h->wc = *wc;
+	TAILQ_INSERT_TAIL(&srq->held, h, link);
+}
+
+void
+evrdma__srq_handed_out(struct evrdma_conn *conn)
+{
+	struct evrdma_srq *srq = conn->srq;
+	struct srq_held *h;
+
+	if (!srq)
+		return;
+	evrdma__ep_ref(&srq->ep);
+	evrdma__ep_ref(&conn->ep);
+	/* (a callback may free the connection: the rest then gets NULL) */
+	for (;;) {
+		TAILQ_FOREACH(h, &srq->held, link)
+			if (h->conn == conn)
+				break;
+		if (!h)
+			break;
+		TAILQ_REMOVE(&srq->held, h, link);
+		held_complete(srq, h, conn, 0);
+	}
+	evrdma__ep_unref(&conn->ep);
+	evrdma__ep_unref(&srq->ep);
+}
+
+/* From the loop: the held of connections that went unseen. */
+static void
+srq_orphans(struct evrdma__work *w)
+{
+	struct evrdma_srq *srq = (struct evrdma_srq *)((char *)w -
+	    offsetof(struct evrdma_srq, orphans));
+	struct srq_held *h, *next;
+
+	evrdma__ep_ref(&srq->ep);
+	for (h = TAILQ_FIRST(&srq->held); h; h = next) {
+		next = TAILQ_NEXT(h, link);
+		if (h->conn)
+			continue;
+		TAILQ_REMOVE(&srq->held, h, link);
+		held_complete(srq, h, NULL, 0);
+		/* a callback may have completed others: start again */
+		next = TAILQ_FIRST(&srq->held);
+	}
+	evrdma__ep_unref(&srq->ep);
+}
+
+/* @p conn goes: what it held completes with no connection, from the loop
+ * (this may be inside an evrdma call, evrdma_listener_free()). */
+static void
+held_orphan(struct evrdma_srq *srq, struct evrdma_conn *conn)
+{
+	struct srq_held *h;
+	int any = 0;
+
+	TAILQ_FOREACH(h, &srq->held, link)
+		if (h->conn == conn) {
+			h->conn = NULL;
+			any = 1;
+		}
+	if (any && srq->base)
+		evrdma__work_queue(srq->base, &srq->orphans);
+}
+
+/* Base free: no callback. */
+static void
+held_drop_all(struct evrdma_srq *srq)
+{
+	struct srq_held *h;
+
+	if (srq->base)
+		evrdma__work_cancel(srq->base, &srq->orphans);
+	while ((h = TAILQ_FIRST(&srq->held))) {
+		TAILQ_REMOVE(&srq->held, h, link);
+		held_complete(srq, h, NULL, 1);
+	}
+}
+
 /* No failed() or settled(): the queue is quiet and never watched; a
  * receive's failure is its connection's (req.c fails that one). */
 static const struct evrdma__ep_ops srq_ep_ops = {
 	.async = srq_ep_async,
 	.release = srq_ep_release,
 	.route = srq_ep_route,
+	.hold = srq_ep_hold,
 };
 
 /* ---- device objects ---- */
@@ -141,8 +281,10 @@ srq_destroy(struct evrdma_srq *srq, int husk)
 		evrdma__ep_drop_all(&srq->ep);
 	else
 		evrdma__ep_cancel_all(&srq->ep);
-	if (husk)
+	if (husk) {
 		evrdma__work_cancel(srq->base, &srq->fin);
+		held_drop_all(srq);
+	}
 	/* its region goes before the PD */
 	if (srq->chpool)
 		srq->chpool_ops->fini(srq->chpool, husk);
@@ -241,6 +383,8 @@ evrdma_srq_new(struct evrdma_base *base, const char *device, unsigned max_wr)
 	srq->base = base;
 	srq->max_wr = max_wr;
 	srq->fin.fn = srq_fin;
+	srq->orphans.fn = srq_orphans;
+	TAILQ_INIT(&srq->held);
 	for (i = 0; i < SRQ_BUCKETS; i++)
 		LIST_INIT(&srq->qpn[i]);
 	evrdma__ep_init(&srq->ep, &base->reqs, &srq_ep_ops, NULL);
@@ -468,6 +612,10 @@ evrdma__srq_detach(struct evrdma_conn *conn)
 {
 	if (conn->srq && conn->qp)
 		LIST_REMOVE(conn, srq_link);
+	/* (its QP's receives come no more: what it held is orphaned now,
+	 * before its memory can go) */
+	if (conn->srq)
+		held_orphan(conn->srq, conn);
 }
 
 struct evrdma__pd *

@@ -36,6 +36,8 @@ struct srv {
 	int nconns;
 	int recvd, cancelled, noconn, failed, twice, wrong, repost;
 	int free_first;			/* free a connection at its receive */
+	int hold;			/* disable the listener in prepare */
+	char seq[8];			/* the first messages' numbers */
 	struct evrdma_conn *freed;	/* ... this one: never named again */
 	int events;
 	short what[8];
@@ -109,6 +111,8 @@ srv_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		s->failed++;
 		return;
 	}
+	if (s->recvd < (int)sizeof(s->seq) - 1)
+		s->seq[s->recvd] = (char)m[2];
 	s->recvd++;
 	/* a message is "<client> <seq>": each connection carries one client */
 	if (s->owner[k] < 0)
@@ -165,6 +169,9 @@ srv_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
 	ck_assert_ptr_nonnull(mr);
 	ck_assert_int_eq(evrdma_mr_export(mr, 0, 64, &rem), -1);
 	evrdma_mr_free(mr);
+	/* accepted, but held once established, as in a listen queue */
+	if (s->hold)
+		ck_assert_int_eq(evrdma_listener_disable(l), 0);
 	return 0;
 }
 
@@ -750,6 +757,78 @@ START_TEST(srq_peer_reaches_nothing)
 }
 END_TEST
 
+/*
+ * A peer sends before the application has its connection: the listener
+ * is disabled from the prepare callback, so the connection is
+ * established and held (as in a TCP listen queue), and its peer
+ * sends 3 messages. Nothing completes while it is held (its handle was
+ * never given to the application). (0) The listener is enabled: the
+ * accept callback comes first, then the 3 receives, in order, with that
+ * connection, and their echoes go back. (1) The peer goes before that:
+ * the 3 complete with no connection, once each, and the connection is
+ * never seen. (2) The base is freed while they are held: no callback.
+ * (Before the fix the 3 came at once with a handle no accept callback had
+ * given: counted as wrong.)
+ */
+START_TEST(srq_before_accept)
+{
+	struct dt_env env;
+	struct srv s;
+	static struct cli k;
+	int i, never = 0;
+
+	dt_env_init(&env, NULL);
+	srv_start(&s, &env, NBUF, NBUF);
+	s.hold = 1;
+	cli_connect(&k, &env, &s, 'a', NULL);
+	/* (the 3 echoes land in one buffer: their order is checked at the
+	 * server) */
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(evrdma_conn_post_recv(k.c, k.mr, 0, SLOT,
+		    cli_recv, &k), 0);
+		cli_send(&k);
+	}
+	dt_wait_ge(&env, &k.sends_done, 3, 5000);
+	tu_loop_until(env.eb, &never, 200);
+	ck_assert_int_eq(s.nconns, 0);
+	ck_assert_int_eq(s.recvd + s.noconn + s.wrong + s.failed, 0);
+	if (_i == 0) {
+		ck_assert_int_eq(evrdma_listener_enable(s.lst), 0);
+		dt_wait_ge(&env, &k.back, 3, 5000);
+		ck_assert_int_eq(s.nconns, 1);
+		ck_assert_int_eq(s.recvd, 3);
+		ck_assert_int_eq(s.owner[0], 'a');
+		ck_assert_str_eq(s.seq, "012");	/* in order */
+		cli_free(&k);
+		evrdma_conn_free(s.conns[0]);
+	} else if (_i == 1) {
+		cli_free(&k);
+		dt_wait_ge(&env, &s.noconn, 3, 10000);
+		tu_loop_until(env.eb, &never, 200);
+		ck_assert_int_eq(s.noconn, 3);
+		ck_assert_int_eq(s.recvd, 0);
+		ck_assert_int_eq(s.nconns, 0);
+	} else {
+		evrdma_base_free(env.base);
+		ck_assert_int_eq(s.recvd + s.noconn + s.cancelled, 0);
+		evrdma_srq_free(s.srq);
+		evrdma_listener_free(s.lst);
+		cli_free(&k);
+		evrdma_mr_free(s.mr);
+		evrdma_mr_free(s.smr);
+		event_base_free(env.eb);
+		dt_assert_no_rdma_resources();
+		return;
+	}
+	ck_assert_int_eq(s.wrong + s.twice + s.failed, 0);
+	srv_end(&s);
+	ck_assert_int_eq(s.cancelled, NBUF);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 Suite *
 dt_suite_srq(void)
 {
@@ -764,6 +843,7 @@ dt_suite_srq(void)
 	tcase_add_test(tc, srq_peer_reaches_nothing);
 	tcase_add_loop_test(tc, srq_free_order, 0, 2);
 	tcase_add_test(tc, srq_free_in_callback);
+	tcase_add_loop_test(tc, srq_before_accept, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
