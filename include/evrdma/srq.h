@@ -19,7 +19,11 @@
  *   SEND filled it; with @c conn NULL when the application had already
  *   freed that connection (evrdma_conn_free()) by the time the completion
  *   is polled; or, when the queue is freed with receives still posted,
- *   with @c conn NULL and status ECANCELED.
+ *   with @c conn NULL and status ECANCELED. A listener's connection is
+ *   never named before its accept callback: what its peer sent earlier
+ *   (it may send once accepted, and a disabled listener holds established
+ *   connections) completes right after that callback returns, in order,
+ *   or with @c conn NULL if the connection went before it was handed out.
  * - The connections of a queue share its protection domain, so a region
  *   one of them registers could be reached by every other one's peer.
  *   evrdma therefore refuses remote access on them: evrdma_mr_reg() with
