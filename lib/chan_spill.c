@@ -69,6 +69,8 @@ spill_take(struct ch_rdma *rc)
 			return (int)k;
 		}
 	}
+	if (chunk < RC_SPILL_CHUNK_MIN)
+		return -1;	/* (rc_write_large() does not ask) */
 	if (!rc->spill) {
 		rc->spill_cap = (unsigned)(RC_SPILL_MAX / chunk);
 		if (!rc->spill_cap)

@@ -689,7 +689,7 @@ rc_write_large(struct ch_rdma *rc, const uint8_t *p, size_t len)
 	 * a smaller rest costs less copied twice than registered (a chunk
 	 * registered and given back per 1 MiB ping-pong made its round trip
 	 * 7% slower, bench/README.md) */
-	spill = len > fit && rc_up(rc) &&
+	spill = len > fit && rc_up(rc) && chunk >= RC_SPILL_CHUNK_MIN &&
 	    rc->spill_busy * chunk < RC_SPILL_MAX &&
 	    (rc->spill_busy || len - fit >= RC_SPILL_MIN(rc) * chunk);
 	if ((!fit && !spill) || !(tmp = evbuffer_new()))
