@@ -61,9 +61,13 @@ ad_linger_timeout(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(ad->linger, &tv);
 		return;
 	}
-	if (left)
+	if (left) {
+		/* they are lost: a reset, never a FIN after a short stream
+		 * (found by review: the peer read EOF) */
 		evrdma__log(EVRDMA_LOG_INFO, "bufferevent closed with %zu "
-		    "bytes the peer did not take", left);
+		    "bytes the peer did not take: a reset", left);
+		ad->reset_due = 1;
+	}
 	ad_linger_done(ad);
 }
 

@@ -495,6 +495,36 @@ op_close(struct evrdma_channel *ch)
 	rc_schedule(rc);
 }
 
+/*
+ * A freed channel's linger ran out with output its peer never made room
+ * for (its reader stopped): those bytes are lost, so the end must not read
+ * as an orderly one (found by review: the peer got EOF after a short
+ * stream). The output goes and the end becomes a RESET, which takes
+ * control credits only, with one more teardown timeout to arrive; after
+ * that, or without a control credit, the connection just closes.
+ */
+static void
+rc_linger_timeout(void *arg)
+{
+	struct ch_rdma *rc = arg;
+	struct evrdma_channel *ch = &rc->ch;
+
+	if (!rc->eof_sent && rc_up(rc) && !(rc->st & RC_FAILING) &&
+	    (ch->out_len || rc->wopen >= 0)) {
+		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %zu bytes the peer "
+		    "did not take in time: its end is a reset", (void *)rc,
+		    ch->out_len);
+		rc->st |= RC_RESET_DUE;
+		evrdma__rc_drop_pending_writes(rc);
+		evrdma__chan_output_discard(ch);
+		if (evrdma__rc_send_all(rc) >= 0 && rc->eof_sent &&
+		    evrdma__ev_timer_start(rc->linger_ev,
+		    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0)
+			return;
+	}
+	evrdma__rc_linger_timeout(rc);
+}
+
 /* The process exits (exit(), a return from main) with the channel not
  * freed: what was sent arrives, then its end, EOF or RESET, as the kernel
  * ends a socket of an exiting process; nothing is waited for. */
@@ -697,8 +727,7 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 	rc->sflags = calloc(rc->slots, 1);
 	rc->sfifo = calloc(rc->slots, sizeof(*rc->sfifo));
 	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
-	rc->linger_ev = evrdma__ev_timer_new(base, evrdma__rc_linger_timeout,
-	    rc);
+	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
 	rc->ret_ev = evrdma__ev_timer_new(base, rc_ret_idle, rc);
 	if (!rc->sring || !rc->rxq || !rc->sstate || !rc->sflags ||
 	    !rc->sfifo || !rc->spq || !rc->linger_ev || !rc->ret_ev)
