@@ -72,6 +72,16 @@
  *    alone. All calls must come from the event loop's thread, as for every
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
  *    does not make the bufferevent usable from other threads.
+ *  - A small write goes to the connection inside bufferevent_write() when
+ *    EV_WRITE is enabled then (a socket's waits for the loop): disabling
+ *    EV_WRITE right after it does not hold those bytes back, and their
+ *    write callback may still run. Disable EV_WRITE before writing to
+ *    hold output.
+ *  - bufferevent_priority_set() fails (libevent refuses priorities on
+ *    filter bufferevents), and there is no descriptor: evhttp and evrpc,
+ *    which set one (evhttp_connection_base_bufferevent_new() asserts
+ *    that bufferevent_setfd() works, and aborts), need socket
+ *    bufferevents (doc/MIGRATING.md, "evhttp").
  *  - Stream only; message mode stays with channels.
  *  - BEV_EVENT_EOF|BEV_EVENT_READING comes once; a socket's comes again
  *    on every bufferevent_enable(bev, EV_READ) after it (its read of 0).
