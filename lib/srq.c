@@ -486,6 +486,10 @@ evrdma_srq_set_limit(struct evrdma_srq *srq, unsigned limit,
 
 	if (srq_usable(srq, "evrdma_srq_set_limit") < 0)
 		return -1;
+	if (evrdma__forked)	/* (the device is the parent's; found by
+				 * review: a child could disarm its limit) */
+		return evrdma__fail(EPERM, "a forked child cannot use its "
+		    "parent's devices");
 	if (limit >= srq->max_wr || (limit && !cb))
 		return evrdma__fail(EINVAL, "evrdma_srq_set_limit: limit %u "
 		    "(below max_wr %u, with a callback)", limit, srq->max_wr);

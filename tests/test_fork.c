@@ -123,8 +123,19 @@ enum {
 					 * no callback of the channels */
 	FK_CHAN_REFUSED = 1 << 5,	/* channel write, reserve, flush and
 					 * read: EPERM */
-	FK_ALL = (1 << 6) - 1
+	FK_SRQ_REFUSED = 1 << 6,	/* evrdma_srq_set_limit: EPERM */
+	FK_ALL = (1 << 7) - 1
 };
+
+/* the parent's shared receive queue, its limit armed */
+static struct evrdma_srq *fk_srq;
+
+static void
+fk_limit_cb(struct evrdma_srq *srq, void *arg)
+{
+	(void)srq;
+	(void)arg;
+}
 
 static int
 fk_child(struct dt_env *env, struct chp *p, struct dt_pair *dp,
@@ -157,6 +168,10 @@ fk_child(struct dt_env *env, struct chp *p, struct dt_pair *dp,
 	errno = 0;
 	if (!evrdma_base_new(eb2, NULL) && errno == EPERM)
 		got |= FK_BASE_REFUSED;
+	/* (would disarm the parent's limit, on the inherited device) */
+	errno = 0;
+	if (evrdma_srq_set_limit(fk_srq, 0, NULL, NULL) < 0 && errno == EPERM)
+		got |= FK_SRQ_REFUSED;
 	event_base_free(eb2);
 	/* write, flush and free the inherited channels, free the rest, and
 	 * run the parent's loop as libevent allows after fork */
@@ -171,6 +186,7 @@ fk_child(struct dt_env *env, struct chp *p, struct dt_pair *dp,
 	evrdma_channel_free(p->srv->ch);
 	evrdma_channel_free(p->cli.ch);
 	evrdma_conn_free(dp->cli);
+	evrdma_srq_free(fk_srq);
 	evrdma_mr_free(r->mr);
 	evrdma_listener_free(p->l.lst);
 	evrdma_listener_free(dp->lst);
@@ -226,6 +242,10 @@ START_TEST(fork_child_misuses_inheritance)
 	ep_xfer(&env, &p.cli, p.srv, 256 * KiB, 20000);
 	ring = evrdma_channel_reserve(p.cli.ch, 64);
 	ck_assert_ptr_nonnull(ring);
+	fk_srq = evrdma_srq_new(env.base, NULL, 16);
+	ck_assert_ptr_nonnull(fk_srq);
+	ck_assert_int_eq(evrdma_srq_set_limit(fk_srq, 4, fk_limit_cb, NULL),
+	    0);
 
 	ck_assert_int_eq(pipe(fds), 0);
 	pid = fork();
@@ -267,6 +287,7 @@ START_TEST(fork_child_misuses_inheritance)
 	evrdma_conn_free(dp.cli);
 	evrdma_conn_free(dp.srv);
 	evrdma_listener_free(dp.lst);
+	evrdma_srq_free(fk_srq);
 	chp_close(&p);	/* (waits for both pairs) */
 	dt_env_fini(&env);
 	dt_assert_no_rdma_resources();
