@@ -116,8 +116,8 @@ EVRDMA_EXPORT int evrdma_srq_post_recv(struct evrdma_srq *srq,
  * Arm the limit: @p cb is called once when fewer than @p limit receives
  * remain posted. @p limit 0 disarms.
  * @return 0, or -1 with errno EINVAL (@p limit not below max_wr, or no
- *   callback), EPIPE (the queue was freed), ENOSYS (the device cannot), or
- *   the provider's error
+ *   callback), EPIPE (the queue was freed), EPERM (in a forked child),
+ *   ENOSYS (the device cannot), or the provider's error
  */
 EVRDMA_EXPORT int evrdma_srq_set_limit(struct evrdma_srq *srq,
     unsigned limit, evrdma_srq_limit_cb cb, void *arg);
