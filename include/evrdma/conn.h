@@ -80,7 +80,10 @@ struct evrdma_wc {
 	/** the kind of request (always valid: it is what was posted, or
 	 * for receives, what arrived; a failed receive reports EVRDMA_OP_RECV) */
 	int opcode;
-	/** bytes received (receives only; 0 when status != 0) */
+	/** bytes received (receives only; 0 when status != 0). For
+	 * EVRDMA_OP_RECV_WRITE_IMM it is the length of the peer's WRITE,
+	 * whose bytes went to the region it named, not to this receive's
+	 * buffer, which holds nothing: it may exceed that buffer. */
 	uint32_t byte_len;
 	/** immediate data, host byte order; valid when has_imm is set */
 	uint32_t imm_data;
