@@ -195,7 +195,10 @@ serve_request(struct evrdma_listener *lst, struct rdma_cm_id *id,
 		lst->refcnt++;
 		rc = lst->prepare_cb(lst, conn, pd, len, lst->prepare_arg);
 		lst->refcnt--;
-		if (rc || lst->user_freed) {
+		/* (a connection freed here, which listener.h forbids, is
+		 * refused: before, only librdmacm's refusal to accept on a QP
+		 * in error did that, found by review) */
+		if (rc || lst->user_freed || conn->user_freed) {
 			*code = EVRDMA_REJECT_APP;
 			goto refuse;
 		}

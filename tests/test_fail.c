@@ -709,6 +709,80 @@ START_TEST(fail_free_in_prepare_cb)
 }
 END_TEST
 
+/* The prepare callback posts a receive, then frees the connection it was
+ * told not to free, and accepts: misuse, refused as a rejection. */
+struct prep_free {
+	uint8_t buf[256];
+	struct evrdma_mr *mr;
+	int calls, done, cancelled;
+};
+
+static void
+prep_free_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
+{
+	struct prep_free *f = arg;
+
+	(void)c;
+	f->done++;
+	if (wc->status == ECANCELED)
+		f->cancelled++;
+}
+
+static int
+prepare_free_conn(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	struct prep_free *f = arg;
+
+	(void)l; (void)pd; (void)len;
+	f->calls++;
+	f->mr = evrdma_mr_reg(c, f->buf, sizeof(f->buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(f->mr);
+	ck_assert_int_eq(evrdma_conn_post_recv(c, f->mr, 0, sizeof(f->buf),
+	    prep_free_recv, f), 0);
+	evrdma_conn_free(c);
+	return 0;
+}
+
+/* The connection freed inside its own prepare callback (which it must not
+ * be): the peer is rejected, the receive completes once (ECANCELED), and
+ * nothing is left. */
+START_TEST(fail_free_conn_in_prepare_cb)
+{
+	struct dt_env env;
+	struct dt_pair p, srv;
+	struct sockaddr_storage ss;
+	struct evrdma_listener *lst;
+	struct prep_free f;
+	int len, never = 0;
+
+	memset(&p, 0, sizeof(p));
+	memset(&srv, 0, sizeof(srv));
+	memset(&f, 0, sizeof(f));
+	dt_env_init(&env, NULL);
+	len = dt_sockaddr(&ss, dt_addr(), 0);
+	lst = evrdma_listener_new(env.base, dt_pair_accept, &srv, 0, 4,
+	    (struct sockaddr *)&ss, len);
+	ck_assert_ptr_nonnull(lst);
+	evrdma_listener_set_prepare_cb(lst, prepare_free_conn, &f);
+	ck_assert_ptr_nonnull(start_connect(&env, &p, dt_addr(),
+	    evrdma_listener_get_port(lst), 0));
+	expect_outcome(&env, &p, EVRDMA_EV_ERROR, EVRDMA_REASON_REJECTED);
+	tu_loop_until(env.eb, &never, 200);
+	ck_assert_int_eq(f.calls, 1);
+	ck_assert_int_eq(f.done, 1);
+	ck_assert_int_eq(f.cancelled, 1);
+	ck_assert_int_eq(srv.srv_accepted, 0);
+	evrdma_conn_free(p.cli);
+	evrdma_listener_free(lst);
+	dt_drain(&env, 10000);
+	evrdma_mr_free(f.mr);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 /* Free from inside the EOF callback. */
 START_TEST(fail_free_in_eof_cb)
 {
@@ -948,6 +1022,7 @@ dt_suite_fail(void)
 	tcase_add_test(tc, fail_free_in_completion_cb);
 	tcase_add_test(tc, fail_free_in_accept_cb);
 	tcase_add_test(tc, fail_free_in_prepare_cb);
+	tcase_add_test(tc, fail_free_conn_in_prepare_cb);
 	tcase_add_test(tc, fail_free_in_eof_cb);
 	tcase_add_test(tc, fail_peer_killed);
 	suite_add_tcase(s, tc);
