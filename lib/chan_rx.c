@@ -250,15 +250,21 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 				break;
 			}
 		} else if (ref_ok) {
+			/* counted before the add: the application's own
+			 * evbuffer callback, run inside it, may take the
+			 * chain out, and its cleanup run, before it returns
+			 * (found by review) */
 			rc->rring->refs++;
+			if (b->refs++ == 0)
+				rc->refs_held++;
 			if (evrdma__chan_input_add(ch, p, take,
 			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
+				if (--b->refs == 0)
+					rc->refs_held--;
 				rc->rring->refs--;
 				held = 1;
 				break;
 			}
-			if (b->refs++ == 0)
-				rc->refs_held++;
 		} else {
 			held = 1;
 			break;	/* held in its buffer: the peer waits */

@@ -125,18 +125,21 @@ evrdma__spill_write(struct ch_rdma *rc, struct evbuffer *out,
 			break;
 		s = &rc->spill[k];
 		memcpy(s->ring->mem, p + done, n);
+		/* staged before the add, as a slot (slot_stage()) */
 		s->ring->refs++;
+		s->state = SPILL_STAGED;
+		rc->spill_busy++;
 		if (evbuffer_add_reference(out, s->ring->mem, n, spill_cleanup,
 		    &s->ring->slot[0]) < 0) {
 			/* the chunk stays free, and a peer that pulled from it
 			 * before knows where it is: it holds nothing meant for
 			 * the peer (as a dropped slot, evrdma__slot_drop) */
+			rc->spill_busy--;
+			s->state = SPILL_FREE;
 			memset(s->ring->mem, 0, n);
 			s->ring->refs--;
 			break;
 		}
-		s->state = SPILL_STAGED;
-		rc->spill_busy++;
 		done += n;
 	}
 	return done;

@@ -170,13 +170,18 @@ rc_staged_cleanup(const void *data, size_t len, void *arg)
 static int
 slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 {
+	uint8_t was = rc->sstate[idx];
+
+	/* staged before the add: an evbuffer callback of the application's
+	 * on output may drop the bytes, and run the cleanup, inside it */
 	rc->sring->refs++;
+	rc->sstate[idx] = SLOT_STAGED;
 	if (evbuffer_add_reference(buf, slot_mem(rc, idx), len,
 	    rc_staged_cleanup, &rc->sring->slot[idx]) < 0) {
+		rc->sstate[idx] = was;
 		rc->sring->refs--;
 		return -1;
 	}
-	rc->sstate[idx] = SLOT_STAGED;
 	return 0;
 }
 
