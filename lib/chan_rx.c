@@ -462,6 +462,13 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		rc_take_data(rc, idx, &m, wc->byte_len);
 	} else {
 		rb_free(rc, idx);
+		if (wc->byte_len) {
+			/* (its bytes are dropped; doc/channel-protocol.md:
+			 * no payload) */
+			evrdma__rc_violation(rc, "a control message with a "
+			    "payload");
+			return;
+		}
 		if (!evrdma__ch_ctrl_allowed(rc->ret_ctrl, rc->ctrl)) {
 			evrdma__rc_violation(rc, "control beyond its credits");
 			return;

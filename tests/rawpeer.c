@@ -425,6 +425,16 @@ rp_send_imm(struct rawpeer *rp, size_t off, size_t len, uint32_t imm)
 }
 
 int
+rp_send(struct rawpeer *rp, size_t off, size_t len)
+{
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	return rp_post(rp, &wr, off, len);
+}
+
+int
 rp_read(struct rawpeer *rp, size_t off, size_t len, uint64_t raddr,
     uint32_t rkey)
 {

@@ -117,6 +117,8 @@ int rp_wait_disconnect(struct rawpeer *rp, int ms);
  * buffer is [off, off+len) of rp->mem. */
 int rp_post_recv(struct rawpeer *rp, size_t off, size_t len);
 int rp_send_imm(struct rawpeer *rp, size_t off, size_t len, uint32_t imm);
+/* (a plain SEND, no immediate: never one of the channel protocol's) */
+int rp_send(struct rawpeer *rp, size_t off, size_t len);
 int rp_read(struct rawpeer *rp, size_t off, size_t len, uint64_t raddr,
     uint32_t rkey);
 int rp_write(struct rawpeer *rp, size_t off, size_t len, uint64_t raddr,

@@ -129,6 +129,7 @@ enum {
 	PV_PULL_DESC_LEN, PV_PULL_SLOT, PV_PULL_LONG, PV_PDONE, PV_RETURN,
 	PV_CTRL, PV_AFTER_EOF, PV_EOF_TWICE, PV_LONG, PV_WRITE_IMM,
 	PV_WIDE_NO_SRC, PV_WIDE_LONG, PV_WIDE_WRAP, PV_WIDE_NOWHERE,
+	PV_CTRL_PAYLOAD, PV_WRITE_IMM0, PV_SEND_PLAIN,
 	PV_COUNT
 };
 static const char *const pv_names[PV_COUNT] = {
@@ -143,7 +144,10 @@ static const char *const pv_names[PV_COUNT] = {
 	"a wide pull from a peer without a send ring",
 	"a wide pull longer than a slot",
 	"a wide pull whose range wraps the address space",
-	"a wide pull of memory the peer never registered"
+	"a wide pull of memory the peer never registered",
+	"a CREDIT with a payload",
+	"an empty RDMA WRITE WITH IMMEDIATE (it consumes a receive)",
+	"a SEND without an immediate"
 };
 /* what the victim logs: it caught the violation itself (NULL: the device
  * fails the connection, the reason is QP_FATAL) */
@@ -159,7 +163,9 @@ static const char *const pv_why[PV_COUNT] = {
 	"pull length out of range",
 	/* the victim's READ fails at the peer's device: the peer can name
 	 * only its own memory, and a wrong name costs it the connection */
-	NULL
+	NULL,
+	"a control message with a payload",
+	"not a SEND with immediate", "not a SEND with immediate"
 };
 
 static void
@@ -276,6 +282,19 @@ pv_commit(struct rawpeer *rp, int which, const struct rp_chs *vh)
 		/* the peer has no writable memory to name: the device refuses
 		 * the WRITE (at the peer), and its receive is never used */
 		ck_assert_int_eq(rp_write(rp, d, 16, 0, 0, 1, 0), 0);
+		break;
+	case PV_CTRL_PAYLOAD:
+		ck_assert_int_eq(rp_send_imm(rp, d, 16, rp_imm(1, 0, 0, 0, 0,
+		    0)), 0);
+		break;
+	case PV_WRITE_IMM0:
+		/* no bytes, so no memory named: the device lets it through,
+		 * and the victim's check of the opcode must catch it */
+		ck_assert_int_eq(rp_write(rp, d, 0, 0, 0, 1, rp_imm(0, 0, 0,
+		    0, 0, 0)), 0);
+		break;
+	case PV_SEND_PLAIN:
+		ck_assert_int_eq(rp_send(rp, d, 16), 0);
 		break;
 	}
 }
