@@ -14,6 +14,43 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static unsigned
+get16(const uint8_t *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
+/*
+ * The lender's checks of a LOAN's fields (a peer's numbers): a RECLAIM it
+ * accepts leaves a credit lent; a YIELD it accepts is at most what was
+ * asked and held; and an honest borrower's YIELD (evrdma__ch_yield_amount()
+ * of whatever it really held: at least what the lender can prove, at most
+ * what it lent and was not used) is never taken for a short one.
+ */
+static void
+loan_rules(const uint8_t *d)
+{
+	unsigned asked = get16(d) % 16384, lent = get16(d + 2) % 16384;
+	unsigned unret = get16(d + 4) % 16384, since = get16(d + 6) % 16384;
+	unsigned held, least, yielded = get16(d + 8) % 16384;
+	unsigned granted = get16(d + 10) % 16385;
+
+	if (evrdma__ch_reclaim_valid(asked, granted) &&
+	    (asked == 0 || asked >= granted))
+		abort();
+	if (evrdma__ch_yield_valid(asked, yielded, lent, unret) &&
+	    (yielded > asked || unret > lent || yielded > lent - unret))
+		abort();
+	if (unret > lent)
+		return;
+	least = (unsigned long)unret + since >= lent ? 0 :
+	    lent - unret - since;
+	held = least + get16(d + 12) % (lent - unret - least + 1);
+	if (!evrdma__ch_yield_enough(asked, evrdma__ch_yield_amount(asked,
+	    held), lent, unret, since))
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -47,5 +84,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (uint64_t)in_hand + m.dret > granted)
 			abort();
 	}
+	if (size >= 32)
+		loan_rules(data + 12);
 	return 0;
 }
