@@ -61,12 +61,13 @@ enum { SLOT_FREE, SLOT_STAGED, SLOT_POSTED, SLOT_RESERVED, SLOT_OPEN };
  * server pin 8 MiB for each of them) */
 #define RC_SPILL_MAX	(8u << 20)
 #define RC_SPILL_BASE_MAX	((size_t)64 << 20)
-/* ... in chunks of the peer's slot size, of at least this many bytes: each
- * chunk is a region of its own, whole pages, so smaller ones would pin many
- * times what the limits count, a region per 64 bytes at the least slot
- * size a peer may offer (found by review), and such messages cost less
- * copied twice than registered */
-#define RC_SPILL_CHUNK_MIN	(16u << 10)
+/* ... in chunks of the peer's slot size, of at least a page: each chunk is
+ * a region of its own, whole pages with its descriptor, so a chunk pins at
+ * most twice what the limits count (8 MiB of 4 KiB chunks, 2,048 regions);
+ * smaller ones would pin up to 64 times as much, a region per 64 bytes at
+ * the least slot size a peer may offer (found by review), and such
+ * messages cost less copied twice than registered */
+#define RC_SPILL_CHUNK_MIN	4096u
 /* ... used for a write's rest of this many chunks or more */
 #define RC_SPILL_MIN(rc)	((rc)->slots / 4 > 2 ? (rc)->slots / 4 : 2)
 enum { SPILL_FREE, SPILL_STAGED, SPILL_POSTED };

@@ -220,7 +220,7 @@ EVRDMA_EXPORT int evrdma_config_set_channel_ring(struct evrdma_config *cfg,
  * 8 MiB more per channel, and 64 MiB for all channels of the base, holds
  * them (copied once, in chunks of a slot, each pinning a page more at
  * most; readable by the peer, as the send ring is, only where the peer
- * pulls; given back once sent; where the peer's slots are under 16 KiB,
+ * pulls; given back once sent; where the peer's slots are under 4 KiB,
  * or RLIMIT_MEMLOCK leaves no room, they wait in output instead); and the
  * queue buffers that hardware devices may pin.
  * @param cfg a configuration, or NULL for the defaults (2564 KiB with
