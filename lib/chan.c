@@ -666,6 +666,11 @@ ch_check_write(struct evrdma_channel *ch, size_t len)
 		return -1;
 	if (ch->shut_wr)
 		return evrdma__fail(EPIPE, "channel is shut down");
+	/* (as evbuffer_add() refuses: a length that wraps, (size_t)-1 from
+	 * a failed read(), would be copied past the caller's bytes into
+	 * send slots a peer may read; found by review) */
+	if (len > EV_SSIZE_MAX)
+		return evrdma__fail(EINVAL, "a length of %zu bytes", len);
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
 	    (len == 0 || len > ch->ops->max_message(ch)))
 		return evrdma__fail(len ? EMSGSIZE : EINVAL, "message of %zu "

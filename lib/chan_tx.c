@@ -585,7 +585,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 		return -1;
 	if (rc->wopen >= 0) {
 		if (evrdma__chan_messages(ch) ||
-		    rc->wopen_len + len > rc_chunk(rc))
+		    len > rc_chunk(rc) - rc->wopen_len)
 			return -1;
 		memcpy(slot_mem(rc, (unsigned)rc->wopen) + rc->wopen_len, data,
 		    len);

@@ -261,6 +261,17 @@ rw_srv_read(struct evrdma_channel *ch, void *arg)
 			ck_assert_int_eq(evrdma_channel_write(ch, "S6", 2), 0);
 			ck_assert_int_eq(evrdma_channel_shutdown(ch), 0);
 			break;
+		case 'w':
+			/* a length that wraps (a failed read()'s -1), after
+			 * a reply that opened a slot: refused, nothing
+			 * copied (found by review: it overran the slot) */
+			ck_assert_int_eq(evrdma_channel_write(ch, "W7", 2), 0);
+			errno = 0;
+			ck_assert_int_eq(evrdma_channel_write(ch, "X",
+			    (size_t)-1), -1);
+			ck_assert_int_eq(errno, EINVAL);
+			ck_assert_int_eq(evrdma_channel_write(ch, "W8", 2), 0);
+			break;
 		}
 	}
 }
@@ -309,6 +320,13 @@ START_TEST(channel_reply_from_read_cb)
 	ck_assert_int_eq(evrdma_channel_enable(p.srv->ch, EV_WRITE), 0);
 	CH_WAIT(env.eb, evbuffer_get_length(rw.got) >= (_i ? 6u : 4u), 10000);
 	rw_request(&env, &p, 'a', _i ? "D4|E5|A1|B2|C3|" : "D4E5A1B2C3");
+
+	rw_request(&env, &p, 'w', _i ? "W7|W8|" : "W7W8");
+	errno = 0;
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "X", (size_t)-1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_channel_reserve(p.cli.ch, (size_t)-1));
+	ck_assert_int_eq(errno, EINVAL);
 
 	rw_request(&env, &p, 's', _i ? "S6|" : "S6");
 	CH_WAIT(env.eb, p.cli.ends, 10000);
