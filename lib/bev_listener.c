@@ -338,8 +338,13 @@ evrdma_bufferevent_listener_new(struct evrdma_base *base,
 			return NULL;
 		}
 		bl_attach(bl, lst);
-		if (!base->cfg.tcp_fallback)
+		if (!base->cfg.tcp_fallback) {
+			/* (its retry timer, on the event_base, goes with the
+			 * base: a husk freed after event_base_free() must
+			 * not free it then; found by review) */
+			bl_on_base(bl);
 			return lst;
+		}
 		bl->tcp = bl_tcp_listen(bl, sa, socklen, backlog,
 		    evrdma_listener_get_port(lst));
 		if (bl->tcp) {
