@@ -307,6 +307,15 @@ rc_pulls_done(struct ch_rdma *rc, unsigned n)
 			}
 			continue;
 		}
+		/* (a slot whose send failed went back then, and may be
+		 * reserved since: the connection is ending, nothing more to
+		 * free; found by review) */
+		if (rc->sstate[idx] != SLOT_POSTED)
+			continue;
+		if (rc->sflags[idx] & SF_PULLED) {
+			evrdma__rc_internal(rc, "a slot's pull done twice");
+			return -2;
+		}
 		rc->sflags[idx] |= SF_PULLED;
 		if (rc->sflags[idx] & SF_SENT)
 			evrdma__slot_release(rc, idx);
