@@ -158,11 +158,23 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct evrdma_channel *ch = arg;
 
-	ch->out_len = info->orig_size + info->n_added - info->n_deleted;
-	if (ch->out_own || (ch->end & CHE_FREED))
-		return;
+	if (ch->out_own) {
+		/* The channel's own change, inside which libevent may run
+		 * an application's callback that adds (the next message):
+		 * that addition is the application's, and the info of the
+		 * change around it, passed after, stale (found by review) */
+		ch->out_len = evbuffer_get_length(buf);
+		if (ch->out_own != CH_OUT_OWN_TAKE || !info->n_added ||
+		    (ch->end & CHE_FREED))
+			return;
+	} else {
+		ch->out_len = info->orig_size + info->n_added -
+		    info->n_deleted;
+		if (ch->end & CHE_FREED)
+			return;
+	}
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
-		if (info->n_deleted) {
+		if (info->n_deleted && !ch->out_own) {
 			evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a "
 			    "message channel drained directly", (void *)ch);
 			if (ch->base)
@@ -504,7 +516,7 @@ evrdma__chan_output_taken(struct evrdma_channel *ch)
 void
 evrdma__chan_output_discard(struct evrdma_channel *ch)
 {
-	ch->out_own = 1;
+	ch->out_own = CH_OUT_OWN_ALL;
 	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
 	ch->out_own = 0;
 	while (ch->out_msgs.count)
@@ -521,7 +533,7 @@ evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
 	    evrdma__lenq_push_front(&ch->out_msgs, len) < 0)
 		return -1;
 	/* libevent has no prepend of a reference: by way of a buffer */
-	ch->out_own = 1;
+	ch->out_own = CH_OUT_OWN_ALL;
 	r = evbuffer_prepend_buffer(ch->output, b);
 	ch->out_own = 0;
 	if (r < 0 && evrdma__chan_messages(ch))

@@ -89,6 +89,11 @@ struct evrdma__chan_ops {
 #define CHE_RD_ENDED	0x10	/* the user was told: EOF or ERROR|READING */
 #define CHE_WR_ENDED	0x20	/* ... ERROR|WRITING or the whole end */
 
+/* out_own: a change the channel makes to output itself. TAKE: bytes leave
+ * (an addition made inside it is the application's, by an evbuffer
+ * callback of its own); ALL: the whole change is the channel's. */
+enum { CH_OUT_OWN_TAKE = 1, CH_OUT_OWN_ALL = 2 };
+
 struct evrdma_channel {
 	const struct evrdma__chan_ops *ops;
 	struct evrdma_base *base;	/* NULL: a husk (base freed) */
@@ -125,7 +130,8 @@ struct evrdma_channel {
 	uint8_t shut_wr;		/* evrdma_channel_shutdown() */
 	uint8_t rd_held;		/* input full: reading suspended */
 	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
-	uint8_t out_own;		/* the channel itself changes output */
+	uint8_t out_own;		/* the channel itself changes output:
+					 * CH_OUT_OWN_* */
 	uint8_t in_read_cb;		/* inside the read or receive callback */
 	/* output holds bytes the user was told are written (the bufferevent
 	 * adapter's channel: they passed its write callback); a free sends
@@ -274,7 +280,7 @@ evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
 static inline void
 evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 {
-	ch->out_own = 1;
+	ch->out_own = CH_OUT_OWN_TAKE;
 	if (dst)
 		evbuffer_remove(ch->output, dst, n);
 	else

@@ -338,6 +338,91 @@ START_TEST(channel_reply_from_read_cb)
 }
 END_TEST
 
+/* ==== bytes added by the application's own callback on output ==== */
+
+/*
+ * The application chains messages through an evbuffer callback of its
+ * own on output: when one leaves, the callback adds the next. libevent
+ * runs it inside the channel's own removal from output; each addition is
+ * still one whole message, in order, and with stream mode the bytes all
+ * arrive before the EOF of a shutdown. (Found by review: the channel took
+ * the nested addition for its own change and counted output from the
+ * stale change around it: a message cut, an EOF before bytes.)
+ */
+#define AO_MSGS	10
+
+struct ao {
+	struct evbuffer *out;
+	int next;
+};
+
+static void
+ao_output_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct ao *a = arg;
+	char m[16];
+
+	if (!info->n_deleted || a->next >= AO_MSGS)
+		return;
+	snprintf(m, sizeof(m), "m%02d", a->next++);
+	ck_assert_int_eq(evbuffer_add(out, m, 3), 0);
+}
+
+START_TEST(channel_output_added_inside_removal)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw rw;
+	struct ao a;
+	char want[AO_MSGS * 4 + 1] = "";
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	memset(&a, 0, sizeof(a));
+	rw.msgs = _i;
+	rw.got = evbuffer_new();
+	ck_assert_ptr_nonnull(rw.got);
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, _i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
+	    1);
+	p.srv->ctx = &rw;
+	evrdma_channel_setcb(p.srv->ch, rw_cli_read, NULL, ep_eventcb, p.srv);
+	for (i = 0; i < AO_MSGS; i++) {
+		char m[16];
+
+		snprintf(m, sizeof(m), _i ? "m%02d|" : "m%02d", i);
+		strcat(want, m);
+	}
+	a.out = evrdma_channel_get_output(p.cli.ch);
+	ck_assert_ptr_nonnull(evbuffer_add_cb(a.out, ao_output_cb, &a));
+	a.next = 1;
+	ck_assert_int_eq(evbuffer_add(a.out, "m00", 3), 0);
+	if (!_i)
+		ck_assert_int_eq(evrdma_channel_shutdown(p.cli.ch), 0);
+	CH_WAIT(env.eb, evbuffer_get_length(rw.got) >= strlen(want) ||
+	    p.srv->ends || p.cli.ends, 10000);
+	ch_loop_for(env.eb, 200);
+	ck_assert_int_eq(a.next, AO_MSGS);
+	ck_assert_uint_eq(evbuffer_get_length(rw.got), strlen(want));
+	ck_assert_msg(memcmp(evbuffer_pullup(rw.got, -1), want,
+	    strlen(want)) == 0, "got %.*s, want %s",
+	    (int)evbuffer_get_length(rw.got),
+	    (const char *)evbuffer_pullup(rw.got, -1), want);
+	ck_assert_int_eq(p.cli.ends, 0);
+	if (_i) {
+		ck_assert_int_eq(p.srv->ends, 0);
+	} else {
+		/* the EOF after every byte */
+		ck_assert_int_eq(p.srv->ends, 1);
+		ck_assert_int_eq(p.srv->what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	}
+	chp_close(&p);
+	evbuffer_free(rw.got);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a zero-length write (issue 13, finding 7) ==== */
 
 /*
@@ -947,6 +1032,7 @@ dt_suite_chan_semantics(void)
 	tcase_add_loop_test(tc, channel_free_in_callback, 0, FI_COUNT);
 	tcase_add_loop_test(tc, channel_reply_from_read_cb, 0, 2);
 	tcase_add_test(tc, channel_zero_length_write);
+	tcase_add_loop_test(tc, channel_output_added_inside_removal, 0, 2);
 	tcase_add_test(tc, channel_message_output_evbuffer);
 	tcase_add_test(tc, channel_timeouts_microseconds);
 	tcase_add_loop_test(tc, channel_end_with_reading_off, 0, 4);
