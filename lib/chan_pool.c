@@ -89,7 +89,8 @@ pool_share(const struct evrdma__chpool *pool)
 	    pool->orphans;
 	unsigned avail = fixed < pool->nbuf ? (unsigned)(pool->nbuf - fixed) :
 	    0;
-	unsigned share = pool->nchan ? avail / pool->nchan : avail;
+	unsigned n = pool->nchan + (pool->join_due ? 1 : 0);
+	unsigned share = n ? avail / n : avail;
 
 	return share ? share : 1;
 }
@@ -192,6 +193,10 @@ evrdma__pool_tick(void *arg)
 	int busy = 0;
 
 	pool->tick_armed = 0;
+	if (pool->join_due) {
+		pool->join_due--;
+		busy = 1;
+	}
 	for (rc = LIST_FIRST(&pool->chans); rc; rc = next) {
 		unsigned lent = rc->slots - rc->withheld;
 
@@ -242,6 +247,13 @@ pool_admits(struct evrdma__chpool *pool, unsigned ctrl)
 {
 	if (pool_room(pool) >= ctrl + 1)
 		return 0;
+	/* The refused one counts in the share for a while, so that those
+	 * at the share of the joined are over it (found by review: peers
+	 * that were never idle for a tick kept a full pool's shares, and
+	 * newcomers were refused for good), and what they give back is not
+	 * lent out again meanwhile. */
+	pool->join_due = POOL_RECLAIM_TICKS + 1;
+	pool_tick_arm(pool);
 	pool_reclaim_over_share(pool);
 	return evrdma__fail(ENOBUFS, "the channel queue has no room for "
 	    "another channel (%u of %u buffers promised)",
@@ -285,6 +297,7 @@ evrdma__rc_pool_join(struct ch_rdma *rc)
 	pool->committed += rc->ctrl + 1;
 	pool->ctrl_sum += rc->ctrl;
 	pool->nchan++;
+	pool->join_due = 0;	/* (it is counted now) */
 	LIST_INSERT_HEAD(&pool->chans, rc, pool_link);
 	rc->pool_joined = 1;
 	rc->withheld = rc->slots - 1;

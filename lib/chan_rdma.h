@@ -300,6 +300,8 @@ struct evrdma__chpool {
 					 * credit or reclaimed */
 	uint8_t tick_armed;
 	uint8_t want_room;		/* a starved channel found none */
+	uint8_t join_due;		/* ticks a refused join still counts
+					 * in the share (pool_admits()) */
 };
 
 static inline struct ch_rdma *

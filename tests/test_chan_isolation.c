@@ -537,6 +537,63 @@ START_TEST(isolation_pool_idle)
 }
 END_TEST
 
+/*
+ * Lent credits come back for a newcomer from peers that are not idle
+ * either (found by review): on a queue of 32 buffers (R 16), two evrdma
+ * channels each send a burst of 64 KiB (they run out of credits, say so,
+ * and are lent their share), then one small message every 200 ms, so
+ * that the tick never finds them idle. Before the fix each kept its
+ * share, which filled the pool, and nobody was over the share of those
+ * already joined: a newcomer was refused for as long as the trickle
+ * lasted. Now a refused join counts in the share for a few ticks: the
+ * two are reclaimed down to a share of three and yield, and a new channel
+ * connects within 8 s; the two go on.
+ */
+START_TEST(isolation_pool_trickle)
+{
+	struct dt_env env;
+	struct victim v;
+	struct friend hf[2], nf;
+	struct evrdma_srq *srq;
+	uint64_t t0;
+	int i, n, full;
+
+	memset(&v, 0, sizeof(v));
+	memset(hf, 0, sizeof(hf));
+	srq = pool_victim(&env, &v, 16, 32);
+	for (i = 0; i < 2; i++)
+		f_open(&hf[i], &v);
+	for (i = 0; i < 2; i++)
+		f_echo(&hf[i], &v, 64 * KiB);
+	ch_loop_for(env.eb, 200);
+	t0 = tu_now_ms();
+	for (n = 1; ; n++) {
+		ck_assert_msg(tu_now_ms() - t0 < 8000, "no room after 8 s");
+		for (i = 0; i < 2; i++)
+			f_echo(&hf[i], &v, 16);
+		if (f_connect(&nf, &v))
+			break;
+		evrdma_channel_free(nf.ch);
+		ch_loop_for(env.eb, 200);
+	}
+	full = n > 1;
+	fprintf(stderr, "pool trickle: a new channel connected after %llu ms "
+	    "(%d tries)\n", (unsigned long long)(tu_now_ms() - t0), n);
+	f_echo(&nf, &v, 64 * KiB);
+	for (i = 0; i < 2; i++) {
+		f_echo(&hf[i], &v, 64 * KiB);
+		evrdma_channel_free(hf[i].ch);
+	}
+	evrdma_channel_free(nf.ch);
+	evrdma_srq_free(srq);
+	v_close(&v);
+	ch_loop_for(env.eb, 100);
+	dt_env_fini(&env);
+	ck_assert_msg(full, "the pool had room at once: the test proves "
+	    "nothing");
+}
+END_TEST
+
 #define HO_PEERS	20
 
 /*
@@ -815,6 +872,7 @@ dt_suite_chan_isolation(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, isolation_pool_burst);
 	tcase_add_loop_test(tc, isolation_pool_idle, 0, PI_COUNT);
+	tcase_add_test(tc, isolation_pool_trickle);
 	tcase_add_test(tc, isolation_pool_half_open);
 	suite_add_tcase(s, tc);
 	return s;
