@@ -9,10 +9,25 @@
 #include <event2/event.h>
 #include <evrdma.h>
 
+/* Past this much unsent, stop reading until output drains to half: a
+ * peer that sends and never reads must not make us buffer without end. */
+#define ECHO_MAX	(1 << 20)
+
 static void echo_read(struct evrdma_channel *ch, void *arg)
 {
-	evbuffer_add_buffer(evrdma_channel_get_output(ch),
-	    evrdma_channel_get_input(ch));
+	struct evbuffer *out = evrdma_channel_get_output(ch);
+
+	evbuffer_add_buffer(out, evrdma_channel_get_input(ch));
+	if (evbuffer_get_length(out) >= ECHO_MAX) {
+		evrdma_channel_disable(ch, EV_READ);
+		evrdma_channel_setwatermark(ch, EV_WRITE, ECHO_MAX / 2, 0);
+	}
+}
+
+static void echo_write(struct evrdma_channel *ch, void *arg)
+{
+	evrdma_channel_setwatermark(ch, EV_WRITE, 0, 0);
+	evrdma_channel_enable(ch, EV_READ);
 }
 
 static void echo_event(struct evrdma_channel *ch, short what, void *arg)
@@ -24,7 +39,7 @@ static void echo_event(struct evrdma_channel *ch, short what, void *arg)
 static void accept_cb(struct evrdma_listener *lst, struct evrdma_channel *ch,
     const struct sockaddr *peer, int socklen, void *arg)
 {
-	evrdma_channel_setcb(ch, echo_read, NULL, echo_event, NULL);
+	evrdma_channel_setcb(ch, echo_read, echo_write, echo_event, NULL);
 	evrdma_channel_enable(ch, EV_READ);
 }
 

@@ -14,10 +14,25 @@
 #include <event2/event.h>
 #include <evrdma.h>
 
+/* Past this much unsent, stop reading until output drains to half: a
+ * peer that sends and never reads must not make us buffer without end. */
+#define ECHO_MAX	(1 << 20)
+
 static void echo_read(struct bufferevent *bev, void *arg)
 {
-	evbuffer_add_buffer(bufferevent_get_output(bev),
-	    bufferevent_get_input(bev));
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(bev));
+	if (evbuffer_get_length(out) >= ECHO_MAX) {
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(bev, EV_WRITE, ECHO_MAX / 2, 0);
+	}
+}
+
+static void echo_write(struct bufferevent *bev, void *arg)
+{
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	bufferevent_enable(bev, EV_READ);
 }
 
 static void echo_event(struct bufferevent *bev, short what, void *arg)
@@ -29,7 +44,7 @@ static void echo_event(struct bufferevent *bev, short what, void *arg)
 static void accept_cb(struct evrdma_listener *lst, struct bufferevent *bev,
     const struct sockaddr *peer, int socklen, void *arg)
 {
-	bufferevent_setcb(bev, echo_read, NULL, echo_event, NULL);
+	bufferevent_setcb(bev, echo_read, echo_write, echo_event, NULL);
 	bufferevent_enable(bev, EV_READ);
 }
 

@@ -42,15 +42,33 @@ static void tls_fail(const char *what)
 
 /* ---- server ---- */
 
+/* Past this much unsent, stop reading until output drains to half: a
+ * peer that sends and never reads must not make us buffer without end;
+ * and a peer silent (or not reading) for IDLE_S goes, so that idle
+ * connections cannot hold every descriptor. */
+#define ECHO_MAX	(1 << 20)
+#define IDLE_S		30
+
 static void echo_read(struct bufferevent *tls, void *arg)
 {
-	evbuffer_add_buffer(bufferevent_get_output(tls),
-	    bufferevent_get_input(tls));
+	struct evbuffer *out = bufferevent_get_output(tls);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(tls));
+	if (evbuffer_get_length(out) >= ECHO_MAX) {
+		bufferevent_disable(tls, EV_READ);
+		bufferevent_setwatermark(tls, EV_WRITE, ECHO_MAX / 2, 0);
+	}
+}
+
+static void echo_write(struct bufferevent *tls, void *arg)
+{
+	bufferevent_setwatermark(tls, EV_WRITE, 0, 0);
+	bufferevent_enable(tls, EV_READ);
 }
 
 static void echo_event(struct bufferevent *tls, short what, void *arg)
 {
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		bufferevent_free(tls);
 }
 
@@ -72,7 +90,10 @@ static void accept_cb(struct evrdma_listener *lst, struct bufferevent *bev,
 		bufferevent_free(bev);
 		return;
 	}
-	bufferevent_setcb(tls, echo_read, NULL, echo_event, NULL);
+	struct timeval idle = { IDLE_S, 0 };
+
+	bufferevent_setcb(tls, echo_read, echo_write, echo_event, NULL);
+	bufferevent_set_timeouts(tls, &idle, &idle);
 	bufferevent_enable(tls, EV_READ);
 }
 
@@ -121,7 +142,8 @@ static void reply_event(struct bufferevent *tls, short what, void *arg)
 	}
 	e = bufferevent_get_openssl_error(tls);
 	warnx("connection %s before the echo came back%s%s",
-	    what & BEV_EVENT_EOF ? "closed" : "failed", e ? ": " : "",
+	    what & BEV_EVENT_EOF ? "closed" : what & BEV_EVENT_TIMEOUT ?
+	    "timed out" : "failed", e ? ": " : "",
 	    e ? ERR_reason_error_string(e) : "");
 	bufferevent_free(tls);
 	event_base_loopexit(arg, NULL);
@@ -131,6 +153,7 @@ static int call(struct event_base *eb, struct evrdma_base *base,
     const struct addrinfo *ai, const char *ca, const char *name)
 {
 	struct bufferevent *bev, *tls;
+	struct timeval idle = { IDLE_S, 0 };
 	SSL *ssl;
 
 	if (!(ctx = SSL_CTX_new(TLS_client_method())) ||
@@ -150,6 +173,7 @@ static int call(struct event_base *eb, struct evrdma_base *base,
 	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)))
 		tls_fail("bufferevent_openssl_filter_new");
 	bufferevent_setcb(tls, reply_read, NULL, reply_event, eb);
+	bufferevent_set_timeouts(tls, &idle, &idle);
 	bufferevent_enable(tls, EV_READ);
 	if (evrdma_bufferevent_connect(bev, ai->ai_addr,
 	    (int)ai->ai_addrlen) < 0)
