@@ -157,7 +157,9 @@ EVRDMA_EXPORT struct evrdma_listener *evrdma_listener_new(
     struct evrdma_base *base, evrdma_accept_cb cb, void *arg, int flags,
     int backlog, const struct sockaddr *sa, int socklen);
 
-/** Set (or clear with NULL) the prepare callback. */
+/** Set (or clear with NULL) the prepare callback. It runs for connect
+ * requests over RDMA only: a bufferevent listener's TCP connections (the
+ * TCP fallback) are accepted without it (doc/SECURITY.md). */
 EVRDMA_EXPORT void evrdma_listener_set_prepare_cb(struct evrdma_listener *lst,
     evrdma_prepare_cb cb, void *arg);
 
