@@ -252,8 +252,9 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
  * output, and BEV_EVENT_ERROR | BEV_EVENT_WRITING tells that they cannot
  * go.
  * All or nothing: after -1, no byte of @p data is written.
- * @return 0, or -1 with errno EINVAL (no channel, no data, or an empty
- *   message), EMSGSIZE (message too large), EPIPE (after our own
+ * @return 0, or -1 with errno EINVAL (no channel, no data, an empty
+ *   message, or more than EV_SSIZE_MAX bytes, as evbuffer_add() refuses),
+ *   EMSGSIZE (message too large), EPIPE (after our own
  *   evrdma_channel_shutdown()) or ENOMEM
  */
 EVRDMA_EXPORT int evrdma_channel_write(struct evrdma_channel *ch,
