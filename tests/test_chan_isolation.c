@@ -317,6 +317,16 @@ pool_victim(struct dt_env *env, struct victim *v, unsigned slots,
 	return v_listen_pool(v, env, ring_config(slots, AT_SLOT, 0), nbuf);
 }
 
+/* The end of a test on pool_victim(): the queue, the victim, the base. */
+static void
+pool_done(struct dt_env *env, struct victim *v, struct evrdma_srq *srq)
+{
+	evrdma_srq_free(srq);
+	v_close(v);
+	ch_loop_for(env->eb, 100);
+	dt_env_fini(env);
+}
+
 #define PB_BURST	200
 #define PB_ROUNDS	3
 /* the honest echo's worst round trip while a burst is caught: the
@@ -390,10 +400,7 @@ START_TEST(isolation_pool_burst)
 	f_echo(&f, &v, 256 * KiB);
 	ck_assert_int_eq(f.ends, 0);
 	evrdma_channel_free(f.ch);
-	evrdma_srq_free(srq);
-	v_close(&v);
-	ch_loop_for(env.eb, 100);
-	dt_env_fini(&env);
+	pool_done(&env, &v, srq);
 }
 END_TEST
 
@@ -530,10 +537,7 @@ START_TEST(isolation_pool_idle)
 		}
 	}
 	evrdma_channel_free(nf.ch);
-	evrdma_srq_free(srq);
-	v_close(&v);
-	ch_loop_for(env.eb, 100);
-	dt_env_fini(&env);
+	pool_done(&env, &v, srq);
 }
 END_TEST
 
@@ -585,10 +589,7 @@ START_TEST(isolation_pool_trickle)
 		evrdma_channel_free(hf[i].ch);
 	}
 	evrdma_channel_free(nf.ch);
-	evrdma_srq_free(srq);
-	v_close(&v);
-	ch_loop_for(env.eb, 100);
-	dt_env_fini(&env);
+	pool_done(&env, &v, srq);
 	ck_assert_msg(full, "the pool had room at once: the test proves "
 	    "nothing");
 }
@@ -661,10 +662,7 @@ START_TEST(isolation_pool_half_open)
 	free(rp);
 	evrdma_channel_free(f.ch);
 	evrdma_channel_free(g.ch);
-	evrdma_srq_free(srq);
-	v_close(&v);
-	ch_loop_for(env.eb, 100);
-	dt_env_fini(&env);
+	pool_done(&env, &v, srq);
 }
 END_TEST
 
