@@ -313,6 +313,10 @@ srq_fin(struct evrdma__work *w)
 	if (!srq->user_freed || srq->nconns || !srq->base)
 		return;
 	evrdma__ep_ref(&srq->ep);
+	/* (no connection left: what was held completes now, not from a
+	 * work item the base may free before it runs) */
+	evrdma__work_cancel(srq->base, &srq->orphans);
+	srq_orphans(&srq->orphans);
 	srq_destroy(srq, 0);
 	evrdma__ep_unref(&srq->ep);		/* the handle's */
 	evrdma__ep_unref(&srq->ep);
