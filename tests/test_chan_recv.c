@@ -301,6 +301,24 @@ END_TEST
  * ring twice; the bytes held must stay the stream's, and every later
  * byte arrive in order.
  */
+/* The client writes @p n messages of @p len bytes of stream @p seed from
+ * offset @p sent, each once the server took the one before (*@p rx counts
+ * what it took): the offset after them. */
+static uint64_t
+one_at_a_time(struct dt_env *env, struct chp *p, uint8_t *buf, uint64_t sent,
+    size_t len, int n, uint64_t seed, const uint64_t *rx)
+{
+	int i;
+
+	for (i = 0; i < n && !p->srv->ends; i++) {
+		pat_fill(buf, sent, len, seed);
+		ck_assert_int_eq(evrdma_channel_write(p->cli.ch, buf, len), 0);
+		sent += len;
+		CH_WAIT(env->eb, *rx == sent || p->srv->ends, 10000);
+	}
+	return sent;
+}
+
 #define CUT_HI		2000
 #define CUT_FIRST	3000
 #define CUT_LEN		4000
@@ -349,7 +367,6 @@ START_TEST(channel_recv_cb_after_moved_ref)
 	uint8_t *buf = malloc(CUT_LEN);
 	uint64_t sent = 0;
 	size_t at;
-	int i;
 
 	ck_assert_ptr_nonnull(buf);
 	memset(&p, 0, sizeof(p));
@@ -369,13 +386,8 @@ START_TEST(channel_recv_cb_after_moved_ref)
 	CH_WAIT(env.eb, c.rx == CUT_FIRST || p.srv->ends, 10000);
 	ck_assert_uint_eq(c.rx, CUT_FIRST);
 	/* the ring comes round: one message at a time, each taken */
-	for (i = 0; i < CUT_MSGS && !p.srv->ends; i++) {
-		pat_fill(buf, sent, CUT_LEN, c.seed);
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, CUT_LEN),
-		    0);
-		sent += CUT_LEN;
-		CH_WAIT(env.eb, c.rx == sent || p.srv->ends, 10000);
-	}
+	sent = one_at_a_time(&env, &p, buf, sent, CUT_LEN, CUT_MSGS, c.seed,
+	    &c.rx);
 	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
 	ck_assert_uint_eq(c.rx, sent);
 	ck_assert_msg(c.bad == 0, "byte %zu through the receive callback is "
@@ -443,7 +455,6 @@ START_TEST(channel_input_taken_inside_the_add)
 	static struct takeall t;
 	uint8_t *buf = malloc(TA_LEN);
 	uint64_t sent = 0;
-	int i;
 
 	ck_assert_ptr_nonnull(buf);
 	memset(&p, 0, sizeof(p));
@@ -453,13 +464,8 @@ START_TEST(channel_input_taken_inside_the_add)
 	t.seed = p.cli.tx_seed;
 	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_input(
 	    p.srv->ch), ta_input_cb, &t));
-	for (i = 0; i < TA_MSGS && !p.srv->ends; i++) {
-		pat_fill(buf, sent, TA_LEN, t.seed);
-		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, TA_LEN),
-		    0);
-		sent += TA_LEN;
-		CH_WAIT(env.eb, t.rx == sent || p.srv->ends, 10000);
-	}
+	sent = one_at_a_time(&env, &p, buf, sent, TA_LEN, TA_MSGS, t.seed,
+	    &t.rx);
 	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
 	ck_assert_uint_eq(t.rx, sent);
 	ck_assert_msg(t.bad == 0, "byte %zu is wrong", t.bad - 1);

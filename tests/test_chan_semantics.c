@@ -293,20 +293,29 @@ rw_request(struct dt_env *env, struct chp *p, char req, const char *want)
 	evbuffer_drain(rw->got, n);
 }
 
+/* A pair (message mode when @p msgs) whose server end has @p rw as its
+ * context, with rw's buffer of what arrived. */
+static void
+rw_open(struct dt_env *env, struct chp *p, struct rw *rw, int msgs)
+{
+	memset(p, 0, sizeof(*p));
+	rw->msgs = msgs;
+	rw->got = evbuffer_new();
+	ck_assert_ptr_nonnull(rw->got);
+	dt_env_init(env, NULL);
+	chp_open(p, env, msgs ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
+	    1);
+	p->srv->ctx = rw;
+}
+
 START_TEST(channel_reply_from_read_cb)
 {
 	struct dt_env env;
 	struct chp p;
 	struct rw rw;
 
-	memset(&p, 0, sizeof(p));
-	rw.msgs = _i;
-	rw.got = evbuffer_new();
-	ck_assert_ptr_nonnull(rw.got);
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, _i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
-	    1);
-	p.cli.ctx = p.srv->ctx = &rw;
+	rw_open(&env, &p, &rw, _i);
+	p.cli.ctx = &rw;
 	evrdma_channel_setcb(p.cli.ch, rw_cli_read, NULL, ep_eventcb, &p.cli);
 	evrdma_channel_setcb(p.srv->ch, rw_srv_read, NULL, ep_eventcb, p.srv);
 
@@ -378,15 +387,8 @@ START_TEST(channel_output_added_inside_removal)
 	char want[AO_MSGS * 4 + 1] = "";
 	int i;
 
-	memset(&p, 0, sizeof(p));
 	memset(&a, 0, sizeof(a));
-	rw.msgs = _i;
-	rw.got = evbuffer_new();
-	ck_assert_ptr_nonnull(rw.got);
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, _i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
-	    1);
-	p.srv->ctx = &rw;
+	rw_open(&env, &p, &rw, _i);
 	evrdma_channel_setcb(p.srv->ch, rw_cli_read, NULL, ep_eventcb, p.srv);
 	for (i = 0; i < AO_MSGS; i++) {
 		char m[16];

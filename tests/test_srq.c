@@ -336,6 +336,27 @@ srv_end(struct srv *s)
 	evrdma_mr_free(s->smr);
 }
 
+/* The base freed with the server, @p k and @p c (NULL: none) alive: no
+ * callback then, nothing left; the handles then go as husks, after the
+ * event_base. */
+static void
+srv_base_free(struct srv *s, struct dt_env *env, struct cli *k,
+    struct evrdma_conn *c)
+{
+	int calls = s->cancelled + s->recvd + s->noconn;
+
+	evrdma_base_free(env->base);
+	ck_assert_int_eq(s->cancelled + s->recvd + s->noconn, calls);
+	evrdma_srq_free(s->srq);
+	evrdma_listener_free(s->lst);
+	evrdma_conn_free(c);
+	cli_free(k);
+	evrdma_mr_free(s->mr);
+	evrdma_mr_free(s->smr);
+	event_base_free(env->eb);
+	dt_assert_no_rdma_resources();
+}
+
 /*
  * Three clients, one of them with a queue of its own (the active side),
  * send 40 messages each, one at a time, to a server whose connections all
@@ -640,20 +661,10 @@ START_TEST(srq_free_order)
 		evrdma_mr_free(s.mr);
 		evrdma_mr_free(s.smr);
 		dt_env_fini(&env);
+		dt_assert_no_rdma_resources();
 	} else {
-		int calls = s.cancelled + s.recvd + s.noconn;
-
-		evrdma_base_free(env.base);
-		ck_assert_int_eq(s.cancelled + s.recvd + s.noconn, calls);
-		evrdma_srq_free(s.srq);
-		evrdma_listener_free(s.lst);
-		evrdma_conn_free(s.conns[0]);
-		cli_free(&k);
-		evrdma_mr_free(s.mr);
-		evrdma_mr_free(s.smr);
-		event_base_free(env.eb);
+		srv_base_free(&s, &env, &k, s.conns[0]);
 	}
-	dt_assert_no_rdma_resources();
 }
 END_TEST
 
@@ -809,15 +820,8 @@ START_TEST(srq_before_accept)
 		ck_assert_int_eq(s.recvd, 0);
 		ck_assert_int_eq(s.nconns, 0);
 	} else {
-		evrdma_base_free(env.base);
-		ck_assert_int_eq(s.recvd + s.noconn + s.cancelled, 0);
-		evrdma_srq_free(s.srq);
-		evrdma_listener_free(s.lst);
-		cli_free(&k);
-		evrdma_mr_free(s.mr);
-		evrdma_mr_free(s.smr);
-		event_base_free(env.eb);
-		dt_assert_no_rdma_resources();
+		ck_assert_int_eq(s.cancelled, 0);
+		srv_base_free(&s, &env, &k, NULL);
 		return;
 	}
 	ck_assert_int_eq(s.wrong + s.twice + s.failed, 0);
