@@ -520,6 +520,19 @@ conn_start_close(struct evrdma_conn *conn)
 		evrdma__resolve_cancel(conn->dns_req);
 		conn->dns_req = NULL;
 	}
+	/*
+	 * Accepted, and its QP has completed something: the peer has our
+	 * reply and is connected, but the kernel's CM may not have its RTU
+	 * yet (the first message can overtake it). Then the CM is still in
+	 * REP_SENT, takes no DREQ (rdma_disconnect() returns 0 all the same)
+	 * and, when the id is destroyed, sends a REJ that a connected peer
+	 * ignores: the peer stayed connected to nothing (a violation in the
+	 * peer's first message left it so 1 run in 3,
+	 * attack_violation_first). Tell the CM that the connection is
+	 * established, as the QP's COMM_EST would, so that the DREQ goes.
+	 */
+	if (old == EVRDMA_CONN_ACCEPTING && conn->ep.activity && conn->id)
+		(void)EVRDMA_SYM(rdma_notify)(conn->id, IBV_EVENT_COMM_EST);
 	if (old == EVRDMA_CONN_ESTABLISHED || old == EVRDMA_CONN_CONNECTING ||
 	    old == EVRDMA_CONN_ACCEPTING || old == EVRDMA_CONN_FAILED)
 		evrdma__conn_disconnect(conn, old == EVRDMA_CONN_ESTABLISHED);
