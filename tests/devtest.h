@@ -294,9 +294,10 @@ dt_pair_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
 	return p->prepare ? p->prepare(l, c, pd, len, p->prepare_arg) : 0;
 }
 
-/* Listen on host:0 and connect to it; returns when both sides are up. */
+/* The pair's listener on host:0 (its accept and prepare hooks), before
+ * anything connects: a test may send a stranger to it first. */
 static inline void
-dt_pair_connect(struct dt_pair *p, struct dt_env *env, const char *host,
+dt_pair_listen(struct dt_pair *p, struct dt_env *env, const char *host,
     int raw)
 {
 	struct sockaddr_storage ss;
@@ -309,7 +310,17 @@ dt_pair_connect(struct dt_pair *p, struct dt_env *env, const char *host,
 		ck_abort_msg("listener: %s (%s)", strerror(errno),
 		    evrdma_errmsg());
 	evrdma_listener_set_prepare_cb(p->lst, dt_pair_prepare, p);
-	len = dt_sockaddr(&ss, host, evrdma_listener_get_port(p->lst));
+}
+
+/* Connect the pair's client to its listener (dt_pair_listen()); returns
+ * when both sides are up. */
+static inline void
+dt_pair_dial(struct dt_pair *p, const char *host, int raw)
+{
+	struct dt_env *env = p->env;
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, host, evrdma_listener_get_port(p->lst));
+
 	if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(
 	    &((struct sockaddr_in6 *)&ss)->sin6_addr))
 		((struct sockaddr_in6 *)&ss)->sin6_scope_id =
@@ -324,6 +335,15 @@ dt_pair_connect(struct dt_pair *p, struct dt_env *env, const char *host,
 	DT_WAIT(env, p->cli_connected, 10000);
 	ck_assert_int_eq(p->cli_events, 1);
 	DT_WAIT(env, p->srv_accepted, 5000);
+}
+
+/* Listen on host:0 and connect to it; returns when both sides are up. */
+static inline void
+dt_pair_connect(struct dt_pair *p, struct dt_env *env, const char *host,
+    int raw)
+{
+	dt_pair_listen(p, env, host, raw);
+	dt_pair_dial(p, host, raw);
 }
 
 /* Free both ends and the listener; wait for complete teardown. */

@@ -5,9 +5,10 @@
  * (rawpeer.h) speaks the channel protocol by hand and then does the wrong
  * thing on purpose: bad handshakes, every protocol violation, reads and
  * writes of memory it was not given, another connection's keys, a flood of
- * half-open connects. Each test says what must hold: the victim ends that
- * one channel with the right reason, once; the peer loses its access at
- * once; every other channel goes on; nothing crashes, hangs or leaks.
+ * half-open connects, an accept reply answered with a REJ or a
+ * disconnect. Each test says what must hold: the victim ends that one
+ * channel with the right reason, once; the peer loses its access at once;
+ * every other channel goes on; nothing crashes, hangs or leaks.
  */
 #include "victim.h"
 
@@ -1751,6 +1752,370 @@ START_TEST(attack_bufferevent_cut_moved)
 }
 END_TEST
 
+/* ==== 13. the accept reply answered with a REJ or a disconnect ==== */
+
+/*
+ * A requester that connects without a QP bound to its id (rawpeer's
+ * no_qp) gets the listener's accept reply (the CM's REP) as
+ * RDMA_CM_EVENT_CONNECT_RESPONSE, and it, not librdmacm, must send the
+ * RTU that establishes the connection (rdma_establish()). A stranger
+ * answers otherwise:
+ *  - RR_REJ: rdma_reject(), a REJ from the CM's REP_RCVD state: the
+ *    listener's half-made connection hears RDMA_CM_EVENT_REJECTED.
+ *  - RR_DISCONNECT: rdma_disconnect() and no RTU. The kernel's IB CM
+ *    sends a DREQ only from ESTABLISHED (drivers/infiniband/core/cm.c,
+ *    cm_send_dreq_locked()), so nothing goes on the wire and the call
+ *    still returns 0: the listener hears nothing, and only its accept
+ *    timeout ends the connection (the silent half-open case for a
+ *    connection listener, which no other test has; attack_half_open_flood
+ *    has it for channels). When the listener then destroys the id, its
+ *    CM sends the stranger a REJ.
+ *  - RR_RTU_DREQ: the RTU and the DREQ at once, the nearest a peer comes
+ *    to a DREQ for a reply: ESTABLISHED and DISCONNECTED reach the
+ *    listener back to back, usually in one read of its CM channel. (The
+ *    kernel's CM handles the two MADs in work items that may run on two
+ *    CPUs: should the DREQ be taken first, the RTU is ignored and the
+ *    listener hears only DISCONNECTED, a connection never established,
+ *    which it must drop as the others.)
+ */
+enum { RR_REJ, RR_DISCONNECT, RR_RTU_DREQ, RR_COUNT };
+static const char *const rr_names[RR_COUNT] = {
+	"a REJ", "rdma_disconnect() without an RTU",
+	"the RTU and at once a DREQ"
+};
+
+/* the accept timeout: what ends RR_DISCONNECT's connection */
+#define RR_ACCEPT_MS	1500
+
+/* Run the loop and the stranger's own CM events until @p cond holds;
+ * fail after @p ms. */
+#define RR_WAIT(rp, cond, ms)						\
+	do {								\
+		uint64_t rr_dl_ = tu_now_ms() + (uint64_t)(ms);		\
+		while (!(cond)) {					\
+			ck_assert_msg(tu_now_ms() < rr_dl_,		\
+			    "timed out after %d ms waiting for %s",	\
+			    (int)(ms), #cond);				\
+			rp_run((rp), 10);				\
+		}							\
+	} while (0)
+
+/* What the listener logged of connections it dropped before handing
+ * them out (conn.c): how many, and the last one's reason, in words. */
+struct rr_log {
+	int drops;
+	char why[64];
+};
+
+static void
+rr_log_cb(int level, const char *msg, void *arg)
+{
+	static const char tag[] = "dropped before it was accepted: ";
+	struct rr_log *rl = arg;
+	const char *p = strstr(msg, tag);
+
+	if (getenv("EVRDMA_TEST_LOG"))
+		fprintf(stderr, "rr log: %s\n", msg);
+	if (p) {
+		rl->drops++;
+		snprintf(rl->why, sizeof(rl->why), "%s", p + sizeof(tag) - 1);
+	}
+}
+
+/* The log as the test found it: dt_log_init()'s, or none. */
+static void
+rr_log_off(void)
+{
+	evrdma_set_log_callback(NULL, 0, NULL);
+	dt_log_init();
+}
+
+/* One half-open place: a place the stranger's connection kept would
+ * leave the honest client after it waiting in the backlog, and its
+ * connect would time out. */
+static void
+rr_env(struct dt_env *env, struct rr_log *rl)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_half_open(cfg, 1), 0);
+	ck_assert_int_eq(evrdma_config_set_timeout(cfg,
+	    EVRDMA_TIMEOUT_ACCEPT, RR_ACCEPT_MS), 0);
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+	memset(rl, 0, sizeof(*rl));
+}
+
+/* Nothing of a connection is left on the base but @p mrs regions (the
+ * application's own): the listener's id is its only id. */
+static int
+rr_let_go(struct dt_env *env, unsigned mrs)
+{
+	struct evrdma_stats st;
+
+	evrdma_base_get_stats(env->base, &st, sizeof(st));
+	return !st.conns && !st.qps && !st.reqs && st.cm_ids == 1 &&
+	    st.mrs == mrs;
+}
+
+/*
+ * The stranger @p rp connects to @p ss with private data @p pd, gets the
+ * accept reply and answers it @p how. RR_REJ and RR_DISCONNECT return
+ * once the listener has dropped the connection, @p mrs regions of the
+ * application's left; RR_RTU_DREQ returns at once (the caller waits for
+ * what the application sees). @p rp stays open: closed, its id would
+ * send a REJ of its own.
+ */
+static void
+rr_stranger(struct rawpeer *rp, struct dt_env *env,
+    const struct sockaddr_storage *ss, int sslen, const void *pd,
+    size_t len, int how, struct rr_log *rl, unsigned mrs)
+{
+	/* an evrdma reject header (code 4, the application's) in the REJ:
+	 * what a listener reading the REJ's private data as a handshake
+	 * would take for one */
+	static const uint8_t rej[8] = { 'E', 'V', 'R', 1, 3, 0, 0, 4 };
+	const char *want = evrdma_reason_str(how == RR_REJ ?
+	    EVRDMA_REASON_REJECTED : EVRDMA_REASON_TIMEOUT);
+	struct evrdma_stats st;
+	uint64_t t0;
+	int rc;
+
+	memset(rp, 0, sizeof(*rp));
+	rp->no_qp = 1;
+	ck_assert_int_eq(rp_prepare(rp, env->eb, (const struct sockaddr *)ss,
+	    sslen), 0);
+	ck_assert_int_eq(rp_connect_now(rp, pd, len, 15000), 0);
+	/* the reply came (CONNECT_RESPONSE): the listener holds a half-made
+	 * connection, a QP and memory, for it (without them, nothing below
+	 * could show that they were let go of) */
+	ck_assert_int_eq(rp->established, 1);
+	ck_assert_int_eq(rp->rejected, 0);
+	evrdma_base_get_stats(env->base, &st, sizeof(st));
+	ck_assert_uint_eq(st.conns, 1);
+	ck_assert_uint_eq(st.qps, 1);
+	ck_assert_uint_ge(st.mrs, 1);
+	t0 = tu_now_ms();
+	switch (how) {
+	case RR_REJ:
+		ck_assert_int_eq(rdma_reject(rp->id, rej, sizeof(rej)), 0);
+		break;
+	case RR_DISCONNECT:
+		/* (whatever it returns: the listener must cope) */
+		rc = rdma_disconnect(rp->id);
+		fprintf(stderr, "accept reply refused: rdma_disconnect() "
+		    "without an RTU returned %d\n", rc);
+		break;
+	case RR_RTU_DREQ:
+		ck_assert_int_eq(rdma_establish(rp->id), 0);
+		ck_assert_int_eq(rdma_disconnect(rp->id), 0);
+		return;
+	}
+	/* the listener lets go of everything, within its accept timeout
+	 * (and the teardown's) at the latest */
+	while (!(rl->drops && rr_let_go(env, mrs) &&
+	    (how != RR_DISCONNECT || rp->rejected))) {
+		ck_assert_msg(tu_now_ms() - t0 < RR_ACCEPT_MS + 10000,
+		    "%s: after %llu ms, drops %d, rr_let_go %d, the stranger "
+		    "told %d", rr_names[how],
+		    (unsigned long long)(tu_now_ms() - t0), rl->drops,
+		    rr_let_go(env, mrs), rp->rejected);
+		rp_run(rp, 10);
+	}
+	fprintf(stderr, "accept reply refused with %s: dropped after %llu "
+	    "ms (%s)\n", rr_names[how],
+	    (unsigned long long)(tu_now_ms() - t0), rl->why);
+	/* once, and for the reason the peer gave: a REJ is heard at once
+	 * (not at the accept timeout); for a disconnect without an RTU the
+	 * timeout, or a DREQ on a kernel that would send one */
+	ck_assert_int_eq(rl->drops, 1);
+	if (how == RR_DISCONNECT && !strcmp(rl->why,
+	    evrdma_reason_str(EVRDMA_REASON_DISCONNECTED)))
+		want = rl->why;
+	ck_assert_str_eq(rl->why, want);
+}
+
+/* A connection listener's pair (devtest.h) and what its prepare
+ * callback gave the stranger's connection: a region and a receive, which
+ * the application owns from then on. */
+struct rr_conn {
+	struct dt_pair p;
+	uint8_t buf[64];
+	struct evrdma_mr *mr;
+	struct dt_wc wc;
+	int prepared;
+};
+
+static int
+rr_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	struct rr_conn *r = arg;
+
+	r->prepared++;
+	r->mr = evrdma_mr_reg(c, r->buf, sizeof(r->buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(r->mr);
+	ck_assert_int_eq(evrdma_conn_post_recv(c, r->mr, 0, sizeof(r->buf),
+	    dt_wc_cb, &r->wc), 0);
+	return 0;
+}
+
+/*
+ * A connection listener (evrdma_listener_new()) against the three
+ * answers. REJ and disconnect: the accept callback never runs, the
+ * listener drops the connection once, for the peer's reason, and nothing
+ * of it is left; the receive posted from the prepare callback completes
+ * once, ECANCELED (listener.h: all the application hears of a connection
+ * dropped before it was accepted). RTU and DREQ: the connection was
+ * established, so the accept callback runs once and the connection then
+ * ends once, with EOF (the peer disconnected); or, the DREQ taken first,
+ * it is dropped as the others. Then an honest client connects, on the
+ * one half-open place.
+ */
+START_TEST(attack_reply_refused_conn)
+{
+	struct dt_env env;
+	struct rr_conn r;
+	struct rr_log rl;
+	struct rawpeer rp;
+	struct sockaddr_storage ss;
+	uint8_t pd[8];
+	int sslen;
+
+	memset(&r, 0, sizeof(r));
+	rr_env(&env, &rl);
+	dt_pair_listen(&r.p, &env, dt_addr(), 0);
+	r.p.prepare = rr_prepare;
+	r.p.prepare_arg = &r;
+	evrdma_set_log_callback(rr_log_cb, EVRDMA_LOG_INFO, &rl);
+	sslen = dt_sockaddr(&ss, dt_addr(),
+	    evrdma_listener_get_port(r.p.lst));
+	rp_pdata(pd, 1, NULL, 0, 0);
+	rr_stranger(&rp, &env, &ss, sslen, pd, sizeof(pd), _i, &rl, 1);
+	if (_i == RR_RTU_DREQ) {
+		RR_WAIT(&rp, r.p.srv_events || rl.drops, 10000);
+		ch_loop_for(env.eb, 300);
+		fprintf(stderr, "accept reply refused with %s: %s\n",
+		    rr_names[_i], r.p.srv_accepted ? "accepted, then "
+		    "ended" : "dropped, never established");
+		if (r.p.srv_accepted) {
+			/* established, so handed out; then it ends once, an
+			 * EOF: the peer disconnected */
+			ck_assert_int_eq(r.p.nextra, 0);
+			ck_assert_int_eq(r.p.srv_events, 1);
+			ck_assert_int_eq(r.p.srv_what, EVRDMA_EV_EOF);
+			ck_assert_int_eq(r.p.srv_reason,
+			    EVRDMA_REASON_DISCONNECTED);
+			ck_assert_int_eq(rl.drops, 0);
+			evrdma_conn_free(r.p.srv);
+			r.p.srv = NULL;
+			r.p.srv_accepted = 0;
+		} else {
+			ck_assert_int_eq(r.p.nextra, 0);
+			ck_assert_int_eq(rl.drops, 1);
+			ck_assert_str_eq(rl.why, evrdma_reason_str(
+			    EVRDMA_REASON_DISCONNECTED));
+		}
+		RR_WAIT(&rp, rr_let_go(&env, 1), 10000);
+	} else {
+		/* (time for a late, wrong hand-out to show) */
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(r.p.srv_accepted, 0);
+		ck_assert_int_eq(r.p.nextra, 0);
+	}
+	ck_assert_int_eq(r.prepared, 1);
+	ck_assert_int_eq(r.wc.done, 1);
+	ck_assert_int_eq(r.wc.wc.status, ECANCELED);
+	rp_close(&rp);
+	rr_log_off();
+	/* the region was the application's to free; then none is left */
+	evrdma_mr_free(r.mr);
+	ck_assert(rr_let_go(&env, 0));
+
+	/* the listener still serves */
+	r.p.prepare = NULL;
+	dt_pair_dial(&r.p, dt_addr(), 0);
+	ck_assert_int_eq(r.p.nextra, 0);
+	ck_assert_int_eq(r.prepared, 1);
+	dt_pair_close(&r.p);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
+/*
+ * The same against a channel listener, whose half-made connection holds
+ * a channel's registered rings too: REJ and disconnect, the accept
+ * callback never runs and the rings go with the QP; RTU and DREQ, the
+ * channel is accepted once and ends once (or is dropped, the DREQ taken
+ * first). An honest channel then connects and echoes.
+ */
+START_TEST(attack_reply_refused_channel)
+{
+	struct dt_env env;
+	struct victim v;
+	struct friend f;
+	struct rr_log rl;
+	struct rawpeer rp;
+	struct rp_chs h = rp_hs();
+	uint8_t hs[32], pd[56];
+	size_t len;
+	int honest = 0;
+
+	memset(&v, 0, sizeof(v));
+	rr_env(&env, &rl);
+	v.echo = 1;
+	v_listen(&v, &env);
+	evrdma_set_log_callback(rr_log_cb, EVRDMA_LOG_INFO, &rl);
+	rp_chs_encode(hs, &h);
+	len = rp_pdata(pd, 1, hs, 32, 32);
+	rr_stranger(&rp, &env, &v.ss, v.sslen, pd, len, _i, &rl, 0);
+	if (_i == RR_RTU_DREQ) {
+		RR_WAIT(&rp, (v.naccepted && v.ch[0].ends) || rl.drops, 10000);
+		ch_loop_for(env.eb, 300);
+		if (v.naccepted)
+			fprintf(stderr, "accept reply refused with %s: the "
+			    "channel ended with 0x%x (%s)\n", rr_names[_i],
+			    v.ch[0].what, v.ch[0].error ?
+			    evrdma_reason_str(v.ch[0].reason) : "EOF");
+		else
+			fprintf(stderr, "accept reply refused with %s: "
+			    "dropped, never established\n", rr_names[_i]);
+		if (v.naccepted) {
+			/* handed out, then one end, whichever */
+			ck_assert_int_eq(v.naccepted, 1);
+			ck_assert_int_eq(v.ch[0].ends, 1);
+			ck_assert_int_eq(v.ch[0].eof + v.ch[0].error, 1);
+			ck_assert_int_eq(rl.drops, 0);
+			evrdma_channel_free(v.ch[0].ch);
+			v.ch[0].freed = 1;
+			honest = 1;
+		} else {
+			ck_assert_int_eq(rl.drops, 1);
+			ck_assert_str_eq(rl.why, evrdma_reason_str(
+			    EVRDMA_REASON_DISCONNECTED));
+		}
+		RR_WAIT(&rp, rr_let_go(&env, 0), 10000);
+	} else {
+		ch_loop_for(env.eb, 300);
+		ck_assert_int_eq(v.naccepted, 0);
+	}
+	rp_close(&rp);
+	rr_log_off();
+
+	/* the listener still serves */
+	f_open(&f, &v);
+	CH_WAIT(env.eb, v.naccepted == honest + 1, 10000);
+	f_echo(&f, &v, 64 * KiB);
+	evrdma_channel_free(f.ch);
+	v_close(&v);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 Suite *
 dt_suite_chan_attack(void)
 {
@@ -1787,6 +2152,12 @@ dt_suite_chan_attack(void)
 	tcase_add_test(tc, attack_half_open_flood);
 	tcase_add_test(tc, attack_server_abandons);
 	tcase_add_test(tc, attack_srq_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reply");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, attack_reply_refused_conn, 0, RR_COUNT);
+	tcase_add_loop_test(tc, attack_reply_refused_channel, 0, RR_COUNT);
 	suite_add_tcase(s, tc);
 	return s;
 }
