@@ -12,13 +12,17 @@
  *
  * The client verifies the server's certificate against CA.pem and its name
  * against SERVERNAME, sends MESSAGE, prints the echo and exits 0 when it is
- * MESSAGE. A certificate for a test:
+ * MESSAGE. The server drops a connection silent or not reading for 30 s,
+ * and the client gives up on a server that does not answer for as long;
+ * EVRDMA_TLS_ECHO_IDLE_S=SECONDS in the environment sets another limit
+ * (a test waits 1 s, not 30). A certificate for a test:
  *   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=echo \
  *       -addext subjectAltName=DNS:echo -keyout key.pem -out cert.pem
  */
 #include <err.h>
 #include <netdb.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -31,6 +35,7 @@
 static SSL_CTX *ctx;
 static const char *message;
 static int status = 1;
+static long idle_s;		/* IDLE_S, or EVRDMA_TLS_ECHO_IDLE_S */
 
 static void tls_fail(const char *what)
 {
@@ -44,8 +49,9 @@ static void tls_fail(const char *what)
 
 /* Past this much unsent, stop reading until output drains to half: a
  * peer that sends and never reads must not make us buffer without end;
- * and a peer silent (or not reading) for IDLE_S goes, so that idle
- * connections cannot hold every descriptor. */
+ * and a peer silent (or not reading) for IDLE_S (or
+ * EVRDMA_TLS_ECHO_IDLE_S) seconds goes, so that idle connections cannot
+ * hold every descriptor. */
 #define ECHO_MAX	(1 << 20)
 #define IDLE_S		30
 
@@ -90,7 +96,7 @@ static void accept_cb(struct evrdma_listener *lst, struct bufferevent *bev,
 		bufferevent_free(bev);
 		return;
 	}
-	struct timeval idle = { IDLE_S, 0 };
+	struct timeval idle = { idle_s, 0 };
 
 	bufferevent_setcb(tls, echo_read, echo_write, echo_event, NULL);
 	bufferevent_set_timeouts(tls, &idle, &idle);
@@ -153,7 +159,7 @@ static int call(struct event_base *eb, struct evrdma_base *base,
     const struct addrinfo *ai, const char *ca, const char *name)
 {
 	struct bufferevent *bev, *tls;
-	struct timeval idle = { IDLE_S, 0 };
+	struct timeval idle = { idle_s, 0 };
 	SSL *ssl;
 
 	if (!(ctx = SSL_CTX_new(TLS_client_method())) ||
@@ -190,13 +196,23 @@ int main(int argc, char **argv)
 	struct evrdma_base *base;
 	int server = argc == 6 && strcmp(argv[1], "server") == 0;
 	int client = argc == 7 && strcmp(argv[1], "client") == 0;
+	const char *env = getenv("EVRDMA_TLS_ECHO_IDLE_S");
+	char *end = NULL;
 	int rc;
 
+	/* 1 s to a day: 0 would turn the limit off without a word
+	 * (libevent takes a zero timeval as no timeout), and a longer one
+	 * is hardly a limit against idle peers */
+	idle_s = env ? strtol(env, &end, 10) : IDLE_S;
 	if ((!server && !client) || !*argv[argc - 1] ||
+	    (env && (!*env || *end || idle_s < 1 || idle_s > 86400)) ||
 	    getaddrinfo(argv[2], argv[3], &hints, &ai) != 0)
 		errx(1, "usage: %s server ADDR PORT CERT.pem KEY.pem\n"
-		    "       %s client ADDR PORT CA.pem SERVERNAME MESSAGE",
-		    argv[0], argv[0]);
+		    "       %s client ADDR PORT CA.pem SERVERNAME MESSAGE\n"
+		    "  EVRDMA_TLS_ECHO_IDLE_S=SECONDS (1 to 86400, default %d):"
+		    " the server drops\n  a connection silent or not reading"
+		    " that long, the client gives up after it",
+		    argv[0], argv[0], IDLE_S);
 	/* RDMA where there is a device, TCP where there is none */
 	evrdma_config_set_tcp_fallback(cfg, 1);
 	base = evrdma_base_new(eb, cfg);
