@@ -99,6 +99,12 @@ static void accept_cb(struct evrdma_listener *lst, struct bufferevent *bev,
 	struct timeval idle = { idle_s, 0 };
 
 	bufferevent_setcb(tls, echo_read, echo_write, echo_event, NULL);
+	/* The TLS filter moves tls's output down into bev's until that
+	 * holds bev's write high watermark, and with none it moves it all:
+	 * output never waited in tls, so echo_read() never stopped reading
+	 * and the write timeout never began (a TLS peer that sent and never
+	 * read took the server past 1 GB in 6 s, and kept it) */
+	bufferevent_setwatermark(bev, EV_WRITE, 0, ECHO_MAX);
 	bufferevent_set_timeouts(tls, &idle, &idle);
 	bufferevent_enable(tls, EV_READ);
 }
