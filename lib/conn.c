@@ -44,6 +44,8 @@ conn_ep_failed(struct evrdma__ep *ep, int status)
 	/* retries run out: nobody answered at the other end */
 	if (status == ETIMEDOUT)
 		evrdma__conn_fail(conn, EVRDMA_REASON_PEER_DEAD, ETIMEDOUT);
+	else if (status == ENOBUFS)	/* over its share of a queue (srq.c) */
+		evrdma__conn_fail(conn, EVRDMA_REASON_RESOURCE, ENOBUFS);
 	else
 		evrdma__conn_fail(conn, EVRDMA_REASON_QP_FATAL,
 		    status == ECANCELED ? EIO : status);

@@ -232,8 +232,9 @@ struct evrdma__ep_ops {
 	 * whose QP has number @p qp_num, or NULL: it gets the completion */
 	struct evrdma_conn *(*route)(struct evrdma__ep *ep, uint32_t qp_num);
 	/* (the same) a completion for @p conn, which the application has not
-	 * been handed yet: kept until it is, or until the connection goes */
-	void (*hold)(struct evrdma__ep *ep, struct evrdma_conn *conn,
+	 * been handed yet: kept until it is, or until the connection goes.
+	 * 1: kept, but @p conn is over its share of the queue: drop it */
+	int (*hold)(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	    evrdma_req_cb cb, void *arg, struct evrdma_mr *mr,
 	    const struct evrdma_wc *wc);
 };
@@ -631,6 +632,7 @@ struct evrdma_conn {
 	 * in the queue's QP-number table */
 	struct evrdma_srq *srq;
 	LIST_ENTRY(evrdma_conn) srq_link;	/* while srq and qp are set */
+	unsigned srq_held;	/* its completions srq.c holds (bounded there) */
 };
 
 static inline struct evrdma_conn *

@@ -625,7 +625,11 @@ ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
 		req->cb = NULL;
 		req->mr = NULL;		/* its hold goes with the callback */
 		ep_deliver_to(ep, req, w, NULL);
-		ep->ops->hold(ep, conn, cb, arg, mr, w);
+		/* (one that is over its share of the queue is dropped, as
+		 * a listen queue drops: its peer must not take the receives
+		 * of the connections the application has) */
+		if (ep->ops->hold(ep, conn, cb, arg, mr, w) && !cep->quiet)
+			cep->ops->failed(cep, ENOBUFS);
 	} else {
 		ep_deliver_to(ep, req, w,
 		    conn && !conn->user_freed ? conn : NULL);

@@ -51,8 +51,22 @@
  * holds established connections. It completes right after the accept
  * callback, with the connection, or, once the connection goes unseen, from
  * the loop with conn NULL, as for a connection the application freed.
- * Each is a receive of the queue's, so there are at most max_wr.
+ *
+ * Each holds a receive of the queue's that the application cannot post
+ * again, so they are bounded: one unseen connection holds at most
+ * SRQ_HELD_CONN of them, all together at most SRQ_HELD_ALL, and a
+ * connection that would go beyond is dropped (its held ones complete with
+ * conn NULL), as a full listen queue drops. Unbounded, one unseen peer
+ * took every receive of a fixed pool and stalled the connections the
+ * application had, and an application that posts more from the limit
+ * callback pinned buffers without end (found by review). The bound
+ * holds however many the application posts.
  */
+#define SRQ_HELD_ALL(srq)	((srq)->max_wr / 2 ? (srq)->max_wr / 2 : 1)
+#define SRQ_HELD_CONN(srq)	((srq)->max_wr / 8 > 4 ? (srq)->max_wr / 8 : \
+				    4 < SRQ_HELD_ALL(srq) ? 4 : \
+				    SRQ_HELD_ALL(srq))
+
 struct srq_held {
 	TAILQ_ENTRY(srq_held) link;
 	struct evrdma_conn *conn;	/* NULL: it went unseen */
@@ -76,6 +90,7 @@ struct evrdma_srq {
 	void *limit_arg;
 	struct evrdma__work fin;	/* destroys it, from the loop */
 	TAILQ_HEAD(, srq_held) held;	/* oldest first */
+	unsigned nheld;			/* on it: SRQ_HELD_ALL at most */
 	struct evrdma__work orphans;	/* completes the held of gone ones */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
 					 * receive pool (chan_pool.c) */
@@ -147,15 +162,24 @@ static void
 held_complete(struct evrdma_srq *srq, struct srq_held *h,
     struct evrdma_conn *conn, int husk)
 {
-	if (!husk && h->cb)
-		h->cb(conn && !conn->user_freed ? conn : NULL, &h->wc, h->arg);
+	evrdma_req_cb cb = h->cb;
+	void *arg = h->arg;
+	struct evrdma_wc wc = h->wc;
+
+	srq->nheld--;
+	if (h->conn)
+		h->conn->srq_held--;
+	/* (a region the application freed is deregistered before the
+	 * callback, as for any request: evrdma/mr.h) */
 	if (h->mr)
 		evrdma__mr_release(h->mr);
 	free(h);
+	if (!husk && cb)
+		cb(conn && !conn->user_freed ? conn : NULL, &wc, arg);
 	evrdma__ep_unref(&srq->ep);
 }
 
-static void
+static int
 srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
     evrdma_req_cb cb, void *arg, struct evrdma_mr *mr,
     const struct evrdma_wc *wc)
@@ -164,14 +188,15 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	struct srq_held *h = malloc(sizeof(*h));
 
 	if (!h) {
-		/* no memory to wait in: now, without its connection */
+		/* no memory to wait in: now, without its connection, which
+		 * is dropped */
 		evrdma__log(EVRDMA_LOG_ERROR, "out of memory: a receive of a "
 		    "connection not yet accepted completes without it");
-		if (cb)
-			cb(NULL, wc, arg);
 		if (mr)
 			evrdma__mr_release(mr);
-		return;
+		if (cb)
+			cb(NULL, wc, arg);
+		return 1;
 	}
 	evrdma__ep_ref(&srq->ep);	/* each held one: one reference */
 	h->conn = conn;
@@ -180,6 +205,18 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	h->mr = mr;
 	h->wc = *wc;
 	TAILQ_INSERT_TAIL(&srq->held, h, link);
+	srq->nheld++;
+	/* (counted before the test: the one over the share is held too, so
+	 * that it completes after the ones before it) */
+	if (++conn->srq_held > SRQ_HELD_CONN(srq) ||
+	    srq->nheld > SRQ_HELD_ALL(srq)) {
+		evrdma__log(EVRDMA_LOG_WARN, "shared receive queue: a "
+		    "connection not yet accepted took %u receives (%u held in "
+		    "all, of %u): dropped", conn->srq_held, srq->nheld,
+		    srq->max_wr);
+		return 1;
+	}
+	return 0;
 }
 
 void
@@ -240,6 +277,7 @@ held_orphan(struct evrdma_srq *srq, struct evrdma_conn *conn)
 			h->conn = NULL;
 			any = 1;
 		}
+	conn->srq_held = 0;
 	if (any && srq->base)
 		evrdma__work_queue(srq->base, &srq->orphans);
 }

@@ -833,6 +833,63 @@ START_TEST(srq_before_accept)
 }
 END_TEST
 
+/*
+ * The attacker of the hold above: a peer whose connection the listener
+ * holds unseen sends NBUF messages, one for each receive of the queue,
+ * which the application (reposting what completes) cannot post again
+ * while they are held. What it may hold is bounded (srq.c: 4 of a
+ * 16-receive queue): past it the connection is dropped, its peer is
+ * disconnected, and what it took completes with no connection (and is
+ * posted again). A
+ * client the application has echoes all along. Before the bound, every
+ * receive was held, the queue stood empty, and the client's echo waited
+ * (RNR retries for ever).
+ */
+START_TEST(srq_held_bounded)
+{
+	struct dt_env env;
+	struct srv s;
+	static struct cli g, k;
+	int i, never = 0;
+
+	dt_env_init(&env, NULL);
+	srv_start(&s, &env, NBUF, NBUF);
+	cli_connect(&g, &env, &s, 'g', NULL);
+	dt_wait_ge(&env, &s.nconns, 1, 5000);
+	cli_echo(&g, &env);
+	s.hold = 1;
+	cli_connect(&k, &env, &s, 'k', NULL);
+	for (i = 0; i < NBUF; i++)
+		cli_send(&k);
+	/* (its peer disconnects it: EOF for a raw connection) */
+	DT_WAIT(&env, k.events, 10000);
+	ck_assert(k.what & (EVRDMA_EV_EOF | EVRDMA_EV_ERROR));
+	/* what it took came back to the queue, with no connection: its
+	 * share and the one over it at least, and those its sends had
+	 * already filled when the poll that dropped it came (up to all) */
+	tu_loop_until(env.eb, &never, 300);
+	printf("srq: an unseen connection took %d receives, then was "
+	    "dropped (its peer: %s)\n", s.noconn,
+	    evrdma_reason_str(k.reason));
+	ck_assert_int_ge(s.noconn, 5);
+	ck_assert_int_le(s.noconn, NBUF);
+	ck_assert_uint_eq(evrdma_srq_get_posted(s.srq), NBUF);
+	ck_assert_int_eq(s.nconns, 1);
+	for (i = 0; i < 4; i++)
+		cli_echo(&g, &env);
+	ck_assert_int_eq(g.bad + g.events, 0);
+	ck_assert_int_eq(s.wrong + s.twice + s.failed, 0);
+	cli_free(&k);
+	cli_free(&g);
+	evrdma_conn_free(s.conns[0]);
+	srv_end(&s);
+	ck_assert_int_eq(s.cancelled, NBUF);
+	ck_assert_int_eq(s.wrong + s.twice, 0);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 Suite *
 dt_suite_srq(void)
 {
@@ -848,6 +905,7 @@ dt_suite_srq(void)
 	tcase_add_loop_test(tc, srq_free_order, 0, 2);
 	tcase_add_test(tc, srq_free_in_callback);
 	tcase_add_loop_test(tc, srq_before_accept, 0, 3);
+	tcase_add_test(tc, srq_held_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
