@@ -24,6 +24,10 @@
  *   (it may send once accepted, and a disabled listener holds established
  *   connections) completes right after that callback returns, in order,
  *   or with @c conn NULL if the connection went before it was handed out.
+ *   Such a connection holds at most max_wr / 8 receives (4 at least), all
+ *   of them together at most max_wr / 2: one that takes more is dropped,
+ *   as a full listen queue drops, and what it took completes with
+ *   @c conn NULL.
  * - The connections of a queue share its protection domain, so a region
  *   one of them registers could be reached by every other one's peer.
  *   evrdma therefore refuses remote access on them: evrdma_mr_reg() with
