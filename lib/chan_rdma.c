@@ -452,6 +452,12 @@ op_flush(struct evrdma_channel *ch)
 	return 0;
 }
 
+static size_t
+rc_linger_left(const struct ch_rdma *rc)	/* output, its open write */
+{
+	return rc->ch.out_len + (rc->wopen >= 0 ? rc->wopen_len : 0);
+}
+
 static void
 op_close(struct evrdma_channel *ch)
 {
@@ -487,6 +493,7 @@ op_close(struct evrdma_channel *ch)
 	 * program that frees and returns from main (the usual end of a
 	 * short client) runs no pass again, and its peer must still get
 	 * the end, with the credits we owe it, as a socket's FIN. */
+	rc->linger_left = rc_linger_left(rc);
 	evrdma__ev_timer_start(rc->linger_ev,
 	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
 	if (!(rc->st & (RC_PRE_SEND | RC_FAILING)) &&
@@ -501,16 +508,25 @@ op_close(struct evrdma_channel *ch)
  * as an orderly one (found by review: the peer got EOF after a short
  * stream). The output goes and the end becomes a RESET, which takes
  * control credits only, with one more teardown timeout to arrive; after
- * that, or without a control credit, the connection just closes.
+ * that, or without a control credit, the connection just closes. A
+ * timeout in which output shrank gives another, as over TCP (found by
+ * review: a slow reader that never stopped got a RESET 2 s after the free).
  */
 static void
 rc_linger_timeout(void *arg)
 {
 	struct ch_rdma *rc = arg;
 	struct evrdma_channel *ch = &rc->ch;
+	size_t left = rc_linger_left(rc);
+	int live = !rc->eof_sent && rc_up(rc) && !(rc->st & RC_FAILING);
 
-	if (!rc->eof_sent && rc_up(rc) && !(rc->st & RC_FAILING) &&
-	    (ch->out_len || rc->wopen >= 0)) {
+	if (live && left && left < rc->linger_left &&
+	    evrdma__ev_timer_start(rc->linger_ev,
+	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0) {
+		rc->linger_left = left;
+		return;
+	}
+	if (live && (ch->out_len || rc->wopen >= 0)) {
 		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %zu bytes the peer "
 		    "did not take in time: its end is a reset", (void *)rc,
 		    ch->out_len);
