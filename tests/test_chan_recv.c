@@ -475,6 +475,78 @@ START_TEST(channel_input_taken_inside_the_add)
 }
 END_TEST
 
+/*
+ * Review r42, finding 5: the same callback with a read high watermark of
+ * 16 KiB and a read timeout of 1 s on the receiver. The client writes
+ * 8 x 4 KiB at once and then waits. Its pass coalesces the eight writes
+ * into one 32 KiB message (rc_send_data(): small staged writes are
+ * copied into one slot), so the server's delivery cuts that one
+ * message at the mark: 16 KiB go into input and the callback takes them
+ * inside the add, leaving input empty. Delivery counted input from its
+ * own tally, still 16 KiB, so it saw no room, held the rest in the
+ * receive buffer, and marked input as held at the mark: that stops the
+ * read timeout, and delivery waits for a drain that has already
+ * happened. The buffer was not released, so nothing was owed to the
+ * client and no later pass came, and the client had nothing more to send.
+ * Before the fix: 16 KiB of 32 KiB after 3 s, and no read timeout either
+ * (the keepalive's first probe would come after 5 s idle, and consumes
+ * nothing at the server). After: all 32 KiB, in order, well within the
+ * read timeout, which does not fire meanwhile. (The stream is a single
+ * buffer cut in two on purpose. With eight messages, the messages
+ * delivered before the mark release their buffers, and a pass's owed
+ * credits can bring a later pass that delivers the rest, depending on
+ * how arrivals batch.)
+ */
+#define HW_HI		(16 * KiB)
+#define HW_LEN		(4 * KiB)
+#define HW_WRITES	8
+#define HW_WAIT_MS	3000
+
+START_TEST(channel_input_taken_inside_the_add_at_mark)
+{
+	struct dt_env env;
+	struct chp p;
+	static struct takeall t;
+	uint8_t *buf = malloc(HW_LEN);
+	const struct timeval tv_read = { 1, 0 };
+	uint64_t sent = 0, dl;
+	int i;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(&p, 0, sizeof(p));
+	memset(&t, 0, sizeof(t));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	t.seed = p.cli.tx_seed;
+	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_input(
+	    p.srv->ch), ta_input_cb, &t));
+	evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, HW_HI);
+	ck_assert_int_eq(evrdma_channel_set_timeouts(p.srv->ch, &tv_read,
+	    NULL), 0);
+	for (i = 0; i < HW_WRITES; i++) {
+		pat_fill(buf, sent, HW_LEN, t.seed);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, buf, HW_LEN),
+		    0);
+		sent += HW_LEN;
+	}
+	dl = tu_now_ms() + HW_WAIT_MS;
+	while (t.rx < sent && !p.srv->timeout && !p.srv->ends &&
+	    !p.cli.ends && tu_now_ms() < dl)
+		ch_step(env.eb, 50);
+	ck_assert_msg(t.bad == 0, "byte %zu is wrong", t.bad - 1);
+	ck_assert_msg(t.rx == sent, "the server took %llu of %llu bytes in "
+	    "%d ms, with %d read timeouts (of 1 s): reading stalled with "
+	    "input empty, below its high watermark",
+	    (unsigned long long)t.rx, (unsigned long long)sent, HW_WAIT_MS,
+	    p.srv->timeout);
+	ck_assert_int_eq(p.srv->timeout, 0);
+	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
+	chp_close(&p);
+	free(buf);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_recv(void)
 {
@@ -487,6 +559,12 @@ dt_suite_chan_recv(void)
 	tcase_add_loop_test(tc, channel_recv_cb_flow, 0, RCF_COUNT);
 	tcase_add_test(tc, channel_recv_cb_after_moved_ref);
 	tcase_add_test(tc, channel_input_taken_inside_the_add);
+	suite_add_tcase(s, tc);
+
+	/* (a case of its own: CK_RUN_CASE=input-watermark runs it alone) */
+	tc = tcase_create("input-watermark");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, channel_input_taken_inside_the_add_at_mark);
 	suite_add_tcase(s, tc);
 	return s;
 }

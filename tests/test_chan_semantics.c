@@ -6,10 +6,12 @@
  * the data (and the half-closed side still reads), freeing from inside
  * every callback, replies written from the read callback (their order,
  * EV_WRITE disabled under them, shutdown after them), zero-length writes,
- * message mode's output used as an evbuffer (and misused), timeouts to the
- * microsecond, and where a channel differs from a socket bufferevent on
- * purpose (evrdma/channel.h): the end of the stream once the connection is
- * over whatever is enabled, and the high watermark of message mode.
+ * message mode's output used as an evbuffer (and misused), an output
+ * callback of the application's that writes and flushes, or frees, inside
+ * the channel's own removal, timeouts to the microsecond, and where a
+ * channel differs from a socket bufferevent on purpose (evrdma/channel.h):
+ * the end of the stream once the connection is over whatever is enabled,
+ * and the high watermark of message mode.
  * test_chan_compare.c compares the rest with a TCP bufferevent.
  */
 #include "chtest.h"
@@ -421,6 +423,298 @@ START_TEST(channel_output_added_inside_removal)
 	}
 	chp_close(&p);
 	evbuffer_free(rw.got);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/* ==== a write and flush, or a free, from inside the channel's removal ==== */
+
+/*
+ * Review r42, finding 1. The application's own evbuffer callback on output
+ * runs inside the channel's removal from output (38c835b made that a
+ * supported pattern), and libevent runs it before the channel's own
+ * output callback. In the RDMA transport that removal falls between
+ * taking a message out of output and posting it: the peer's credit for it
+ * checked, not yet spent; in message mode its length not yet popped. From
+ * there the callback makes two ordinary calls:
+ *  (a) evrdma_channel_write() of the next block, then
+ *      evrdma_channel_flush(): the flush sends output's following bytes
+ *      before the ones already taken (stream: bytes out of order; with
+ *      the spill in use, more messages out than slots and credits);
+ *      message mode: the flush sends the taken message's length over the
+ *      next message (a failure, RESOURCE). Expected: every byte arrives,
+ *      in order (message mode: each message whole, in order), and neither
+ *      side ends;
+ *  (b) evrdma_channel_free(): output's rest is discarded and the end
+ *      posted from inside the removal, and then the taken bytes go as
+ *      DATA after the EOF (the peer: PROTOCOL). Expected, as
+ *      evrdma/channel.h promises of a free: what had left output arrives,
+ *      intact, then EOF.
+ * Both ends have rings of RF_SLOTS slots, so that credits and send slots
+ * run short while the callbacks chain. Both tests fail before the fix of
+ * finding 1 (see each); the server checks every byte against the
+ * client's pattern as it arrives (ep_consume(), or rf_srv_read()).
+ */
+#define RF_SLOTS	4
+#define RF_SLOT		(64 * KiB)	/* also the largest message */
+#define RF_BLK		(1 * KiB)	/* a block from the callback */
+#define RF_BLOCKS	16
+
+struct rf_kind {
+	const char *name;
+	int mode;
+	/* the first write: stream, one write; message mode, messages of
+	 * RF_SLOT bytes each */
+	size_t first;
+};
+
+struct rf {
+	struct ep *cli;
+	struct evbuffer_cb_entry *cbe;
+	size_t first;
+	int free_it;		/* (b): free the channel, not write */
+	int n;			/* blocks written from the callback */
+	uint64_t queued;	/* bytes written in all: the stream's offset */
+	uint64_t deleted;	/* bytes removed from output so far */
+	uint64_t deleted_at_free;
+	int wr_err, fl_err;	/* errno of the first failed write, flush */
+	int depth, max_depth;	/* the callback's nesting */
+	/* the server, message mode */
+	uint8_t *rbuf;
+	int msgs;
+};
+
+static void
+rf_output_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct rf *f = arg;
+	uint8_t blk[RF_BLK];
+
+	(void)out;
+	if (!info->n_deleted)
+		return;
+	f->deleted += info->n_deleted;
+	if (f->cli->freed || f->n >= RF_BLOCKS)
+		return;
+	if (f->free_it) {
+		/* what left output before this: it arrives */
+		f->deleted_at_free = f->deleted;
+		ep_free(f->cli);
+		return;
+	}
+	f->n++;
+	if (++f->depth > f->max_depth)
+		f->max_depth = f->depth;
+	pat_fill(blk, f->queued, RF_BLK, f->cli->tx_seed);
+	f->queued += RF_BLK;
+	errno = 0;
+	if (evrdma_channel_write(f->cli->ch, blk, RF_BLK) < 0 && !f->wr_err)
+		f->wr_err = errno ? errno : -1;
+	errno = 0;
+	if (evrdma_channel_flush(f->cli->ch) < 0 && !f->fl_err)
+		f->fl_err = errno ? errno : -1;
+	f->depth--;
+}
+
+/* The server, message mode: each message whole (the first write's of
+ * RF_SLOT bytes, then the blocks), in order, the stream's pattern. */
+static void
+rf_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct ep *e = arg;
+	struct rf *f = e->ctx;
+	ssize_t n;
+	size_t want, at;
+
+	for (;;) {
+		n = evrdma_channel_read_message(ch, f->rbuf, RF_SLOT);
+		if (n < 0) {
+			ck_assert_msg(errno == EAGAIN, "server: reading "
+			    "message %d: %s", f->msgs, strerror(errno));
+			return;
+		}
+		want = e->rx < f->first ? RF_SLOT : RF_BLK;
+		ck_assert_msg((size_t)n == want, "server: message %d (at "
+		    "%llu of the stream) has %zd bytes, sent %zu", f->msgs,
+		    (unsigned long long)e->rx, n, want);
+		at = pat_check(f->rbuf, e->rx, (size_t)n, e->rx_seed);
+		ck_assert_msg(at == (size_t)-1, "server: byte %zu of message "
+		    "%d (%llu of the stream) is wrong", at, f->msgs,
+		    (unsigned long long)(e->rx + at));
+		e->rx += (uint64_t)n;
+		f->msgs++;
+	}
+}
+
+/* A pair of RF_SLOTS-slot channels of @p k's mode; the server checks what
+ * arrives; the client has rf_output_cb() on output (freeing with
+ * @p free_it) and has made its first write. */
+static void
+rf_open(struct dt_env *env, struct chp *p, struct rf *f,
+    const struct rf_kind *k, int free_it)
+{
+	struct evrdma_config *cfg = ring_config(RF_SLOTS, RF_SLOT, 4 * MiB);
+	uint8_t *buf;
+	size_t off;
+
+	memset(p, 0, sizeof(*p));
+	memset(f, 0, sizeof(*f));
+	f->free_it = free_it;
+	fprintf(stderr, "%s inside the removal: %s, a first write of %zu "
+	    "bytes\n", free_it ? "free" : "write and flush", k->name,
+	    k->first);
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+	chp_open(p, env, k->mode, 1);
+	f->cli = &p->cli;
+	f->first = k->first;
+	f->rbuf = malloc(RF_SLOT);
+	ck_assert_ptr_nonnull(f->rbuf);
+	p->srv->ctx = f;
+	p->srv->rx_seed = p->cli.tx_seed;
+	if (k->mode == EVRDMA_CHANNEL_MESSAGE)
+		evrdma_channel_setcb(p->srv->ch, rf_srv_read, NULL,
+		    ep_eventcb, p->srv);
+	else
+		p->srv->drain = 1;
+	f->cbe = evbuffer_add_cb(evrdma_channel_get_output(p->cli.ch),
+	    rf_output_cb, f);
+	ck_assert_ptr_nonnull(f->cbe);
+
+	buf = malloc(k->first);
+	ck_assert_ptr_nonnull(buf);
+	pat_fill(buf, 0, k->first, p->cli.tx_seed);
+	if (k->mode == EVRDMA_CHANNEL_MESSAGE) {
+		for (off = 0; off < k->first; off += RF_SLOT)
+			ck_assert_int_eq(evrdma_channel_write(p->cli.ch,
+			    buf + off, RF_SLOT), 0);
+	} else {
+		ck_assert_int_eq(evrdma_channel_write(p->cli.ch, buf,
+		    k->first), 0);
+	}
+	f->queued = k->first;
+	free(buf);
+}
+
+/*
+ * (a): from the output callback, on each removal, the next 1 KiB block
+ * written and flushed (RF_BLOCKS of them) after a first write of 64 KiB;
+ * variant 2 is the review's spill variant, a first write of 512 KiB, 3
+ * slots' worth staged and the rest in spill chunks. The server must get
+ * every byte in order (message mode: each message whole, in order) and
+ * neither side end. Before the fix (traced in the code; the lead checks
+ * it on the device): stream, each flush posted the block written inside
+ * the removal before the bytes already taken, nesting until the slots ran
+ * out, so the server got the third block first ("server: byte 0 of the
+ * stream is wrong"); message mode, the flush's send found the taken
+ * 64 KiB message's length, not yet popped, in front of the 1 KiB message
+ * in output: the flush failed and the client ended with ERROR, RESOURCE;
+ * spilled, the first bytes out of order likewise, and more messages
+ * posted than the peer's credits and our slots (9 on 4).
+ */
+static const struct rf_kind rf_flush_kinds[] = {
+	{ "stream", EVRDMA_CHANNEL_STREAM, 64 * KiB },
+	{ "message", EVRDMA_CHANNEL_MESSAGE, 64 * KiB },
+	{ "stream, spilled", EVRDMA_CHANNEL_STREAM, 512 * KiB },
+};
+
+START_TEST(channel_output_flush_inside_removal)
+{
+	const struct rf_kind *k = &rf_flush_kinds[_i];
+	struct dt_env env;
+	struct chp p;
+	struct rf f;
+	uint64_t total = k->first + (uint64_t)RF_BLOCKS * RF_BLK;
+
+	rf_open(&env, &p, &f, k, 0);
+	CH_WAIT(env.eb, p.srv->rx >= total || p.srv->ends || p.cli.ends,
+	    10000);
+	ch_loop_for(env.eb, 200);
+	fprintf(stderr, "%d blocks from the callback, nested %d deep; the "
+	    "server has %llu of %llu bytes\n", f.n, f.max_depth,
+	    (unsigned long long)p.srv->rx, (unsigned long long)total);
+	ck_assert_msg(!f.wr_err, "client: a write from the output callback "
+	    "failed: %s", strerror(f.wr_err));
+	ck_assert_msg(!f.fl_err, "client: a flush from the output callback "
+	    "failed: %s", strerror(f.fl_err));
+	ck_assert_msg(!p.cli.ends, "client: event 0x%x, reason %d",
+	    p.cli.what, p.cli.reason);
+	ck_assert_msg(!p.srv->ends, "server: event 0x%x, reason %d, after "
+	    "%llu bytes", p.srv->what, p.srv->reason,
+	    (unsigned long long)p.srv->rx);
+	ck_assert_int_eq(f.n, RF_BLOCKS);
+	ck_assert_uint_eq(f.queued, total);
+	ck_assert_uint_eq(p.srv->rx, total);
+	if (k->mode == EVRDMA_CHANNEL_MESSAGE)
+		ck_assert_int_eq(f.msgs,
+		    (int)(k->first / RF_SLOT) + RF_BLOCKS);
+	evbuffer_remove_cb_entry(evrdma_channel_get_output(p.cli.ch), f.cbe);
+	chp_close(&p);
+	free(f.rbuf);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * (b): the output callback frees the channel at the first removal, with
+ * output still holding bytes behind the taken ones (two slots' worth are
+ * written: behind a single one, the free found output empty, its stale
+ * length withheld the EOF, and the end went after the taken bytes, in
+ * order). As evrdma/channel.h promises of a free: output's rest is
+ * discarded, what had left output arrives (the server's stream a prefix
+ * of the client's, intact, and at least what was removed before the
+ * free), then EOF | READING (the client left nothing of the server's
+ * unread); no callback of the client's after the free (ep_eventcb()
+ * checks). Before the fix (traced in the code): the free's EOF went from
+ * inside the removal and the taken 64 KiB as DATA after it, which the
+ * server takes for a violation ("data after EOF"): its end is ERROR,
+ * PROTOCOL (or an event after its EOF), not the data then EOF.
+ */
+static const struct rf_kind rf_free_kinds[] = {
+	{ "stream", EVRDMA_CHANNEL_STREAM, 2 * RF_SLOT },
+	{ "message", EVRDMA_CHANNEL_MESSAGE, 2 * RF_SLOT },
+};
+
+START_TEST(channel_output_free_inside_removal)
+{
+	const struct rf_kind *k = &rf_free_kinds[_i];
+	struct dt_env env;
+	struct chp p;
+	struct rf f;
+
+	rf_open(&env, &p, &f, k, 1);
+	CH_WAIT(env.eb, p.srv->ends, 10000);
+	ch_loop_for(env.eb, 300);
+	ck_assert_msg(p.cli.freed, "the output callback never freed the "
+	    "client (%llu bytes removed from output)",
+	    (unsigned long long)f.deleted);
+	/* what the server had not taken yet at its end */
+	if (p.srv->ends && !p.srv->freed) {
+		if (k->mode == EVRDMA_CHANNEL_MESSAGE)
+			rf_srv_read(p.srv->ch, p.srv);
+		else
+			ep_consume(p.srv);
+	}
+	fprintf(stderr, "removed before the free %llu bytes; the server "
+	    "has %llu, end 0x%x reason %d\n",
+	    (unsigned long long)f.deleted_at_free,
+	    (unsigned long long)p.srv->rx, p.srv->what, p.srv->reason);
+	ck_assert_msg(p.srv->ends == 1 &&
+	    p.srv->what == (BEV_EVENT_EOF | BEV_EVENT_READING),
+	    "server: %d ends, the last 0x%x (reason %d), after %llu bytes: "
+	    "want EOF|READING", p.srv->ends, p.srv->what, p.srv->reason,
+	    (unsigned long long)p.srv->rx);
+	ck_assert_int_eq(p.srv->error, 0);
+	ck_assert_uint_eq(p.srv->rx, p.srv->rx_at_end);
+	ck_assert_msg(p.srv->rx >= f.deleted_at_free, "server: %llu bytes, "
+	    "but %llu had left output before the free",
+	    (unsigned long long)p.srv->rx,
+	    (unsigned long long)f.deleted_at_free);
+	ck_assert_uint_le(p.srv->rx, f.queued);
+	ck_assert_int_eq(p.cli.nevent, 1);	/* CONNECTED */
+	chp_close(&p);
+	free(f.rbuf);
 	dt_env_fini(&env);
 }
 END_TEST
@@ -1040,6 +1334,15 @@ dt_suite_chan_semantics(void)
 	tcase_add_loop_test(tc, channel_end_with_reading_off, 0, 4);
 	tcase_add_test(tc, channel_message_high_watermark);
 	tcase_add_test(tc, channel_stats);
+	suite_add_tcase(s, tc);
+
+	/* (a case of their own: CK_RUN_CASE=output-removal runs them alone) */
+	tc = tcase_create("output-removal");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, channel_output_flush_inside_removal, 0,
+	    (int)(sizeof(rf_flush_kinds) / sizeof(rf_flush_kinds[0])));
+	tcase_add_loop_test(tc, channel_output_free_inside_removal, 0,
+	    (int)(sizeof(rf_free_kinds) / sizeof(rf_free_kinds[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
