@@ -472,7 +472,7 @@ struct rf {
 	struct ep *cli;
 	struct evbuffer_cb_entry *cbe;
 	size_t first;
-	int free_it;		/* (b): free the channel, not write */
+	int free_it;		/* (b): free the channel, not write (2: done) */
 	int n;			/* blocks written from the callback */
 	uint64_t queued;	/* bytes written in all: the stream's offset */
 	uint64_t deleted;	/* bytes removed from output so far */
@@ -495,10 +495,13 @@ rf_output_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
 	if (!info->n_deleted)
 		return;
 	f->deleted += info->n_deleted;
-	if (f->cli->freed || f->n >= RF_BLOCKS)
+	if (f->cli->freed || f->free_it == 2 || f->n >= RF_BLOCKS)
 		return;
 	if (f->free_it) {
-		/* what left output before this: it arrives */
+		/* what left output before this: it arrives. (Once: the free
+		 * discards output's rest, a removal that runs this callback
+		 * again, inside the free.) */
+		f->free_it = 2;
 		f->deleted_at_free = f->deleted;
 		ep_free(f->cli);
 		return;
