@@ -158,21 +158,16 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct evrdma_channel *ch = arg;
 
-	if (ch->out_own) {
-		/* The channel's own change, inside which libevent may run
-		 * an application's callback that adds (the next message):
-		 * that addition is the application's, and the info of the
-		 * change around it, passed after, stale (found by review) */
-		ch->out_len = evbuffer_get_length(buf);
-		if (ch->out_own != CH_OUT_OWN_TAKE || !info->n_added ||
-		    (ch->end & CHE_FREED))
-			return;
-	} else {
-		ch->out_len = info->orig_size + info->n_added -
-		    info->n_deleted;
-		if (ch->end & CHE_FREED)
-			return;
-	}
+	/* (from the buffer, not the info: libevent runs callbacks inside a
+	 * change, the channel's or the application's, and the info of the
+	 * change around them, passed after, is stale: found by review) */
+	ch->out_len = evbuffer_get_length(buf);
+	if (ch->end & CHE_FREED)
+		return;
+	/* the channel's own change: only an addition made inside it by an
+	 * application's callback (the next message) is the application's */
+	if (ch->out_own && (ch->out_own != CH_OUT_OWN_TAKE || !info->n_added))
+		return;
 	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 		if (info->n_deleted && !ch->out_own) {
 			evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a "
@@ -516,9 +511,11 @@ evrdma__chan_output_taken(struct evrdma_channel *ch)
 void
 evrdma__chan_output_discard(struct evrdma_channel *ch)
 {
+	int own = ch->out_own;	/* (inside a take: an application's free) */
+
 	ch->out_own = CH_OUT_OWN_ALL;
 	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
-	ch->out_own = 0;
+	ch->out_own = own;
 	while (ch->out_msgs.count)
 		evrdma__lenq_pop(&ch->out_msgs);
 }
@@ -527,15 +524,16 @@ int
 evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
     size_t len)
 {
-	int r;
+	int r, own;
 
 	if (evrdma__chan_messages(ch) &&
 	    evrdma__lenq_push_front(&ch->out_msgs, len) < 0)
 		return -1;
 	/* libevent has no prepend of a reference: by way of a buffer */
+	own = ch->out_own;
 	ch->out_own = CH_OUT_OWN_ALL;
 	r = evbuffer_prepend_buffer(ch->output, b);
-	ch->out_own = 0;
+	ch->out_own = own;
 	if (r < 0 && evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
 	return r;

@@ -155,6 +155,7 @@ struct ch_rbuf {
 				 * owes the write callback */
 #define RC_RESV_WANTED	0x400	/* a reserve failed (EAGAIN): a free
 				 * slot is owed the write callback */
+#define RC_IN_SEND	0x800	/* inside evrdma__rc_send_all(): see there */
 /* of these, only RC_EST: data may be sent (rc_up()) */
 #define RC_UP_MASK	(RC_EST | RC_ENDED | RC_CONN_FREED | RC_FAILING)
 /* what the pass's end looks at beyond the steady state (rc_pass_rare(),

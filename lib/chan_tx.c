@@ -512,6 +512,16 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	struct evrdma_channel *ch = &rc->ch;
 	int sent = 0;
 
+	/* Taking a message out of output runs the application's callbacks
+	 * on output before the message is posted: one that flushes or frees
+	 * the channel there would post what follows first (bytes out of
+	 * order, a credit spent twice, EOF before the message: found by
+	 * review). Those sends wait for the next pass. */
+	if (rc->st & RC_IN_SEND) {
+		rc_schedule(rc);
+		return 0;
+	}
+	rc->st |= RC_IN_SEND;
 	evrdma__conn_cork(rc->conn);
 	if (rc->pull_wait && evrdma__rc_post_pulls(rc) < 0)
 		sent = -1;
@@ -562,6 +572,7 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	 */
 	evrdma__conn_uncork(rc->conn, (rc->ch.base->cfg.busy_poll_us > 0 ||
 	    ch->out_len > 0) && rc->sfree > 0);
+	rc->st &= ~RC_IN_SEND;
 	return sent;
 }
 
