@@ -229,6 +229,16 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		else
 			take = len < room ? len : room;
 		if (!take) {
+			/* (an application's callback on input, run inside
+			 * an add, may have taken bytes: have is then stale,
+			 * and holding would wait for a drain already done:
+			 * found by review) */
+			size_t now = evbuffer_get_length(ch->input);
+
+			if (now < have) {
+				have = now;
+				continue;
+			}
 			held = 1;
 			break;
 		}
@@ -279,6 +289,9 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		if (!b->refs)
 			rb_release(rc, idx);
 	}
+	/* (the same: the watermark's test needs input's real length) */
+	if (moved && ch->rd_hi)
+		have = evbuffer_get_length(ch->input);
 	/* before the read callback: what it reads may let more in */
 	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
