@@ -513,6 +513,8 @@ evrdma__chan_output_discard(struct evrdma_channel *ch)
 {
 	int own = ch->out_own;	/* (inside a take: an application's free) */
 
+	/* for good: a callback adding inside the drain held the EOF (review) */
+	evbuffer_freeze(ch->output, 0);
 	ch->out_own = CH_OUT_OWN_ALL;
 	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
 	ch->out_own = own;

@@ -291,7 +291,7 @@ evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 }
 
 /* Output's bytes are discarded, unsent (a free before the connection is
- * up, the process exits): as bufferevent_free() does. */
+ * up, the process exits): as bufferevent_free() does; it takes no more. */
 void evrdma__chan_output_discard(struct evrdma_channel *ch);
 /* @p b's @p len bytes (one message in message mode) go back in front of
  * output. 0, or -1 (out of memory). @p b may keep them on failure. */

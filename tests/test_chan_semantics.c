@@ -427,6 +427,77 @@ START_TEST(channel_output_added_inside_removal)
 }
 END_TEST
 
+/*
+ * Review r42, finding 3 (D). The application's callback on output adds a
+ * few bytes at every removal, and the channel is freed with output full:
+ * the free discards output, the callback adds inside that drain. Those
+ * bytes held the end back for the teardown timeout, the peer then got a
+ * RESET, and the callback ran again at the linger's end, long after
+ * evrdma_channel_free() had returned. A freed channel's output takes no
+ * more: the add is refused, the end comes at once, an EOF after an intact
+ * prefix, and the callback never runs after the free.
+ */
+struct rfill {
+	int freed, added, refused, after_free;
+};
+
+static void
+rfill_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct rfill *r = arg;
+
+	if (!info->n_deleted)
+		return;
+	if (r->freed)
+		r->after_free++;
+	if (evbuffer_add(out, "more", 4) == 0)
+		r->added++;
+	else
+		r->refused++;
+}
+
+START_TEST(channel_free_refilled_inside_the_discard)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rfill r;
+	struct evbuffer_cb_entry *cbe;
+	uint64_t t0;
+
+	memset(&r, 0, sizeof(r));
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.cli.tx_total = 4 * MiB;
+	ep_pump(&p.cli);
+	cbe = evbuffer_add_cb(evrdma_channel_get_output(p.cli.ch), rfill_cb,
+	    &r);
+	ck_assert_ptr_nonnull(cbe);
+	ck_assert_uint_gt(evbuffer_get_length(evrdma_channel_get_output(
+	    p.cli.ch)), 0);
+	ep_free(&p.cli);
+	r.freed = 1;
+	t0 = tu_now_ms();
+	CH_WAIT(env.eb, p.srv->ends, 10000);
+	t0 = tu_now_ms() - t0;
+	ch_loop_for(env.eb, 2500);	/* past the linger's end */
+	fprintf(stderr, "free with a refilling output callback: the server "
+	    "got %llu bytes, then 0x%x after %llu ms; adds %d, refused %d, "
+	    "calls after the free %d\n", (unsigned long long)p.srv->rx,
+	    p.srv->what, (unsigned long long)t0, r.added, r.refused,
+	    r.after_free);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_eq(p.srv->what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_uint_lt(t0, 1000);
+	ck_assert_int_eq(r.added, 0);
+	ck_assert_int_eq(r.after_free, 0);
+	ck_assert_uint_lt(p.srv->rx, 4 * MiB);
+	chp_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 /* ==== a write and flush, or a free, from inside the channel's removal ==== */
 
 /*
@@ -1346,6 +1417,7 @@ dt_suite_chan_semantics(void)
 	    (int)(sizeof(rf_flush_kinds) / sizeof(rf_flush_kinds[0])));
 	tcase_add_loop_test(tc, channel_output_free_inside_removal, 0,
 	    (int)(sizeof(rf_free_kinds) / sizeof(rf_free_kinds[0])));
+	tcase_add_test(tc, channel_free_refilled_inside_the_discard);
 	suite_add_tcase(s, tc);
 	return s;
 }
