@@ -232,6 +232,25 @@ sc_reply_after_halfclose(struct sc *sc)
 	sc_tok(c, "rx%llu", (unsigned long long)c->rx);
 }
 
+/* The server writes more than the connection takes to a client not
+ * reading, drops what was not taken and frees: what was taken. */
+static size_t
+sc_fill_free(struct sc *sc)
+{
+	struct sc_end *s = &sc->s;
+	size_t left;
+
+	sc_disable(&sc->c, EV_READ);
+	sc_mark(sc, "fill");
+	sc_write(s, SC_BIG);
+	bt_loop_for(sc->eb, 1500);
+	left = SC_OUTLEN(s);
+	ck_assert_uint_gt(left, 0);
+	evbuffer_drain(sc_out(s), left);
+	sc_free(s);
+	return SC_BIG - left;
+}
+
 /*
  * Freed with what it wrote taken by the connection, to a peer that stops
  * reading for longer than the teardown timeout (2 s): the server writes
@@ -247,20 +266,11 @@ sc_reply_after_halfclose(struct sc *sc)
 static void
 sc_slow_reader(struct sc *sc)
 {
-	struct sc_end *c = &sc->c, *s = &sc->s;
-	size_t left, accepted;
+	struct sc_end *c = &sc->c;
+	size_t accepted = sc_fill_free(sc);
 	char *read;
 	int eof;
 
-	sc_disable(c, EV_READ);
-	sc_mark(sc, "fill");
-	sc_write(s, SC_BIG);
-	bt_loop_for(sc->eb, 1500);
-	left = SC_OUTLEN(s);
-	ck_assert_uint_gt(left, 0);
-	evbuffer_drain(sc_out(s), left);
-	accepted = SC_BIG - left;
-	sc_free(s);
 	bt_loop_for(sc->eb, 3000);
 	sc_mark(sc, "read");
 	c->drain_mode = 1;
@@ -301,22 +311,13 @@ sc_trickle_on_read(struct sc_end *e)
 static void
 sc_trickle_reader(struct sc *sc)
 {
-	struct sc_end *c = &sc->c, *s = &sc->s;
-	size_t left, accepted, q, n;
+	struct sc_end *c = &sc->c;
+	size_t accepted = sc_fill_free(sc), q, n;
 	uint64_t t0, took;
 	char *read;
 	int eof;
 
-	sc_disable(c, EV_READ);
-	sc_mark(sc, "fill");
-	sc_write(s, SC_BIG);
-	bt_loop_for(sc->eb, 1500);
-	left = SC_OUTLEN(s);
-	ck_assert_uint_gt(left, 0);
-	evbuffer_drain(sc_out(s), left);
-	accepted = SC_BIG - left;
 	q = accepted / 10 > 64 * 1024 ? accepted / 10 : 64 * 1024;
-	sc_free(s);
 	sc_mark(sc, "read");
 	c->on_read = sc_trickle_on_read;
 	sc_setwm(c, EV_READ, 0, q);

@@ -448,6 +448,19 @@ ta_input_cb(struct evbuffer *in, const struct evbuffer_cb_info *info,
 	}
 }
 
+/* A pair whose server's input has ta_input_cb(), taking what comes. */
+static void
+ta_open(struct dt_env *env, struct chp *p, struct takeall *t)
+{
+	memset(p, 0, sizeof(*p));
+	memset(t, 0, sizeof(*t));
+	dt_env_init(env, NULL);
+	chp_open(p, env, EVRDMA_CHANNEL_STREAM, 1);
+	t->seed = p->cli.tx_seed;
+	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_input(
+	    p->srv->ch), ta_input_cb, t));
+}
+
 START_TEST(channel_input_taken_inside_the_add)
 {
 	struct dt_env env;
@@ -457,13 +470,7 @@ START_TEST(channel_input_taken_inside_the_add)
 	uint64_t sent = 0;
 
 	ck_assert_ptr_nonnull(buf);
-	memset(&p, 0, sizeof(p));
-	memset(&t, 0, sizeof(t));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
-	t.seed = p.cli.tx_seed;
-	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_input(
-	    p.srv->ch), ta_input_cb, &t));
+	ta_open(&env, &p, &t);
 	sent = one_at_a_time(&env, &p, buf, sent, TA_LEN, TA_MSGS, t.seed,
 	    &t.rx);
 	ck_assert_int_eq(p.srv->ends + p.cli.ends, 0);
@@ -513,13 +520,7 @@ START_TEST(channel_input_taken_inside_the_add_at_mark)
 	int i;
 
 	ck_assert_ptr_nonnull(buf);
-	memset(&p, 0, sizeof(p));
-	memset(&t, 0, sizeof(t));
-	dt_env_init(&env, NULL);
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
-	t.seed = p.cli.tx_seed;
-	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_input(
-	    p.srv->ch), ta_input_cb, &t));
+	ta_open(&env, &p, &t);
 	evrdma_channel_setwatermark(p.srv->ch, EV_READ, 0, HW_HI);
 	ck_assert_int_eq(evrdma_channel_set_timeouts(p.srv->ch, &tv_read,
 	    NULL), 0);
