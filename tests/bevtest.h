@@ -126,6 +126,7 @@ int bt_shutdown(struct bufferevent *bev);
 
 /* Test suites. */
 Suite *bt_suite_compare(void);		/* test_bev_compare.c */
+Suite *bt_suite_compare2(void);		/* (its second part, the guest's) */
 Suite *bt_suite_bev(void);		/* test_bev.c */
 
 #endif /* EVRDMA_BEVTEST_H_INCLUDED_ */

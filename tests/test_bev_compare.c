@@ -317,6 +317,8 @@ sc_trickle_reader(struct sc *sc)
 	char *read;
 	int eof;
 
+	/* (a sixth was too fast: what the server's output held at the free
+	 * had left it 2 s later, and the test passed without the fix) */
 	q = accepted / 10 > 64 * 1024 ? accepted / 10 : 64 * 1024;
 	sc_mark(sc, "read");
 	c->on_read = sc_trickle_on_read;
@@ -2042,17 +2044,28 @@ START_TEST(bev_listen_rebind)
 }
 END_TEST
 
-Suite *
-bt_suite_compare(void)
+/*
+ * Part 0: the whole suite (the host's). In the guest it is the longest
+ * (245 s of the sanitizer build's device suites, which run three at a
+ * time, against 427 s for all the others together), so it comes in two:
+ * part 1, the first half of the scenarios and everything else; part 2,
+ * the rest of the scenarios.
+ */
+static Suite *
+bt_compare_part(const char *name, int part)
 {
-	Suite *s = suite_create(tu_have_rdma_cm() ? "device-bev-compare" :
-	    "bev-compare");
+	Suite *s = suite_create(name);
+	int half = SC_NCASES / 2 * BT_N;
 	TCase *tc;
 
 	tc = tcase_create("compare");
 	tcase_set_timeout(tc, 180);
-	tcase_add_loop_test(tc, bev_callbacks_like_socket, 0,
-	    SC_NCASES * BT_N);
+	tcase_add_loop_test(tc, bev_callbacks_like_socket,
+	    part == 2 ? half : 0, part == 1 ? half : SC_NCASES * BT_N);
+	if (part == 2) {
+		suite_add_tcase(s, tc);
+		return s;
+	}
 	tcase_add_loop_test(tc, bev_connect_refused, 0, BT_N);
 	tcase_add_loop_test(tc, bev_connect_timeout, 0, CT_N * BT_N);
 	suite_add_tcase(s, tc);
@@ -2079,4 +2092,17 @@ bt_suite_compare(void)
 	tcase_add_loop_test(tc, bev_dns_error, 0, BT_N);
 	suite_add_tcase(s, tc);
 	return s;
+}
+
+Suite *
+bt_suite_compare(void)
+{
+	return tu_have_rdma_cm() ? bt_compare_part("device-bev-compare", 1) :
+	    bt_compare_part("bev-compare", 0);
+}
+
+Suite *
+bt_suite_compare2(void)
+{
+	return bt_compare_part("device-bev-compare-2", 2);
 }

@@ -124,6 +124,7 @@ static const struct {
 	int alone;
 } suites[] = {
 	{ "device-bev-compare", bt_suite_compare, 0 },
+	{ "device-bev-compare-2", bt_suite_compare2, 0 },
 	{ "device-chan-compare", dt_suite_chan_compare, 0 },
 	{ "device-chan-attack", dt_suite_chan_attack, 0 },
 	{ "device-chan-fast", dt_suite_chan_fast, 0 },
