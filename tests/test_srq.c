@@ -336,6 +336,20 @@ srv_end(struct srv *s)
 	evrdma_mr_free(s->smr);
 }
 
+/* The end of a test that left the queue its NBUF receives: the server
+ * goes, each receive is cancelled once with no connection, and nothing
+ * of the device is left. */
+static void
+srv_finish(struct srv *s, struct dt_env *env)
+{
+	srv_end(s);
+	/* the server's 16 receives: cancelled once each, without a conn */
+	ck_assert_int_eq(s->cancelled, NBUF);
+	ck_assert_int_eq(s->wrong + s->twice, 0);
+	dt_env_fini(env);
+	dt_assert_no_rdma_resources();
+}
+
 /* The base freed with the server, @p k and @p c (NULL: none) alive: no
  * callback then, nothing left; the handles then go as husks, after the
  * event_base. */
@@ -408,12 +422,7 @@ START_TEST(srq_echo)
 	for (i = 0; i < s.nconns; i++)
 		evrdma_conn_free(s.conns[i]);
 	evrdma_srq_free(own);
-	srv_end(&s);
-	/* the server's 16 receives: cancelled once each, without a conn */
-	ck_assert_int_eq(s.cancelled, NBUF);
-	ck_assert_int_eq(s.wrong + s.twice, 0);
-	dt_env_fini(&env);
-	dt_assert_no_rdma_resources();
+	srv_finish(&s, &env);
 }
 END_TEST
 
@@ -825,11 +834,7 @@ START_TEST(srq_before_accept)
 		return;
 	}
 	ck_assert_int_eq(s.wrong + s.twice + s.failed, 0);
-	srv_end(&s);
-	ck_assert_int_eq(s.cancelled, NBUF);
-	ck_assert_int_eq(s.wrong + s.twice, 0);
-	dt_env_fini(&env);
-	dt_assert_no_rdma_resources();
+	srv_finish(&s, &env);
 }
 END_TEST
 
@@ -882,11 +887,7 @@ START_TEST(srq_held_bounded)
 	cli_free(&k);
 	cli_free(&g);
 	evrdma_conn_free(s.conns[0]);
-	srv_end(&s);
-	ck_assert_int_eq(s.cancelled, NBUF);
-	ck_assert_int_eq(s.wrong + s.twice, 0);
-	dt_env_fini(&env);
-	dt_assert_no_rdma_resources();
+	srv_finish(&s, &env);
 }
 END_TEST
 
