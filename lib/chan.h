@@ -21,25 +21,7 @@
 
 #include <evrdma/channel.h>
 #include "evrdma-internal.h"
-
-/* Lengths of the messages in input or output (message mode). */
-struct evrdma__lenq {
-	size_t *v;
-	unsigned head, count, cap;
-	size_t bytes;			/* their sum */
-};
-
-/* Room for one more length: then a push cannot fail. */
-int evrdma__lenq_reserve(struct evrdma__lenq *q);
-int evrdma__lenq_push(struct evrdma__lenq *q, size_t len);
-int evrdma__lenq_push_front(struct evrdma__lenq *q, size_t len);
-size_t evrdma__lenq_pop(struct evrdma__lenq *q);
-
-static inline size_t
-evrdma__lenq_front(const struct evrdma__lenq *q)
-{
-	return q->count ? q->v[q->head] : 0;
-}
+#include "lenq.h"
 
 struct evrdma__chan_ops {
 	/* Something the transport acts on changed (output grew, input has
