@@ -93,13 +93,20 @@ ch_wr_timeout(void *arg)
  * iteration (coalesced with whatever else is written meanwhile); in
  * message mode each addition is one message. Draining a message channel's
  * output directly would cut messages apart unseen: that ends the channel
- * (EVRDMA_REASON_MISUSE) rather than send garbage.
+ * (EVRDMA_REASON_MISUSE) rather than send garbage. So does an addition
+ * whose place among the messages is unknown: one whose own callbacks
+ * changed output before this one ran (an application's evbuffer callback
+ * that adds again, registered after the channel's, runs first), unless it
+ * was made by evrdma_channel_write(), which queues the length before.
  */
 static void
 ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     void *arg)
 {
 	struct evrdma_channel *ch = arg;
+	struct evrdma__chan_own *own = &ch->out_own;
+	int kick = info->n_added != 0;
+	const char *misuse = NULL;
 
 	/* (from the buffer, not the info: libevent runs callbacks inside a
 	 * change, the channel's or the application's, and the info of the
@@ -107,26 +114,29 @@ ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	ch->out_len = evbuffer_get_length(buf);
 	if (ch->end & CHE_FREED)
 		return;
-	/* the channel's own change: only an addition made inside it by an
-	 * application's callback (the next message) is the application's */
-	if (ch->out_own && (ch->out_own != CH_OUT_OWN_TAKE || !info->n_added))
-		return;
-	if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
-		if (info->n_deleted && !ch->out_own) {
-			evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a "
-			    "message channel drained directly", (void *)ch);
-			if (ch->base)
-				ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
-			return;
-		}
-		if (info->n_added &&
-		    evrdma__lenq_push(&ch->out_msgs, info->n_added) < 0) {
+	if (own->set && info->orig_size == own->orig &&
+	    info->n_added == own->added && info->n_deleted == own->deleted) {
+		own->set = 0;	/* the change marked; nested ones are not */
+		kick = own->kick;
+	} else if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
+		if (info->n_deleted)
+			misuse = "drained directly";
+		else if (ch->out_len != info->orig_size + info->n_added)
+			misuse = "added to inside the callback of an addition";
+		else if (evrdma__lenq_push(&ch->out_msgs, info->n_added) < 0) {
 			if (ch->base)
 				ch->ops->abort(ch, EVRDMA_REASON_RESOURCE);
 			return;
 		}
 	}
-	if (info->n_added && ch->base)
+	if (misuse) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a message "
+		    "channel %s", (void *)ch, misuse);
+		if (ch->base)
+			ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
+		return;
+	}
+	if (kick && ch->base)
 		ch->ops->kick(ch);
 }
 
@@ -447,20 +457,33 @@ evrdma__chan_output_taken(struct evrdma_channel *ch)
 }
 
 /*
- * Output changes the channel makes itself are marked out_own, so that
+ * Output changes the channel makes itself are marked (out_own), so that
  * output's callback does not take them for the user's (a message
  * channel's user may not drain output, and what leaves is no new write).
  */
+static void
+ch_own_mark(struct evrdma_channel *ch, size_t orig, size_t added,
+    size_t deleted, int kick)
+{
+	ch->out_own.orig = orig;
+	ch->out_own.added = added;
+	ch->out_own.deleted = deleted;
+	ch->out_own.set = 1;
+	ch->out_own.kick = (uint8_t)kick;
+}
+
 void
 evrdma__chan_output_discard(struct evrdma_channel *ch)
 {
-	int own = ch->out_own;	/* (inside a take: an application's free) */
+	/* (inside a take: an application's free) */
+	struct evrdma__chan_own was = ch->out_own;
+	size_t len = evbuffer_get_length(ch->output);
 
 	/* for good: a callback adding inside the drain held the EOF (review) */
 	evbuffer_freeze(ch->output, 0);
-	ch->out_own = CH_OUT_OWN_ALL;
-	evbuffer_drain(ch->output, evbuffer_get_length(ch->output));
-	ch->out_own = own;
+	ch_own_mark(ch, len, 0, len, 0);
+	evbuffer_drain(ch->output, len);
+	ch->out_own = was;
 	while (ch->out_msgs.count)
 		evrdma__lenq_pop(&ch->out_msgs);
 }
@@ -469,18 +492,46 @@ int
 evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
     size_t len)
 {
-	int r, own;
+	struct evrdma__chan_own was = ch->out_own;
+	int r;
 
 	if (evrdma__chan_messages(ch) &&
 	    evrdma__lenq_push_front(&ch->out_msgs, len) < 0)
 		return -1;
-	/* libevent has no prepend of a reference: by way of a buffer */
-	own = ch->out_own;
-	ch->out_own = CH_OUT_OWN_ALL;
+	/* libevent has no prepend of a reference: by way of a buffer; an
+	 * addition the application's callback makes inside it is its own
+	 * message, after these bytes (review) */
+	ch_own_mark(ch, evbuffer_get_length(ch->output), len, 0, 0);
 	r = evbuffer_prepend_buffer(ch->output, b);
-	ch->out_own = own;
+	ch->out_own = was;
 	if (r < 0 && evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
+	return r;
+}
+
+/*
+ * An application's write to output. In message mode its length is queued
+ * first, so that messages written from output's callbacks, inside this
+ * addition, queue theirs after it, as their bytes lie (review).
+ */
+static int
+ch_output_add(struct evrdma_channel *ch, const void *data,
+    struct evbuffer *from, size_t len)
+{
+	struct evrdma__chan_own was = ch->out_own;
+	int r;
+
+	if (!evrdma__chan_messages(ch))
+		return from ? evbuffer_add_buffer(ch->output, from) :
+		    evbuffer_add(ch->output, data, len);
+	if (evrdma__lenq_push(&ch->out_msgs, len) < 0)
+		return -1;
+	ch_own_mark(ch, evbuffer_get_length(ch->output), len, 0, 1);
+	r = from ? evbuffer_add_buffer(ch->output, from) :
+	    evbuffer_add(ch->output, data, len);
+	ch->out_own = was;
+	if (r < 0)
+		evrdma__lenq_pop_back(&ch->out_msgs);
 	return r;
 }
 
@@ -648,8 +699,7 @@ evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
 		if (r != -1)
 			return r == 0 ? 0 : -1;
 	}
-	/* (in message mode, output's callback counts it as one message) */
-	if (evbuffer_add(ch->output, data, len) < 0)
+	if (ch_output_add(ch, data, NULL, len) < 0)
 		return evrdma__fail(ENOMEM, "out of memory");
 	return 0;
 }
@@ -663,7 +713,7 @@ evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
 		return evrdma__fail(EINVAL, "no buffer");
 	if (ch_check_write(ch, len) < 0)
 		return -1;
-	if (evbuffer_add_buffer(ch->output, buf) < 0)
+	if (ch_output_add(ch, NULL, buf, len) < 0)
 		return evrdma__fail(ENOMEM, "out of memory");
 	return 0;
 }

@@ -71,10 +71,20 @@ struct evrdma__chan_ops {
 #define CHE_RD_ENDED	0x10	/* the user was told: EOF or ERROR|READING */
 #define CHE_WR_ENDED	0x20	/* ... ERROR|WRITING or the whole end */
 
-/* out_own: a change the channel makes to output itself. TAKE: bytes leave
- * (an addition made inside it is the application's, by an evbuffer
- * callback of its own); ALL: the whole change is the channel's. */
-enum { CH_OUT_OWN_TAKE = 1, CH_OUT_OWN_ALL = 2 };
+/*
+ * A change to output that output's callback must not take for a new
+ * message of the application's: the channel's own (bytes leaving for the
+ * wire, put back, discarded), or a message write whose length the channel
+ * queued before making it. libevent runs output's callbacks after each
+ * change, and those may change output again, nested: the callback knows
+ * the change by its exact info (the first that matches takes the mark),
+ * and whatever else happened inside it is the application's.
+ */
+struct evrdma__chan_own {
+	size_t orig, added, deleted;	/* the evbuffer_cb_info expected */
+	uint8_t set;
+	uint8_t kick;			/* a write: the transport sends it */
+};
 
 struct evrdma_channel {
 	const struct evrdma__chan_ops *ops;
@@ -108,12 +118,11 @@ struct evrdma_channel {
 	uint8_t has_tv_read, has_tv_write;
 	struct event *rd_timer, *wr_timer;
 	struct evrdma__lenq in_msgs, out_msgs;
+	struct evrdma__chan_own out_own;	/* set around such a change */
 	uint8_t connected;		/* CONNECTED happened (or accepted) */
 	uint8_t shut_wr;		/* evrdma_channel_shutdown() */
 	uint8_t rd_held;		/* input full: reading suspended */
 	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
-	uint8_t out_own;		/* the channel itself changes output:
-					 * CH_OUT_OWN_* */
 	uint8_t in_read_cb;		/* inside the read or receive callback */
 	/* output holds bytes the user was told are written (the bufferevent
 	 * adapter's channel: they passed its write callback); a free sends
@@ -262,12 +271,21 @@ evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
 static inline void
 evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 {
-	ch->out_own = CH_OUT_OWN_TAKE;
+	struct evrdma__chan_own was = ch->out_own;
+
+	/* (in message mode every byte of output is in a queued length:
+	 * their sum is output's length, without a call into libevent) */
+	ch->out_own.orig = evrdma__chan_messages(ch) ? ch->out_msgs.bytes :
+	    ch->out_len;
+	ch->out_own.added = 0;
+	ch->out_own.deleted = n;
+	ch->out_own.set = 1;
+	ch->out_own.kick = 0;
 	if (dst)
 		evbuffer_remove(ch->output, dst, n);
 	else
 		evbuffer_drain(ch->output, n);
-	ch->out_own = 0;
+	ch->out_own = was;
 	if (evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
 }
