@@ -228,7 +228,11 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
  * sent. In message mode each addition (evbuffer_add(),
  * evbuffer_add_buffer(), ...) is one message; draining it directly ends
  * the channel (EVRDMA_REASON_MISUSE), and evbuffer_prepend() on it cuts
- * messages wrongly. */
+ * messages wrongly. An evbuffer callback of yours on it runs before the
+ * channel's: a message it adds there, inside another addition, comes
+ * after that one when that one was made by evrdma_channel_write() or
+ * evrdma_channel_write_buffer(); inside an addition made directly its
+ * place is unknown, and that ends the channel (EVRDMA_REASON_MISUSE). */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
     struct evrdma_channel *ch);
 
