@@ -256,6 +256,7 @@ conn_drop_parent(struct evrdma_conn *conn)
 	conn->parent_ops = NULL;
 	ops->dropped(conn->parent, conn);
 	conn->parent = NULL;
+	evrdma__srq_dropped(conn);
 }
 
 /* ---- keepalive ---- */

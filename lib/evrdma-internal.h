@@ -232,8 +232,11 @@ struct evrdma__ep_ops {
 	 * whose QP has number @p qp_num, or NULL: it gets the completion */
 	struct evrdma_conn *(*route)(struct evrdma__ep *ep, uint32_t qp_num);
 	/* (the same) a completion for @p conn, which the application has not
-	 * been handed yet: kept until it is, or until the connection goes.
-	 * 1: kept, but @p conn is over its share of the queue: drop it */
+	 * been handed yet: kept until it is, or until the connection goes;
+	 * with @p conn NULL, one for no connection, kept only behind those
+	 * of connections that went unseen, so as not to overtake them.
+	 * 0: kept; 1: kept, but @p conn is over its share of the queue: drop
+	 * it; 2: not kept, it completes now, without a connection */
 	int (*hold)(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	    evrdma_req_cb cb, void *arg, struct evrdma_mr *mr,
 	    const struct evrdma_wc *wc);

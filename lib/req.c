@@ -604,36 +604,38 @@ ep_complete_srq(struct evrdma__ep *ep, struct evrdma_req *req,
 {
 	struct evrdma_conn *conn = ep->ops->route(ep, qp_num);
 	struct evrdma__ep *cep = conn ? &conn->ep : NULL;
+	int unseen, held = 2;
 
 	evrdma__ep_ref(ep);
 	if (cep) {
 		evrdma__ep_ref(cep);
 		cep->activity++;
 	}
-	if (cep && !conn->user_freed && conn->parent_ops && !conn->owner_ops &&
-	    ep->ops->hold) {
-		/* a raw listener's connection, not yet handed out (the peer
-		 * may send once accepted, and a disabled listener holds
-		 * established ones): the application has never seen it, so
-		 * the completion waits for the accept callback (found by
-		 * review: it came with a handle the application was never
-		 * given, and that was later freed unseen) */
-		evrdma_req_cb cb = req->cb;
-		void *arg = req->arg;
-		struct evrdma_mr *mr = req->mr;
-
+	/* a raw listener's connection, not yet handed out (the peer may
+	 * send once accepted, and a disabled listener holds established
+	 * ones): the application has never seen it, so the completion waits
+	 * for the accept callback (found by review: it came with a handle
+	 * the application was never given, and that was later freed unseen);
+	 * one for no connection waits behind those of any that went unseen
+	 * (review: it overtook them) */
+	unseen = cep && !conn->user_freed && conn->parent_ops &&
+	    !conn->owner_ops;
+	if (ep->ops->hold && (unseen || !cep || conn->user_freed))
+		held = ep->ops->hold(ep, unseen ? conn : NULL, req->cb,
+		    req->arg, req->mr, w);
+	if (held == 2) {
+		ep_deliver_to(ep, req, w, unseen || !cep || conn->user_freed ?
+		    NULL : conn);
+	} else {
 		req->cb = NULL;
 		req->mr = NULL;		/* its hold goes with the callback */
 		ep_deliver_to(ep, req, w, NULL);
-		/* (one that is over its share of the queue is dropped, as
-		 * a listen queue drops: its peer must not take the receives
-		 * of the connections the application has) */
-		if (ep->ops->hold(ep, conn, cb, arg, mr, w) && !cep->quiet)
-			cep->ops->failed(cep, ENOBUFS);
-	} else {
-		ep_deliver_to(ep, req, w,
-		    conn && !conn->user_freed ? conn : NULL);
 	}
+	/* (one that is over its share of the queue, or has no memory to
+	 * wait in, is dropped, as a listen queue drops: its peer must not
+	 * take the receives of the connections the application has) */
+	if (unseen && held && !cep->quiet)
+		cep->ops->failed(cep, ENOBUFS);
 	if (cep) {
 		if (w->status && !cep->quiet)
 			cep->ops->failed(cep, w->status);

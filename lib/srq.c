@@ -91,6 +91,7 @@ struct evrdma_srq {
 	struct evrdma__work fin;	/* destroys it, from the loop */
 	TAILQ_HEAD(, srq_held) held;	/* oldest first */
 	unsigned nheld;			/* on it: SRQ_HELD_ALL at most */
+	unsigned norphans;		/* of them, with conn NULL */
 	struct evrdma__work orphans;	/* completes the held of gone ones */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
 					 * receive pool (chan_pool.c) */
@@ -169,6 +170,8 @@ held_complete(struct evrdma_srq *srq, struct srq_held *h,
 	srq->nheld--;
 	if (h->conn)
 		h->conn->srq_held--;
+	else
+		srq->norphans--;
 	/* (a region the application freed is deregistered before the
 	 * callback, as for any request: evrdma/mr.h) */
 	if (h->mr)
@@ -185,18 +188,18 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
     const struct evrdma_wc *wc)
 {
 	struct evrdma_srq *srq = srq_of(ep);
-	struct srq_held *h = malloc(sizeof(*h));
+	struct srq_held *h;
 
-	if (!h) {
+	/* (for no connection: the ones before it wait in the loop's next
+	 * turn, at most, and what is held is bounded by them) */
+	if (!conn && !srq->norphans)
+		return 2;
+	if (!(h = malloc(sizeof(*h)))) {
 		/* no memory to wait in: now, without its connection, which
 		 * is dropped */
 		evrdma__log(EVRDMA_LOG_ERROR, "out of memory: a receive of a "
 		    "connection not yet accepted completes without it");
-		if (mr)
-			evrdma__mr_release(mr);
-		if (cb)
-			cb(NULL, wc, arg);
-		return 1;
+		return 2;
 	}
 	evrdma__ep_ref(&srq->ep);	/* each held one: one reference */
 	h->conn = conn;
@@ -206,6 +209,11 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	h->wc = *wc;
 	TAILQ_INSERT_TAIL(&srq->held, h, link);
 	srq->nheld++;
+	if (!conn) {
+		srq->norphans++;
+		evrdma__work_queue(srq->base, &srq->orphans);	/* (queued) */
+		return 0;
+	}
 	/* (counted before the test: the one over the share is held too, so
 	 * that it completes after the ones before it) */
 	if (++conn->srq_held > SRQ_HELD_CONN(srq) ||
@@ -275,6 +283,7 @@ held_orphan(struct evrdma_srq *srq, struct evrdma_conn *conn)
 	TAILQ_FOREACH(h, &srq->held, link)
 		if (h->conn == conn) {
 			h->conn = NULL;
+			srq->norphans++;
 			any = 1;
 		}
 	conn->srq_held = 0;
@@ -653,6 +662,13 @@ evrdma__srq_attach(struct evrdma_conn *conn)
 
 /* Listed exactly while the connection has its queue and its QP: attached
  * right after the QP is made, detached right before it is destroyed. */
+void
+evrdma__srq_dropped(struct evrdma_conn *conn)
+{
+	if (conn->srq)
+		held_orphan(conn->srq, conn);
+}
+
 void
 evrdma__srq_detach(struct evrdma_conn *conn)
 {

@@ -23,6 +23,9 @@ int evrdma__srq_use(struct evrdma_conn *conn, struct evrdma_srq *srq);
 /* The QP of @p conn exists / is about to be destroyed. */
 void evrdma__srq_attach(struct evrdma_conn *conn);
 void evrdma__srq_detach(struct evrdma_conn *conn);
+/* @p conn was dropped before it was handed out: what it held completes
+ * now, without it, from the loop (not when its QP goes: review) */
+void evrdma__srq_dropped(struct evrdma_conn *conn);
 /* A raw listener's @p conn was handed to the application (its accept
  * callback returned): the receives it consumed before complete now, in
  * order (srq.c's held completions). */

@@ -38,6 +38,7 @@ struct srv {
 	int free_first;			/* free a connection at its receive */
 	int hold;			/* disable the listener in prepare */
 	char seq[8];			/* the first messages' numbers */
+	int noseq[NBUF];		/* ... of those with no connection */
 	struct evrdma_conn *freed;	/* ... this one: never named again */
 	int events;
 	short what[8];
@@ -93,6 +94,8 @@ srv_recv(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 		return;
 	}
 	if (!c) {
+		if (!wc->status && s->noconn < NBUF)
+			s->noseq[s->noconn] = atoi((const char *)m + 2);
 		s->noconn++;
 		if (s->repost)
 			srv_post(s, idx);
@@ -143,6 +146,19 @@ srv_event(struct evrdma_conn *c, short what, int reason, void *arg)
 	s->what[k] = what;
 	s->reason[k] = reason;
 	s->events++;
+}
+
+/* The first @p n receives that came with no connection carried one
+ * client's messages in the order it sent them. */
+static void
+srv_noconn_in_order(const struct srv *s, int n)
+{
+	int i;
+
+	for (i = 1; i < n && i < NBUF; i++)
+		ck_assert_msg(s->noseq[i] > s->noseq[i - 1], "receive %d with "
+		    "no connection carried message %d, after message %d", i,
+		    s->noseq[i], s->noseq[i - 1]);
 }
 
 static int
@@ -826,6 +842,7 @@ START_TEST(srq_before_accept)
 		dt_wait_ge(&env, &s.noconn, 3, 10000);
 		tu_loop_until(env.eb, &never, 200);
 		ck_assert_int_eq(s.noconn, 3);
+		srv_noconn_in_order(&s, 3);
 		ck_assert_int_eq(s.recvd, 0);
 		ck_assert_int_eq(s.nconns, 0);
 	} else {
@@ -844,8 +861,8 @@ END_TEST
  * which the application (reposting what completes) cannot post again
  * while they are held. What it may hold is bounded (srq.c: 4 of a
  * 16-receive queue): past it the connection is dropped, its peer is
- * disconnected, and what it took completes with no connection (and is
- * posted again). A
+ * disconnected, and what it took completes with no connection, in the
+ * order it was sent (and is posted again). A
  * client the application has echoes all along. Before the bound, every
  * receive was held, the queue stood empty, and the client's echo waited
  * (RNR retries for ever).
@@ -878,6 +895,9 @@ START_TEST(srq_held_bounded)
 	    evrdma_reason_str(k.reason));
 	ck_assert_int_ge(s.noconn, 5);
 	ck_assert_int_le(s.noconn, NBUF);
+	/* (the held ones first: those polled after the drop do not overtake
+	 * them, review r42) */
+	srv_noconn_in_order(&s, s.noconn);
 	ck_assert_uint_eq(evrdma_srq_get_posted(s.srq), NBUF);
 	ck_assert_int_eq(s.nconns, 1);
 	for (i = 0; i < 4; i++)
