@@ -23,7 +23,8 @@
  *   never named before its accept callback: what its peer sent earlier
  *   (it may send once accepted, and a disabled listener holds established
  *   connections) completes right after that callback returns, in order,
- *   or with @c conn NULL if the connection went before it was handed out.
+ *   or with @c conn NULL, in order too, as soon as the connection went
+ *   before it was handed out.
  *   Such a connection holds at most max_wr / 8 receives (4 at least), all
  *   of them together at most max_wr / 2: one that takes more is dropped,
  *   as a full listen queue drops, and what it took completes with
