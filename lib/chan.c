@@ -88,58 +88,6 @@ ch_wr_timeout(void *arg)
 
 /* ---- output and input ---- */
 
-/*
- * Output changed. Bytes the user added are sent at the end of the loop
- * iteration (coalesced with whatever else is written meanwhile); in
- * message mode each addition is one message. Draining a message channel's
- * output directly would cut messages apart unseen: that ends the channel
- * (EVRDMA_REASON_MISUSE) rather than send garbage. So does an addition
- * whose place among the messages is unknown: one whose own callbacks
- * changed output before this one ran (an application's evbuffer callback
- * that adds again, registered after the channel's, runs first), unless it
- * was made by evrdma_channel_write(), which queues the length before.
- */
-static void
-ch_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
-    void *arg)
-{
-	struct evrdma_channel *ch = arg;
-	struct evrdma__chan_own *own = &ch->out_own;
-	int kick = info->n_added != 0;
-	const char *misuse = NULL;
-
-	/* (from the buffer, not the info: libevent runs callbacks inside a
-	 * change, the channel's or the application's, and the info of the
-	 * change around them, passed after, is stale: found by review) */
-	ch->out_len = evbuffer_get_length(buf);
-	if (ch->end & CHE_FREED)
-		return;
-	if (own->set && info->orig_size == own->orig &&
-	    info->n_added == own->added && info->n_deleted == own->deleted) {
-		own->set = 0;	/* the change marked; nested ones are not */
-		kick = own->kick;
-	} else if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
-		if (info->n_deleted)
-			misuse = "drained directly";
-		else if (ch->out_len != info->orig_size + info->n_added)
-			misuse = "added to inside the callback of an addition";
-		else if (evrdma__lenq_push(&ch->out_msgs, info->n_added) < 0) {
-			if (ch->base)
-				ch->ops->abort(ch, EVRDMA_REASON_RESOURCE);
-			return;
-		}
-	}
-	if (misuse) {
-		evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a message "
-		    "channel %s", (void *)ch, misuse);
-		if (ch->base)
-			ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
-		return;
-	}
-	if (kick && ch->base)
-		ch->ops->kick(ch);
-}
-
 /* Input shrank while held: what the transport holds may move in, and a
  * read suspended at the high watermark resumes. */
 static void
@@ -358,7 +306,7 @@ evrdma__chan_init(struct evrdma_channel *ch, struct evrdma_base *base,
 	ch->rd_timer = evrdma__ev_timer_new(base, ch_rd_timeout, ch);
 	ch->wr_timer = evrdma__ev_timer_new(base, ch_wr_timeout, ch);
 	if (!ch->input || !ch->output || !ch->rd_timer || !ch->wr_timer ||
-	    !evbuffer_add_cb(ch->output, ch_output_cb, ch))
+	    !evbuffer_add_cb(ch->output, evrdma__chan_output_cb, ch))
 		return evrdma__fail(ENOMEM, "channel: out of memory");
 	return 0;
 }
@@ -403,23 +351,11 @@ evrdma__chan_orphan(struct evrdma_channel *ch)
 
 /* ---- the bufferevent-like interface ---- */
 
-static int
-ch_live(const struct evrdma_channel *ch)
-{
-	if (!ch || (ch->end & CHE_FREED))
-		return evrdma__fail(EINVAL, "no channel");
-	/* its buffers are not even mapped here (rdma_sym.c) */
-	if (evrdma__forked)
-		return evrdma__fail(EPERM, "a forked child cannot use its "
-		    "parent's channels");
-	return 0;
-}
-
 int
 evrdma_channel_connect(struct evrdma_channel *ch, const struct sockaddr *sa,
     int socklen)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (!ch->base)
 		return evrdma__fail(EPIPE, "the channel's base was freed");
@@ -430,7 +366,7 @@ int
 evrdma_channel_connect_hostname(struct evrdma_channel *ch,
     struct evdns_base *dns, int family, const char *host, int port)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (!ch->base)
 		return evrdma__fail(EPIPE, "the channel's base was freed");
@@ -448,91 +384,6 @@ evrdma_channel_setcb(struct evrdma_channel *ch, evrdma_channel_data_cb readcb,
 	ch->writecb = writecb;
 	ch->eventcb = eventcb;
 	ch->cbarg = arg;
-}
-
-void
-evrdma__chan_output_taken(struct evrdma_channel *ch)
-{
-	ch->out_taken = 1;
-}
-
-/*
- * Output changes the channel makes itself are marked (out_own), so that
- * output's callback does not take them for the user's (a message
- * channel's user may not drain output, and what leaves is no new write).
- */
-static void
-ch_own_mark(struct evrdma_channel *ch, size_t orig, size_t added,
-    size_t deleted, int kick)
-{
-	ch->out_own.orig = orig;
-	ch->out_own.added = added;
-	ch->out_own.deleted = deleted;
-	ch->out_own.set = 1;
-	ch->out_own.kick = (uint8_t)kick;
-}
-
-void
-evrdma__chan_output_discard(struct evrdma_channel *ch)
-{
-	/* (inside a take: an application's free) */
-	struct evrdma__chan_own was = ch->out_own;
-	size_t len = evbuffer_get_length(ch->output);
-
-	/* for good: a callback adding inside the drain held the EOF (review) */
-	evbuffer_freeze(ch->output, 0);
-	ch_own_mark(ch, len, 0, len, 0);
-	evbuffer_drain(ch->output, len);
-	ch->out_own = was;
-	while (ch->out_msgs.count)
-		evrdma__lenq_pop(&ch->out_msgs);
-}
-
-int
-evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
-    size_t len)
-{
-	struct evrdma__chan_own was = ch->out_own;
-	int r;
-
-	if (evrdma__chan_messages(ch) &&
-	    evrdma__lenq_push_front(&ch->out_msgs, len) < 0)
-		return -1;
-	/* libevent has no prepend of a reference: by way of a buffer; an
-	 * addition the application's callback makes inside it is its own
-	 * message, after these bytes (review) */
-	ch_own_mark(ch, evbuffer_get_length(ch->output), len, 0, 0);
-	r = evbuffer_prepend_buffer(ch->output, b);
-	ch->out_own = was;
-	if (r < 0 && evrdma__chan_messages(ch))
-		evrdma__lenq_pop(&ch->out_msgs);
-	return r;
-}
-
-/*
- * An application's write to output. In message mode its length is queued
- * first, so that messages written from output's callbacks, inside this
- * addition, queue theirs after it, as their bytes lie (review).
- */
-static int
-ch_output_add(struct evrdma_channel *ch, const void *data,
-    struct evbuffer *from, size_t len)
-{
-	struct evrdma__chan_own was = ch->out_own;
-	int r;
-
-	if (!evrdma__chan_messages(ch))
-		return from ? evbuffer_add_buffer(ch->output, from) :
-		    evbuffer_add(ch->output, data, len);
-	if (evrdma__lenq_push(&ch->out_msgs, len) < 0)
-		return -1;
-	ch_own_mark(ch, evbuffer_get_length(ch->output), len, 0, 1);
-	r = from ? evbuffer_add_buffer(ch->output, from) :
-	    evbuffer_add(ch->output, data, len);
-	ch->out_own = was;
-	if (r < 0)
-		evrdma__lenq_pop_back(&ch->out_msgs);
-	return r;
 }
 
 void
@@ -587,7 +438,7 @@ int
 evrdma__chan_set_sink(struct evrdma_channel *ch,
     const struct evrdma__chan_sink *sink, void *arg)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (sink && ch->mode != EVRDMA_CHANNEL_STREAM)
 		return evrdma__fail(EINVAL, "a sink takes a stream only");
@@ -600,7 +451,7 @@ int
 evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
     evrdma_channel_recv_cb cb)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	ch->recvcb = cb;
 	/* data waiting goes to it at the next pass, if input is empty */
@@ -612,7 +463,7 @@ evrdma_channel_set_recv_cb(struct evrdma_channel *ch,
 int
 evrdma_channel_enable(struct evrdma_channel *ch, short events)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	ch->enabled |= events & (EV_READ | EV_WRITE);
 	if (events & EV_READ)
@@ -628,7 +479,7 @@ evrdma_channel_enable(struct evrdma_channel *ch, short events)
 int
 evrdma_channel_disable(struct evrdma_channel *ch, short events)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	ch->enabled &= ~(events & (EV_READ | EV_WRITE));
 	if (events & EV_READ)
@@ -664,86 +515,12 @@ evrdma_channel_max_message(struct evrdma_channel *ch)
 	return ch ? ch->ops->max_message(ch) : 0;
 }
 
-/* (inlined: every write asks) */
-static inline __attribute__((always_inline)) int
-ch_check_write(struct evrdma_channel *ch, size_t len)
-{
-	if (ch_live(ch) < 0)
-		return -1;
-	if (ch->shut_wr)
-		return evrdma__fail(EPIPE, "channel is shut down");
-	/* (as evbuffer_add() refuses: a length that wraps, (size_t)-1 from
-	 * a failed read(), would be copied past the caller's bytes into
-	 * send slots a peer may read; found by review) */
-	if (len > EV_SSIZE_MAX)
-		return evrdma__fail(EINVAL, "a length of %zu bytes", len);
-	if (ch->mode == EVRDMA_CHANNEL_MESSAGE &&
-	    (len == 0 || len > ch->ops->max_message(ch)))
-		return evrdma__fail(len ? EMSGSIZE : EINVAL, "message of %zu "
-		    "bytes (1..%zu)", len, ch->ops->max_message(ch));
-	return 0;
-}
-
-int
-evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
-{
-	if (ch_check_write(ch, len) < 0)
-		return -1;
-	if (len == 0)
-		return 0;	/* as bufferevent_write(): nothing to send */
-	if (!data)
-		return evrdma__fail(EINVAL, "no data");
-	if (ch->base) {
-		int r = ch->ops->write(ch, data, len);
-
-		if (r != -1)
-			return r == 0 ? 0 : -1;
-	}
-	if (ch_output_add(ch, data, NULL, len) < 0)
-		return evrdma__fail(ENOMEM, "out of memory");
-	return 0;
-}
-
-int
-evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
-{
-	size_t len = buf ? evbuffer_get_length(buf) : 0;
-
-	if (!buf)
-		return evrdma__fail(EINVAL, "no buffer");
-	if (ch_check_write(ch, len) < 0)
-		return -1;
-	if (ch_output_add(ch, NULL, buf, len) < 0)
-		return evrdma__fail(ENOMEM, "out of memory");
-	return 0;
-}
-
-void *
-evrdma_channel_reserve(struct evrdma_channel *ch, size_t len)
-{
-	if (ch_check_write(ch, len) < 0)
-		return NULL;
-	if (!ch->base || (ch->end & CHE_GONE)) {
-		evrdma__fail(EPIPE, "the channel's connection is over");
-		return NULL;
-	}
-	return ch->ops->reserve(ch, len);
-}
-
-int
-evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
-{
-	if (ch_live(ch) < 0)
-		return -1;
-	return ch->ops->commit(ch, len);
-}
-
 size_t
 evrdma_channel_read(struct evrdma_channel *ch, void *data, size_t len)
 {
 	int n;
 
-	if (!data || ch_live(ch) < 0)
+	if (!data || evrdma__chan_live(ch) < 0)
 		return 0;
 	n = evbuffer_remove(ch->input, data, len);
 	return n > 0 ? (size_t)n : 0;
@@ -754,7 +531,7 @@ evrdma_channel_read_message(struct evrdma_channel *ch, void *data, size_t len)
 {
 	size_t n;
 
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (ch->mode != EVRDMA_CHANNEL_MESSAGE) {
 		evrdma__fail(EINVAL, "not a message channel");
@@ -809,7 +586,7 @@ int
 evrdma_channel_set_timeouts(struct evrdma_channel *ch,
     const struct timeval *tv_read, const struct timeval *tv_write)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	ch->has_tv_read = tv_read != NULL;
 	if (tv_read)
@@ -831,7 +608,7 @@ evrdma_channel_set_timeouts(struct evrdma_channel *ch,
 int
 evrdma_channel_flush(struct evrdma_channel *ch)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (!ch->base || (ch->end & (CHE_GONE | CHE_WR_ENDED)))
 		return evrdma__fail(EPIPE, "channel is closed or failed");
@@ -841,7 +618,7 @@ evrdma_channel_flush(struct evrdma_channel *ch)
 int
 evrdma_channel_shutdown(struct evrdma_channel *ch)
 {
-	if (ch_live(ch) < 0)
+	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (ch->shut_wr || (ch->end & (CHE_GONE | CHE_WR_ENDED)))
 		return evrdma__fail(EPIPE, "channel already shut down, closed "

@@ -290,6 +290,30 @@ evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 		evrdma__lenq_pop(&ch->out_msgs);
 }
 
+/* 0, or -1 with an error: the user's handle is gone, or this is a
+ * forked child (its parent's channel's buffers are not even mapped here,
+ * rdma_sym.c). */
+static inline int
+evrdma__chan_live(const struct evrdma_channel *ch)
+{
+	if (!ch || (ch->end & CHE_FREED))
+		return evrdma__fail(EINVAL, "no channel");
+	if (evrdma__forked)
+		return evrdma__fail(EPERM, "a forked child cannot use its "
+		    "parent's channels");
+	return 0;
+}
+/* Output's callback, registered first (chan_output.c). */
+void evrdma__chan_output_cb(struct evbuffer *buf,
+    const struct evbuffer_cb_info *info, void *arg);
+/* @p len bytes join output for the application: copied from @p data, or
+ * with @p cleanup by reference (a write the transport staged in a send
+ * slot; @p cleanup(data, len, arg) when output lets them go); one
+ * message in message mode. 0, or -1 with output unchanged (out of
+ * memory). The transport adds to output through this alone, so that a
+ * message written inside the addition keeps its place. */
+int evrdma__chan_output_put(struct evrdma_channel *ch, const void *data,
+    size_t len, evbuffer_ref_cleanup_cb cleanup, void *arg);
 /* Output's bytes are discarded, unsent (a free before the connection is
  * up, the process exits): as bufferevent_free() does; it takes no more. */
 void evrdma__chan_output_discard(struct evrdma_channel *ch);

@@ -176,8 +176,11 @@ slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 	 * on output may drop the bytes, and run the cleanup, inside it */
 	rc->sring->refs++;
 	rc->sstate[idx] = SLOT_STAGED;
-	if (evbuffer_add_reference(buf, slot_mem(rc, idx), len,
-	    rc_staged_cleanup, &rc->sring->slot[idx]) < 0) {
+	if ((buf == rc->ch.output ?
+	    evrdma__chan_output_put(&rc->ch, slot_mem(rc, idx), len,
+	    rc_staged_cleanup, &rc->sring->slot[idx]) :
+	    evbuffer_add_reference(buf, slot_mem(rc, idx), len,
+	    rc_staged_cleanup, &rc->sring->slot[idx])) < 0) {
 		rc->sstate[idx] = was;
 		rc->sring->refs--;
 		return -1;
@@ -844,7 +847,6 @@ evrdma__op_commit(struct evrdma_channel *ch, size_t len)
 	/* what was written past @p len is not sent either */
 	if (rc->resv_max > len)
 		memset(slot_mem(rc, idx) + len, 0, rc->resv_max - len);
-	/* (output's callback counts it as one message in message mode) */
 	if (slot_stage(rc, ch->output, idx, len) < 0) {
 		evrdma__slot_drop(rc, idx, len);
 		return evrdma__fail(ENOMEM, "out of memory");
