@@ -595,7 +595,11 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	struct evrdma_channel *ch = &rc->ch;
 	int idx;
 
-	if (!(rc->st & RC_PRE_SEND) || ch->out_len || ch->base->cfg.slow_path)
+	/* (output's length read, not its count: inside an application's
+	 * callback on output, the addition it runs for is not counted yet,
+	 * and this write would go before it: review r43) */
+	if (!(rc->st & RC_PRE_SEND) || ch->out_len || ch->base->cfg.slow_path ||
+	    evbuffer_get_length(ch->output))
 		return -1;
 	if (rc->wopen >= 0) {
 		if (evrdma__chan_messages(ch) ||
