@@ -465,11 +465,16 @@ chan_unit_suite(void)
 	return s;
 }
 
+/* tests/test_chan_unit_rx.c: the receive path */
+Suite *chan_unit_rx_suite(void);
+
 int
 main(void)
 {
 	SRunner *sr = srunner_create(chan_unit_suite());
 	int failed;
+
+	srunner_add_suite(sr, chan_unit_rx_suite());
 
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
