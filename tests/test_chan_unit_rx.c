@@ -204,6 +204,8 @@ on_read(struct evrdma_channel *ch, void *arg)
 		evbuffer_drain(ch->input, read_len);
 }
 
+static int event_frees;
+
 static void
 on_event(struct evrdma_channel *ch, short what, void *arg)
 {
@@ -212,6 +214,8 @@ on_event(struct evrdma_channel *ch, short what, void *arg)
 	events++;
 	last_what = what;
 	event_len = evbuffer_get_length(evrdma_channel_get_input(ch));
+	if (event_frees)
+		evrdma_channel_free(ch);
 }
 
 static void
@@ -226,6 +230,7 @@ setup(void)
 	reads = events = last_what = last_errno = 0;
 	read_len = event_len = 0;
 	read_does = R_NONE;
+	event_frees = 0;
 	memset(pieces, 0, sizeof(pieces));
 	npieces = 0;
 }
@@ -634,6 +639,23 @@ END_TEST
 
 /* ---- the end of the stream ---- */
 
+/* Freed from inside the event callback of its EOF: nothing after touches
+ * freed memory, the bytes left in input go with their cleanup once. */
+START_TEST(free_inside_eof_event)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+	struct piece *pc = arrive(r, "abcd", 4, 1);
+
+	event_frees = 1;
+	evrdma__chan_peer_eof(&r->ch, 0);
+	spin();
+	ck_assert_int_eq(reads, 1);
+	ck_assert_int_eq(events, 1);
+	ck_assert_int_eq(destructed, 1);
+	ck_assert_int_eq(pc->cleaned, 1);
+}
+END_TEST
+
 /* The peer's orderly end: EOF | READING after the data (the read
  * callback saw it all first), once, and EV_READ disabled after. */
 START_TEST(eof_after_data_once)
@@ -826,6 +848,22 @@ START_TEST(read_timeout_suspended_at_high_watermark)
 }
 END_TEST
 
+/* Freed from inside the TIMEOUT's event callback: the read timer is freed
+ * inside its own callback, and nothing after touches it. */
+START_TEST(free_inside_read_timeout)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+	struct timeval tv = { 0, 10000 };
+
+	event_frees = 1;
+	ck_assert_int_eq(evrdma_channel_set_timeouts(&r->ch, &tv, NULL), 0);
+	run_ms(80);
+	ck_assert_int_eq(events, 1);
+	ck_assert_int_eq(last_what, BEV_EVENT_TIMEOUT | BEV_EVENT_READING);
+	ck_assert_int_eq(destructed, 1);
+}
+END_TEST
+
 /* ---- the receive callback ---- */
 
 static int recvs;
@@ -884,6 +922,7 @@ chan_unit_rx_suite(void)
 	tcase_add_test(tc, high_watermark_raised_resumes);
 	tcase_add_test(tc, message_high_watermark_whole_messages);
 	tcase_add_test(tc, free_inside_read_cb);
+	tcase_add_test(tc, free_inside_eof_event);
 	tcase_add_test(tc, eof_after_data_once);
 	tcase_add_test(tc, eof_waits_for_held_bytes);
 	tcase_add_test(tc, eof_waits_while_reading_disabled);
@@ -893,6 +932,7 @@ chan_unit_rx_suite(void)
 	tcase_add_test(tc, eof_then_gone_with_output_is_write_error);
 	tcase_add_test(tc, read_timeout_when_idle);
 	tcase_add_test(tc, read_timeout_suspended_at_high_watermark);
+	tcase_add_test(tc, free_inside_read_timeout);
 	tcase_add_test(tc, recv_cb_takes_arrivals_then_eof);
 	suite_add_tcase(s, tc);
 	return s;
