@@ -848,6 +848,41 @@ START_TEST(read_timeout_suspended_at_high_watermark)
 }
 END_TEST
 
+/*
+ * Message mode, a message held back below the high watermark (it does not
+ * fit the room left, and input is not empty): the transport says it holds
+ * bytes (evrdma__chan_watch_input(held = 1)), as at the mark, and the
+ * peer is not silent, so the read timeout must not fire (channel.h,
+ * set_timeouts: "fires when no data arrived for that long while ...
+ * input is below its high watermark"; chan.c: "reading, and the read
+ * timeout, are suspended" while input cannot take more). A stream in the
+ * same place is cut to fill input to the mark, which suspends the timer
+ * (read_timeout_suspended_at_high_watermark). FAILS: rd_held stays 0
+ * below the mark, the timer runs, TIMEOUT | READING disables EV_READ
+ * with a message waiting.
+ */
+START_TEST(read_timeout_suspended_while_a_message_is_held)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_MESSAGE, 0);
+	struct timeval tv = { 0, 20000 };
+
+	evrdma_channel_setwatermark(&r->ch, EV_READ, 0, 10);
+	ck_assert_int_eq(evrdma_channel_set_timeouts(&r->ch, &tv, NULL), 0);
+	arrive(r, "aaaaaa", 6, 0);
+	arrive(r, "bbbbbb", 6, 0);
+	spin();
+	expect_input(r, "aaaaaa");
+	ck_assert(rx_waiting(r));
+	run_ms(120);
+	ck_assert_msg(events == 0, "%d event(s), the last 0x%x (TIMEOUT | "
+	    "READING is 0x%x) with a message held", events, last_what,
+	    BEV_EVENT_TIMEOUT | BEV_EVENT_READING);
+	ck_assert_int_eq(evrdma_channel_get_enabled(&r->ch) & EV_READ,
+	    EV_READ);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
 /* Freed from inside the TIMEOUT's event callback: the read timer is freed
  * inside its own callback, and nothing after touches it. */
 START_TEST(free_inside_read_timeout)
@@ -933,6 +968,7 @@ chan_unit_rx_suite(void)
 	tcase_add_test(tc, read_timeout_when_idle);
 	tcase_add_test(tc, read_timeout_suspended_at_high_watermark);
 	tcase_add_test(tc, free_inside_read_timeout);
+	tcase_add_test(tc, read_timeout_suspended_while_a_message_is_held);
 	tcase_add_test(tc, recv_cb_takes_arrivals_then_eof);
 	suite_add_tcase(s, tc);
 	return s;
