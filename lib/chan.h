@@ -122,6 +122,9 @@ struct evrdma_channel {
 	uint8_t connected;		/* CONNECTED happened (or accepted) */
 	uint8_t shut_wr;		/* evrdma_channel_shutdown() */
 	uint8_t rd_held;		/* input full: reading suspended */
+	uint8_t rd_wait;		/* the transport holds bytes for
+					 * input's room: the read timeout
+					 * suspended */
 	uint8_t write_kick;		/* EV_WRITE enabled: a write callback */
 	uint8_t in_read_cb;		/* inside the read or receive callback */
 	/* output holds bytes the user was told are written (the bufferevent
