@@ -90,8 +90,9 @@ struct evrdma_srq {
 	void *limit_arg;
 	struct evrdma__work fin;	/* destroys it, from the loop */
 	TAILQ_HEAD(, srq_held) held;	/* oldest first */
-	unsigned nheld;			/* on it: SRQ_HELD_ALL at most */
-	unsigned norphans;		/* of them, with conn NULL */
+	unsigned nheld;			/* on it */
+	unsigned norphans;		/* of them, with conn NULL; the others
+					 * SRQ_HELD_ALL at most */
 	struct evrdma__work orphans;	/* completes the held of gone ones */
 	struct evrdma__chpool *chpool;	/* a queue for channels: their
 					 * receive pool (chan_pool.c) */
@@ -191,8 +192,9 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	struct srq_held *h;
 
 	/* (for no connection: the ones before it wait in the loop's next
-	 * turn, at most, and what is held is bounded by them) */
-	if (!conn && !srq->norphans)
+	 * turn, at most, and what is held is bounded by them; a channel
+	 * queue's receives are its pool's ring, never held: review r43) */
+	if (!conn && (!srq->norphans || srq->chpool))
 		return 2;
 	if (!(h = malloc(sizeof(*h)))) {
 		/* no memory to wait in: now, without its connection, which
@@ -216,12 +218,15 @@ srq_ep_hold(struct evrdma__ep *ep, struct evrdma_conn *conn,
 	}
 	/* (counted before the test: the one over the share is held too, so
 	 * that it completes after the ones before it) */
+	/* (orphans do not count: they complete in the loop's next turn,
+	 * and a connection waiting to be accepted is not to blame for them:
+	 * review r43) */
 	if (++conn->srq_held > SRQ_HELD_CONN(srq) ||
-	    srq->nheld > SRQ_HELD_ALL(srq)) {
+	    srq->nheld - srq->norphans > SRQ_HELD_ALL(srq)) {
 		evrdma__log(EVRDMA_LOG_WARN, "shared receive queue: a "
 		    "connection not yet accepted took %u receives (%u held in "
-		    "all, of %u): dropped", conn->srq_held, srq->nheld,
-		    srq->max_wr);
+		    "all, of %u): dropped", conn->srq_held,
+		    srq->nheld - srq->norphans, srq->max_wr);
 		return 1;
 	}
 	return 0;
