@@ -428,6 +428,133 @@ START_TEST(channel_output_added_inside_removal)
 END_TEST
 
 /*
+ * Review r43 (C1, C5). The application writes the next message from its
+ * own callback on output, inside the addition of the one before: each
+ * arrives whole and in order. The first write goes into an empty output,
+ * so the transport stages it in a send slot; the nested ones are staged
+ * too, inside it. (Before: the staged addition was not the channel's
+ * marked write, and a message channel ended with MISUSE.) Then, in stream
+ * mode, the server's read callback writes more than a send slot holds
+ * and its callback on output writes a trailer inside that addition: the
+ * trailer comes last. (Before: it became the open write, which the pass
+ * posts first, and went out ahead of the large write.)
+ */
+#define WI_MSGS		4
+#define WI_BIG		(256 * 1024)
+
+struct wi {
+	struct evrdma_channel *ch;
+	int next, armed;
+	struct rw got;			/* what the client received */
+};
+
+static void
+wi_output_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct wi *w = arg;
+	char m[16];
+
+	(void)out;
+	if (!info->n_added || w->next >= WI_MSGS)
+		return;
+	snprintf(m, sizeof(m), "m%02d", w->next++);
+	ck_assert_int_eq(evrdma_channel_write(w->ch, m, 3), 0);
+}
+
+static void
+wi_trailer_cb(struct evbuffer *out, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct wi *w = arg;
+
+	(void)out;
+	if (!info->n_added || !w->armed)
+		return;
+	w->armed = 0;
+	ck_assert_int_eq(evrdma_channel_write(w->ch, "TRAILER", 7), 0);
+}
+
+static void
+wi_srv_read(struct evrdma_channel *ch, void *arg)
+{
+	struct wi *w = ((struct ep *)arg)->ctx;
+	uint8_t *big;
+	char c;
+
+	while (evrdma_channel_read(ch, &c, 1) == 1) {
+		if (c != 'g')
+			continue;
+		big = malloc(WI_BIG);
+		ck_assert_ptr_nonnull(big);
+		memset(big, 'b', WI_BIG);
+		w->ch = ch;
+		w->armed = 1;
+		ck_assert_ptr_nonnull(evbuffer_add_cb(
+		    evrdma_channel_get_output(ch), wi_trailer_cb, w));
+		ck_assert_int_eq(evrdma_channel_write(ch, big, WI_BIG), 0);
+		ck_assert_int_eq(w->armed, 0);
+		free(big);
+	}
+}
+
+START_TEST(channel_output_written_inside_an_addition)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw rw;
+	struct wi w;
+	const char *want = _i ? "m00|m01|m02|m03|" : "m00m01m02m03";
+	const uint8_t *g;
+	size_t n;
+
+	memset(&w, 0, sizeof(w));
+	rw_open(&env, &p, &rw, _i);
+	evrdma_channel_setcb(p.srv->ch, rw_cli_read, NULL, ep_eventcb, p.srv);
+	w.ch = p.cli.ch;
+	w.next = 1;
+	ck_assert_ptr_nonnull(evbuffer_add_cb(evrdma_channel_get_output(
+	    p.cli.ch), wi_output_cb, &w));
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "m00", 3), 0);
+	ck_assert_int_eq(w.next, WI_MSGS);
+	CH_WAIT(env.eb, evbuffer_get_length(rw.got) >= strlen(want) ||
+	    p.srv->ends || p.cli.ends, 10000);
+	ck_assert_int_eq(p.cli.ends + p.srv->ends, 0);
+	ck_assert_uint_eq(evbuffer_get_length(rw.got), strlen(want));
+	ck_assert_msg(memcmp(evbuffer_pullup(rw.got, -1), want,
+	    strlen(want)) == 0, "got %.*s, want %s",
+	    (int)evbuffer_get_length(rw.got),
+	    (const char *)evbuffer_pullup(rw.got, -1), want);
+	if (!_i) {
+		/* the server's turn: a large write from its read callback */
+		w.got.got = evbuffer_new();
+		ck_assert_ptr_nonnull(w.got.got);
+		p.cli.ctx = &w.got;
+		p.srv->ctx = &w;
+		evrdma_channel_setcb(p.cli.ch, rw_cli_read, NULL, ep_eventcb,
+		    &p.cli);
+		evrdma_channel_setcb(p.srv->ch, wi_srv_read, NULL,
+		    ep_eventcb, p.srv);
+		ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "g", 1), 0);
+		CH_WAIT(env.eb, evbuffer_get_length(w.got.got) >= WI_BIG + 7 ||
+		    p.srv->ends || p.cli.ends, 10000);
+		n = evbuffer_get_length(w.got.got);
+		ck_assert_uint_eq(n, WI_BIG + 7);
+		g = evbuffer_pullup(w.got.got, -1);
+		ck_assert_msg(memcmp(g + WI_BIG, "TRAILER", 7) == 0,
+		    "the trailer is not last: the stream begins %.8s",
+		    (const char *)g);
+		ck_assert_uint_eq(memchr(g, 'T', WI_BIG) == NULL, 1);
+		evbuffer_free(w.got.got);
+		p.srv->ctx = &rw;
+	}
+	chp_close(&p);
+	evbuffer_free(rw.got);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
  * Review r42, finding 3 (D). The application's callback on output adds a
  * few bytes at every removal, and the channel is freed with output full:
  * the free discards output, the callback adds inside that drain. Those
@@ -1418,6 +1545,8 @@ dt_suite_chan_semantics(void)
 	tcase_add_loop_test(tc, channel_output_free_inside_removal, 0,
 	    (int)(sizeof(rf_free_kinds) / sizeof(rf_free_kinds[0])));
 	tcase_add_test(tc, channel_free_refilled_inside_the_discard);
+	tcase_add_loop_test(tc, channel_output_written_inside_an_addition, 0,
+	    2);
 	suite_add_tcase(s, tc);
 	return s;
 }
