@@ -189,6 +189,18 @@ evrdma__chan_room(const struct evrdma_channel *ch, size_t have)
 		return (size_t)-1;
 	return have >= ch->rd_hi ? 0 : ch->rd_hi - have;
 }
+/* How much of an arrival of @p len bytes input takes now, with @p have in
+ * it and @p room (evrdma__chan_room()) left: in message mode all or
+ * nothing, whole messages, and one even past the mark when input is empty
+ * (it could never enter otherwise); in stream mode up to the room. */
+static inline size_t
+evrdma__chan_admit(const struct evrdma_channel *ch, size_t have,
+    size_t room, size_t len)
+{
+	if (ch->mode == EVRDMA_CHANNEL_MESSAGE)
+		return (len <= room || !have) && room ? len : 0;
+	return len < room ? len : room;
+}
 
 /* The connection is up: CONNECTED (active side). */
 void evrdma__chan_connected(struct evrdma_channel *ch);

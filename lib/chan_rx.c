@@ -222,12 +222,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			continue;
 		}
 		room = evrdma__chan_room(ch, have);
-		if (evrdma__chan_messages(ch))
-			/* whole messages, and one even past the mark when
-			 * input is empty (it could never enter otherwise) */
-			take = (len <= room || !have) && room ? len : 0;
-		else
-			take = len < room ? len : room;
+		take = evrdma__chan_admit(ch, have, room, len);
 		if (!take) {
 			/* (an application's callback on input, run inside
 			 * an add, may have taken bytes: have is then stale,

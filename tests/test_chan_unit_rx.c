@@ -84,10 +84,7 @@ rx_deliver(struct rx *r)
 			continue;
 		}
 		room = evrdma__chan_room(ch, have);
-		if (evrdma__chan_messages(ch))
-			take = (len <= room || !have) && room ? len : 0;
-		else
-			take = len < room ? len : room;
+		take = evrdma__chan_admit(ch, have, room, len);
 		if (!take) {
 			held = 1;
 			break;
@@ -582,9 +579,10 @@ START_TEST(high_watermark_raised_resumes)
 END_TEST
 
 /* Message mode: the high watermark admits whole messages only, and one
- * past it into an empty input (channel.h); the admission rule is
- * chan_rx.c's, mirrored here: what is checked is that the semantics hold
- * the channel then and release it when read_message() drains. */
+ * past it into an empty input (channel.h): the rule is chan.h's
+ * evrdma__chan_admit(), which chan_rx.c calls as the fake transport
+ * here does; checked too, that the semantics hold the channel then and
+ * release it when read_message() drains. */
 START_TEST(message_high_watermark_whole_messages)
 {
 	struct rx *r = mk(EVRDMA_CHANNEL_MESSAGE, 0);
