@@ -232,7 +232,10 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
  * channel's: a message it adds there, inside another addition, comes
  * after that one when that one was made by evrdma_channel_write() or
  * evrdma_channel_write_buffer(); inside an addition made directly its
- * place is unknown, and that ends the channel (EVRDMA_REASON_MISUSE). */
+ * place is unknown, and that ends the channel (EVRDMA_REASON_MISUSE).
+ * evbuffer_add_buffer() onto output from a buffer whose own callbacks
+ * add to output makes one message of both (libevent reports them as one
+ * addition): evrdma_channel_write_buffer() keeps them apart. */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
     struct evrdma_channel *ch);
 
