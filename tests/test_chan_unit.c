@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include <check.h>
+#include <event2/buffer.h>
+#include <event2/buffer_compat.h>
 #include <event2/event.h>
 
 #include "chan.h"
@@ -529,6 +531,65 @@ START_TEST(write_buffer_of_its_own_output)
 }
 END_TEST
 
+/* ---- an addition output's callback did not see ---- */
+
+static int unseen_done, unseen_write, unseen_logged;
+static struct evrdma_channel *unseen_ch;
+
+/* Set with libevent's evbuffer_setcb(), which replaces every callback on
+ * output, the channel's with them: inside the first addition, it adds a
+ * message of its own, directly or by a write. */
+static void
+unseen_cb(struct evbuffer *b, size_t old_len, size_t new_len, void *arg)
+{
+	(void)arg;
+	if (new_len <= old_len || unseen_done++)
+		return;
+	if (unseen_write)
+		ck_assert_int_eq(evrdma_channel_write(unseen_ch, "ccc", 3), 0);
+	else
+		evbuffer_add(b, "ccc", 3);
+}
+
+static void
+unseen_log(int level, const char *m, void *arg)
+{
+	(void)arg;
+	if (level == EVRDMA_LOG_WARN && strstr(m, "was not seen whole"))
+		unseen_logged++;
+}
+
+/* The write's addition never reached output's callback, and output grew
+ * by more than the message inside it: ch_put_message()'s guard ends the
+ * channel (MISUSE) from inside the write, and the 5 bytes stay one
+ * message, not merged with the 3 (with the guard's condition made false:
+ * no end at all, and with the channel's callback gone nothing is ever
+ * kicked to send). The written bytes' queue is right with _i 1; the end
+ * comes all the same, as output's own callback is gone. _i: the callback
+ * adds directly (0) or writes (1). (evbuffer_defer_callbacks() does not
+ * reach the guard: no callback of the application's runs inside the
+ * addition then.) */
+START_TEST(addition_not_seen_whole_is_misuse)
+{
+	struct evrdma_channel *ch = mk(EVRDMA_CHANNEL_MESSAGE);
+
+	unseen_done = unseen_logged = 0;
+	unseen_write = _i;
+	unseen_ch = ch;
+	ck_assert_int_eq(evbuffer_setcb(ch->output, unseen_cb, NULL), 0);
+	evrdma_set_log_callback(unseen_log, EVRDMA_LOG_WARN, NULL);
+	ck_assert_int_eq(evrdma_channel_write(ch, "aaaaa", 5), 0);
+	evrdma_set_log_callback(NULL, EVRDMA_LOG_DEBUG, NULL);
+	ck_assert_int_ge(aborts, 1);
+	ck_assert_int_eq(abort_reason, EVRDMA_REASON_MISUSE);
+	ck_assert_int_eq(unseen_logged, 1);
+	ck_assert_uint_eq(evbuffer_get_length(ch->output), 8);
+	ck_assert_str_eq(lengths(ch), _i ? "5 3" : "5");
+	check_bytes(ch);
+	evrdma_channel_free(ch);
+}
+END_TEST
+
 /* ---- the discard ---- */
 
 static void
@@ -601,6 +662,7 @@ chan_unit_suite(void)
 	tcase_add_loop_test(tc, write_buffer_whose_source_writes, 0, 2);
 	tcase_add_test(tc, write_buffer_of_its_own_output);
 	tcase_add_loop_test(tc, discard_with_a_prepend_inside, 0, 2);
+	tcase_add_loop_test(tc, addition_not_seen_whole_is_misuse, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
