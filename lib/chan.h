@@ -278,15 +278,22 @@ evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
 		return evrdma__lenq_front(&ch->out_msgs);
 	return ch->out_len < chunk ? ch->out_len : chunk;
 }
+/* Output's callback did not see a change the channel made (chan_output.c):
+ * the channel ends (EVRDMA_REASON_MISUSE). -1. */
+int evrdma__chan_output_unseen(struct evrdma_channel *ch, const char *what);
 /* @p n bytes from output's front leave for the wire (one message in
  * message mode): copied to @p dst, or with @p dst NULL dropped, as they
  * already lie in a send slot. Output's callback does not count them as
- * the user's change. */
+ * the user's change. 0; or -1 when output's callback did not see them go
+ * (the application froze output's front, deferred or replaced its
+ * callbacks): output still holds them, or its length is unknown, so the
+ * channel ends (MISUSE) and the caller must not send them. */
 /* (inline: once per message sent) */
-static inline void
+static inline int
 evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 {
 	struct evrdma__chan_own was = ch->out_own;
+	int unseen;
 
 	/* (in message mode every byte of output is in a queued length:
 	 * their sum is output's length, without a call into libevent) */
@@ -300,9 +307,16 @@ evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 		evbuffer_remove(ch->output, dst, n);
 	else
 		evbuffer_drain(ch->output, n);
+	/* (libevent runs output's callbacks inside the drain, ours last:
+	 * it has cleared the mark, whatever an application's callback did
+	 * there) */
+	unseen = ch->out_own.set;
 	ch->out_own = was;
+	if (unseen)
+		return evrdma__chan_output_unseen(ch, "the bytes sent");
 	if (evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
+	return 0;
 }
 
 /* 0, or -1 with an error: the user's handle is gone, or this is a

@@ -50,12 +50,14 @@ evrdma__chan_output_cb(struct evbuffer *buf,
 	 * change, the channel's or the application's, and the info of the
 	 * change around them, passed after, is stale: found by review) */
 	ch->out_len = evbuffer_get_length(buf);
-	if (ch->end & CHE_FREED)
-		return;
+	/* (matched also once freed: the transport still sends what output
+	 * holds, and asks whether each of its drains was seen) */
 	if (own->set && info->orig_size == own->orig &&
 	    info->n_added == own->added && info->n_deleted == own->deleted) {
 		own->set = 0;	/* the change marked; nested ones are not */
 		kick = own->kick;
+	} else if (ch->end & CHE_FREED) {
+		return;
 	} else if (ch->mode == EVRDMA_CHANNEL_MESSAGE) {
 		if (info->n_deleted)
 			misuse = "drained directly";
@@ -67,6 +69,8 @@ evrdma__chan_output_cb(struct evbuffer *buf,
 			return;
 		}
 	}
+	if (ch->end & CHE_FREED)
+		return;
 	if (misuse) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: output of a message "
 		    "channel %s", (void *)ch, misuse);
@@ -82,6 +86,25 @@ void
 evrdma__chan_output_taken(struct evrdma_channel *ch)
 {
 	ch->out_taken = 1;
+}
+
+/*
+ * Output's callback never saw a change the channel made: the application
+ * froze output's front, or deferred or replaced output's callbacks
+ * (evbuffer_defer_callbacks(), evbuffer_setcb()). Output's length and
+ * its messages are then unknown, and bytes the transport took may still
+ * be there to go again: the channel ends rather than send them twice or
+ * cut apart (found by review r44).
+ */
+int
+evrdma__chan_output_unseen(struct evrdma_channel *ch, const char *what)
+{
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: output's callback did not "
+	    "see %s (output frozen, or its callbacks deferred or replaced)",
+	    (void *)ch, what);
+	if (ch->base)
+		ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
+	return -1;
 }
 
 static void

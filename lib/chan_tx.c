@@ -343,7 +343,8 @@ rc_post_spill(struct ch_rdma *rc, unsigned k, size_t n)
 
 	s->state = SPILL_POSTED;
 	s->flags = pull ? SF_PULL : 0;
-	evrdma__chan_output_took(&rc->ch, NULL, n);
+	if (evrdma__chan_output_took(&rc->ch, NULL, n) < 0)
+		return -1;
 	if (pull) {
 		struct evrdma__ch_pull d;
 
@@ -478,17 +479,22 @@ rc_send_data(struct ch_rdma *rc)
 				}
 			}
 		}
+		/* (output's callback unaware of the take: the channel
+		 * ended, and nothing is sent of bytes output may still
+		 * hold) */
 		if (idx >= 0) {
 			n = v.iov_len;
 			rc->sstate[idx] = SLOT_POSTED;
-			evrdma__chan_output_took(ch, NULL, n);
+			if (evrdma__chan_output_took(ch, NULL, n) < 0)
+				return -1;
 		} else {
 			idx = evrdma__slot_alloc(rc, 0);
 			if (idx < 0)
 				break;	/* all in flight: a completion resumes */
 			rc->sstate[idx] = SLOT_POSTED;
-			evrdma__chan_output_took(ch,
-			    slot_mem(rc, (unsigned)idx), n);
+			if (evrdma__chan_output_took(ch,
+			    slot_mem(rc, (unsigned)idx), n) < 0)
+				return -1;
 		}
 		if (rc_post_slot(rc, (unsigned)idx, n) < 0)
 			return -1;

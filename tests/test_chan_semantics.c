@@ -555,6 +555,54 @@ START_TEST(channel_output_written_inside_an_addition)
 END_TEST
 
 /*
+ * Review r44: output's callbacks must run as output changes, for the
+ * channel to know what it took. An application that froze output's front
+ * (evbuffer_freeze(out, 1)) or deferred its callbacks
+ * (evbuffer_defer_callbacks()) had the channel send a message and find it
+ * still there, or output's length stale. Before: a stream's frozen front
+ * sent the same 3 bytes again and again, with no end (185,808 bytes in
+ * 2 s); a message channel's sent its message once and ended with
+ * RESOURCE; deferral sent the bytes, then ended with INTERNAL. Now the
+ * channel ends at its first take with BEV_EVENT_ERROR and
+ * EVRDMA_REASON_MISUSE, and nothing of the write is sent. _i: bit 0
+ * message mode, bit 1 deferral (else the freeze).
+ */
+START_TEST(channel_output_callbacks_unseen)
+{
+	struct dt_env env;
+	struct chp p;
+	struct rw rw;
+	struct evbuffer *out;
+
+	rw_open(&env, &p, &rw, _i & 1);
+	evrdma_channel_setcb(p.srv->ch, rw_cli_read, NULL, ep_eventcb, p.srv);
+	out = evrdma_channel_get_output(p.cli.ch);
+	if (_i & 2)
+		ck_assert_int_eq(evbuffer_defer_callbacks(out, env.eb), 0);
+	else
+		ck_assert_int_eq(evbuffer_freeze(out, 1), 0);
+	ck_assert_int_eq(evrdma_channel_write(p.cli.ch, "m00", 3), 0);
+	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 10000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "channel output callbacks unseen (%d): client 0x%x "
+	    "(%s), server 0x%x, %zu bytes received\n", _i, p.cli.what,
+	    evrdma_reason_str(p.cli.reason), p.srv->what,
+	    evbuffer_get_length(rw.got));
+	ck_assert_int_eq(p.cli.ends, 1);
+	ck_assert(p.cli.what & BEV_EVENT_ERROR);
+	ck_assert_int_eq(p.cli.reason, EVRDMA_REASON_MISUSE);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert(p.srv->what & BEV_EVENT_ERROR);
+	ck_assert_uint_eq(evbuffer_get_length(rw.got), 0);
+	if (!(_i & 2))
+		ck_assert_int_eq(evbuffer_unfreeze(out, 1), 0);
+	chp_close(&p);
+	evbuffer_free(rw.got);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
  * Review r42, finding 3 (D). The application's callback on output adds a
  * few bytes at every removal, and the channel is freed with output full:
  * the free discards output, the callback adds inside that drain. Those
@@ -1547,6 +1595,7 @@ dt_suite_chan_semantics(void)
 	tcase_add_test(tc, channel_free_refilled_inside_the_discard);
 	tcase_add_loop_test(tc, channel_output_written_inside_an_addition, 0,
 	    2);
+	tcase_add_loop_test(tc, channel_output_callbacks_unseen, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }
