@@ -235,7 +235,13 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
  * place is unknown, and that ends the channel (EVRDMA_REASON_MISUSE).
  * evbuffer_add_buffer() onto output from a buffer whose own callbacks
  * add to output makes one message of both (libevent reports them as one
- * addition): evrdma_channel_write_buffer() keeps them apart. */
+ * addition): evrdma_channel_write_buffer() keeps them apart. In both
+ * modes output's callbacks must run as it changes, for the channel to
+ * know what it sent: freezing output's front (evbuffer_freeze(out, 1))
+ * or evbuffer_defer_callbacks() on it ends the channel
+ * (EVRDMA_REASON_MISUSE) when it next sends, and none of what output
+ * holds is sent; the deprecated evbuffer_setcb() removes the channel's
+ * own callback, and output's bytes then wait unsent. */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
     struct evrdma_channel *ch);
 
