@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include <check.h>
+#include <event2/buffer.h>
+#include <event2/buffer_compat.h>
 #include <event2/event.h>
 
 #include "chan.h"
@@ -89,8 +91,13 @@ rx_deliver(struct rx *r)
 			held = 1;
 			break;
 		}
-		ck_assert_int_eq(evrdma__chan_input_add(ch, pc->p + pc->off,
-		    take, pc->by_ref ? rx_cleanup : NULL, pc), 0);
+		/* (input refused them: chan_rx.c holds them in their slot,
+		 * as for memory running out) */
+		if (evrdma__chan_input_add(ch, pc->p + pc->off, take,
+		    pc->by_ref ? rx_cleanup : NULL, pc) < 0) {
+			held = 1;
+			break;
+		}
 		have += take;
 		pc->off += take;
 		moved = 1;
@@ -126,11 +133,17 @@ rx_kick(struct evrdma_channel *ch)
 	event_active(((struct rx *)ch)->pass_ev, EV_TIMEOUT, 0);
 }
 
+/* (set by a test that lets the channel end: the reason is recorded) */
+static int abort_ok, aborts, abort_reason;
+
 static void
 rx_abort(struct evrdma_channel *ch, int reason)
 {
-	(void)ch, (void)reason;
-	ck_abort_msg("the receive path aborted the channel");
+	(void)ch;
+	if (!abort_ok)
+		ck_abort_msg("the receive path aborted the channel");
+	if (!aborts++)
+		abort_reason = reason;
 }
 
 static int
@@ -161,6 +174,11 @@ rx_none(struct evrdma_channel *ch)
 	(void)ch;
 }
 
+/* (set by a test: the freed channel's memory is filled with a pattern
+ * and kept, so that anything that still reaches it afterwards reads
+ * garbage pointers and faults at once, as it may by chance otherwise) */
+static int poison_on_destruct;
+
 static void
 rx_destruct(struct evrdma_channel *ch)
 {
@@ -169,6 +187,10 @@ rx_destruct(struct evrdma_channel *ch)
 	destructed++;
 	event_free(r->pass_ev);
 	evrdma__chan_fini(ch);
+	if (poison_on_destruct) {
+		memset(r, 0x5a, sizeof(*r));
+		return;
+	}
 	free(r);
 }
 
@@ -228,6 +250,8 @@ setup(void)
 	read_len = event_len = 0;
 	read_does = R_NONE;
 	event_frees = 0;
+	abort_ok = aborts = abort_reason = 0;
+	poison_on_destruct = 0;
 	memset(pieces, 0, sizeof(pieces));
 	npieces = 0;
 }
@@ -934,6 +958,300 @@ START_TEST(recv_cb_takes_arrivals_then_eof)
 }
 END_TEST
 
+/*
+ * ---- review r44: the application's own use of input through libevent's
+ * public API. Each test below FAILED when written (the defect it shows is
+ * in its comment); they are a case of their own, "r44-misuse", so that
+ * CK_RUN_CASE=input runs the rest alone. ----
+ */
+
+/* evbuffer_setcb() on input (libevent 2.1: it frees every callback entry
+ * of the buffer, the channel's with them) while the transport holds bytes
+ * back for input's room: the channel's drain watch (ch->in_cbent, chan.c
+ * evrdma__chan_watch_input_any()) is gone but still pointed at, so a
+ * drain below the mark kicks nothing and the held bytes never come
+ * (_i 0: a stall, no error); the next pass that finds input below the
+ * mark (here the kick an arrival or an enable makes, _i 1) hands the
+ * freed entry to evbuffer_remove_cb_entry(): a double free (glibc aborts,
+ * or ASan reports it). Either the bytes come or the channel ends with
+ * MISUSE. */
+START_TEST(r44_setcb_on_input_while_held)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+	int k;
+
+	abort_ok = 1;
+	evrdma_channel_setwatermark(&r->ch, EV_READ, 0, 4);
+	arrive(r, "abcdef", 6, 0);
+	spin();
+	expect_input(r, "abcd");
+	ck_assert_ptr_nonnull(r->ch.in_cbent);
+	ck_assert_int_eq(evbuffer_setcb(r->ch.input, NULL, NULL), 0);
+	k = kicks;
+	evbuffer_drain(r->ch.input, 4);
+	if (_i)
+		rx_kick(&r->ch);	/* (an arrival, an enable...) */
+	spin();
+	if (!aborts) {
+		ck_assert_msg(kicks > k, "input drained below its high "
+		    "watermark, no kick: 2 bytes held for ever");
+		expect_input(r, "ef");
+	} else {
+		ck_assert_int_eq(abort_reason, EVRDMA_REASON_MISUSE);
+	}
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
+/* evbuffer_freeze(input, 0): the transport's evbuffer_add() fails, and
+ * chan_rx.c (lines 252-256, 265-272) takes that as memory running short:
+ * it holds the bytes in their slot, says so (watch_input(held)), which
+ * suspends the read timeout (rd_wait), and waits for a drain of input.
+ * Nothing fails: no event, no timeout, the peer held back, the EOF never
+ * reported; unfreezing kicks nothing either. A socket bufferevent's
+ * evbuffer_read() into a frozen input fails the read: BEV_EVENT_ERROR |
+ * READING. Wanted: an error (MISUSE) or the bytes once unfrozen. */
+START_TEST(r44_freeze_input_end_hangs)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+	struct timeval tv = { 0, 20000 };
+
+	abort_ok = 1;
+	ck_assert_int_eq(evrdma_channel_set_timeouts(&r->ch, &tv, NULL), 0);
+	ck_assert_int_eq(evbuffer_freeze(r->ch.input, 0), 0);
+	arrive(r, "abc", 3, _i);
+	evrdma__chan_peer_eof(&r->ch, 0);
+	run_ms(120);
+	ck_assert_int_eq(evbuffer_unfreeze(r->ch.input, 0), 0);
+	run_ms(60);
+	ck_assert_msg(aborts || events || evbuffer_get_length(r->ch.input),
+	    "input frozen, then thawed: %d event(s), no abort, input empty, "
+	    "3 bytes and the EOF held for ever (read timeout suspended: "
+	    "rd_wait %d)", events, r->ch.rd_wait);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
+/* evbuffer_freeze(input, 1), then read_message(): chan.c:565-567 pops the
+ * message's length, then ignores evbuffer_remove()'s -1 (libevent copies
+ * the bytes out, then its drain fails): the message is returned as read
+ * and stays in input, and the queue is one message short of input, so the
+ * next message is lost behind EBADMSG (or, with none queued, EAGAIN while
+ * input holds bytes). Wanted: -1 with the message kept, or the message
+ * really taken. */
+START_TEST(r44_read_message_on_frozen_input)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_MESSAGE, 0);
+	char buf[16];
+	ssize_t n;
+
+	arrive(r, "aaa", 3, 0);
+	arrive(r, "bbbbb", 5, 0);
+	spin();
+	ck_assert_int_eq(evbuffer_freeze(r->ch.input, 1), 0);
+	n = evrdma_channel_read_message(&r->ch, buf, sizeof(buf));
+	ck_assert_msg(n == -1 || evbuffer_get_length(r->ch.input) == 5,
+	    "read_message() returned %zd, input still holds %zu bytes", n,
+	    evbuffer_get_length(r->ch.input));
+	ck_assert_int_eq(evbuffer_unfreeze(r->ch.input, 1), 0);
+	if (n == -1) {
+		ck_assert_int_eq(evrdma_channel_read_message(&r->ch, buf,
+		    sizeof(buf)), 3);
+		ck_assert_mem_eq(buf, "aaa", 3);
+	}
+	ck_assert_int_eq(evrdma_channel_read_message(&r->ch, buf,
+	    sizeof(buf)), 5);
+	ck_assert_mem_eq(buf, "bbbbb", 5);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
+/* The channel freed from an evbuffer callback of the application's on its
+ * own input (_i 0, inside evrdma_channel_read()'s removal) or output
+ * (_i 1, message mode, inside evrdma_channel_write()'s addition), once its
+ * transport has let go (after the connection closed: chan_rdma.c's
+ * own_closed() dropped the connection's reference; the fake's close lets
+ * go at once): evrdma_channel_free() drops the last reference, and
+ * chan.c:331-333 evbuffer_free()s the buffer whose callbacks libevent is
+ * running. libevent then reads the freed buffer (the next callback entry,
+ * its lock), and for output chan_output.c:217-225 (ch_put_message())
+ * reads and writes the freed channel. A socket bufferevent freed there
+ * is safe: libevent 2.1 finalizes it, its buffers included, from the
+ * loop. */
+static struct evrdma_channel *cb_free_ch;
+static int cb_free_done;
+
+static void
+cb_free(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+	(void)b, (void)arg;
+	if (cb_free_done || !(info->n_deleted || info->n_added))
+		return;
+	cb_free_done = 1;
+	evrdma_channel_free(cb_free_ch);
+	ck_assert_msg(destructed == 0, "the channel was destroyed, its "
+	    "evbuffer freed, inside that evbuffer's own callback: libevent "
+	    "goes on using it when this returns");
+}
+
+START_TEST(r44_free_inside_an_evbuffer_callback)
+{
+	struct rx *r = mk(_i ? EVRDMA_CHANNEL_MESSAGE : EVRDMA_CHANNEL_STREAM,
+	    0);
+	char buf[4];
+
+	cb_free_ch = &r->ch;
+	cb_free_done = 0;
+	if (!_i) {
+		arrive(r, "abcd", 4, 1);
+		spin();
+		ck_assert_ptr_nonnull(evbuffer_add_cb(r->ch.input, cb_free,
+		    NULL));
+		(void)evrdma_channel_read(&r->ch, buf, 2);
+	} else {
+		ck_assert_ptr_nonnull(evbuffer_add_cb(r->ch.output, cb_free,
+		    NULL));
+		(void)evrdma_channel_write(&r->ch, "hello", 5);
+	}
+	ck_assert_int_eq(cb_free_done, 1);
+	ck_assert_int_eq(destructed, 1);
+}
+END_TEST
+
+/* evbuffer_defer_callbacks() on input (_i 0) or output (_i 1), a change,
+ * then the free, in the same loop iteration, once the transport has let
+ * go: libevent's deferred callback holds a reference to the buffer, so
+ * chan_fini()'s evbuffer_free() (chan.c:331-333) leaves it alive with
+ * the channel's callbacks still on it (ch_input_cb while input is held,
+ * chan.c:127; evrdma__chan_output_cb always, chan.c:315), and the loop
+ * then runs them on the freed channel (here its memory is poisoned and
+ * kept, so that shows as a fault; otherwise a read and, for output, a
+ * write, chan_output.c:52, of freed memory). */
+START_TEST(r44_deferred_callbacks_after_the_free)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+
+	poison_on_destruct = 1;
+	if (!_i) {
+		evrdma_channel_setwatermark(&r->ch, EV_READ, 0, 4);
+		arrive(r, "abcdef", 6, 0);
+		spin();
+		ck_assert_ptr_nonnull(r->ch.in_cbent);
+		ck_assert_int_eq(evbuffer_defer_callbacks(r->ch.input,
+		    rb->eb), 0);
+		evbuffer_drain(r->ch.input, 1);
+	} else {
+		ck_assert_int_eq(evbuffer_defer_callbacks(r->ch.output,
+		    rb->eb), 0);
+		ck_assert_int_eq(evrdma_channel_write(&r->ch, "hello", 5), 0);
+	}
+	evrdma_channel_free(&r->ch);
+	ck_assert_int_eq(destructed, 1);
+	spin();		/* (faults here) */
+}
+END_TEST
+
+/* A message channel whose input is drained other than by read_message()
+ * (evbuffer_drain(), evbuffer_remove(), evrdma_channel_read(): what a
+ * bufferevent program being ported does): read_message() fails with
+ * EBADMSG as documented, but the lengths of every message that arrives
+ * after are still queued (chan.h:369, evrdma__chan_input_add()) and
+ * never popped: 8 bytes per message for ever, with nothing to free them
+ * but the channel's end. Here 12 messages, each drained whole by the
+ * read callback, leave input empty and 12 lengths queued. */
+START_TEST(r44_direct_drains_grow_the_length_queue)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_MESSAGE, 0);
+	int i;
+
+	read_does = R_DRAIN;
+	for (i = 0; i < 12; i++) {
+		arrive(r, "mmmm", 4, 0);
+		spin();
+	}
+	ck_assert_int_eq(reads, 12);
+	expect_input(r, "");
+	ck_assert_msg(r->ch.in_msgs.count <= 1, "input empty, %u message "
+	    "lengths (%zu bytes) still queued", r->ch.in_msgs.count,
+	    r->ch.in_msgs.bytes);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
+/* An evbuffer callback of the application's on input that takes what
+ * arrives (a tee, a parser fed as bytes come) leaves input below the
+ * read low watermark, even empty; chan_rx.c passes the length it counted
+ * (have += take, lines 277 and 288-294: refreshed only with a high
+ * watermark) to evrdma__chan_input_added(), which runs the read callback
+ * on it. A socket bufferevent tests input's real length against the low
+ * watermark after the read (bufferevent_trigger_nolock_()). */
+static void
+cb_take_all(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)arg;
+	if (info->n_added)
+		evbuffer_drain(b, evbuffer_get_length(b));
+}
+
+START_TEST(r44_read_cb_below_low_watermark)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_STREAM, 0);
+
+	evrdma_channel_setwatermark(&r->ch, EV_READ, 4, 0);
+	ck_assert_ptr_nonnull(evbuffer_add_cb(r->ch.input, cb_take_all,
+	    NULL));
+	arrive(r, "abcdef", 6, 0);
+	spin();
+	expect_input(r, "");
+	ck_assert_msg(reads == 0, "read callback with input at %zu bytes, "
+	    "its low watermark 4", read_len);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
+/* read_message() from an evbuffer callback of the application's on input,
+ * run inside the transport's addition of a message: chan.h:365-369
+ * evrdma__chan_input_add() queues the new length only after
+ * evbuffer_add() returned (its callbacks ran), so input is one message
+ * ahead of the queue there and read_message() (chan.c:550) reports
+ * EBADMSG, "message boundaries lost", for the message already waiting,
+ * whose boundaries are intact (they are right again once the addition
+ * returns). */
+static ssize_t cb_rm_got = -2;
+static int cb_rm_errno;
+
+static void
+cb_read_message(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	(void)b;
+	if (!info->n_added || cb_rm_got != -2)
+		return;
+	errno = 0;
+	cb_rm_got = evrdma_channel_read_message(arg, NULL, 0);
+	cb_rm_errno = errno;
+}
+
+START_TEST(r44_read_message_inside_the_addition)
+{
+	struct rx *r = mk(EVRDMA_CHANNEL_MESSAGE, 0);
+
+	arrive(r, "aaa", 3, 0);
+	spin();
+	cb_rm_got = -2;
+	ck_assert_ptr_nonnull(evbuffer_add_cb(r->ch.input, cb_read_message,
+	    &r->ch));
+	arrive(r, "bbbbb", 5, 0);
+	spin();
+	ck_assert_msg(cb_rm_got == 3, "read_message(NULL) inside the "
+	    "addition: %zd, errno %d (EBADMSG %d), with \"aaa\" waiting whole",
+	    cb_rm_got, cb_rm_errno, EBADMSG);
+	ck_assert_int_eq(evrdma_channel_read_message(&r->ch, NULL, 0), 3);
+	evrdma_channel_free(&r->ch);
+}
+END_TEST
+
 Suite *
 chan_unit_rx_suite(void)
 {
@@ -968,6 +1286,19 @@ chan_unit_rx_suite(void)
 	tcase_add_test(tc, free_inside_read_timeout);
 	tcase_add_test(tc, read_timeout_suspended_while_a_message_is_held);
 	tcase_add_test(tc, recv_cb_takes_arrivals_then_eof);
+	suite_add_tcase(s, tc);
+
+	/* review r44: these fail on the code they were written against */
+	tc = tcase_create("r44-misuse");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_loop_test(tc, r44_setcb_on_input_while_held, 0, 2);
+	tcase_add_loop_test(tc, r44_freeze_input_end_hangs, 0, 2);
+	tcase_add_test(tc, r44_read_message_on_frozen_input);
+	tcase_add_loop_test(tc, r44_free_inside_an_evbuffer_callback, 0, 2);
+	tcase_add_loop_test(tc, r44_deferred_callbacks_after_the_free, 0, 2);
+	tcase_add_test(tc, r44_direct_drains_grow_the_length_queue);
+	tcase_add_test(tc, r44_read_cb_below_low_watermark);
+	tcase_add_test(tc, r44_read_message_inside_the_addition);
 	suite_add_tcase(s, tc);
 	return s;
 }
