@@ -123,15 +123,41 @@ evrdma__chan_watch_input_any(struct evrdma_channel *ch, int held, size_t have)
 		rd_timer_update(ch);
 	}
 	held = held || wm;
-	if (held && !ch->in_cbent) {
-		ch->in_cbent = evbuffer_add_cb(ch->input, ch_input_cb, ch);
-		if (!ch->in_cbent)
+	if (held && !ch->in_watch) {
+		if (!evbuffer_add_cb(ch->input, ch_input_cb, ch))
 			return -1;
-	} else if (!held && ch->in_cbent) {
-		evbuffer_remove_cb_entry(ch->input, ch->in_cbent);
-		ch->in_cbent = NULL;
+		ch->in_watch = 1;
+	} else if (!held && ch->in_watch) {
+		/* (by function and argument: an application's
+		 * evbuffer_setcb() on input may have freed the entry, and
+		 * its drains then kick nothing: channel.h) */
+		(void)evbuffer_remove_cb(ch->input, ch_input_cb, ch);
+		ch->in_watch = 0;
 	}
 	return 0;
+}
+
+int
+evrdma__chan_input_refused(struct evrdma_channel *ch)
+{
+	/* (libevent 2.1's evbuffer_add() refuses any addition, even of no
+	 * bytes, to a buffer whose end is frozen, before it allocates) */
+	int frozen = evbuffer_add(ch->input, "", 0) < 0;
+
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: input refused arrived "
+	    "bytes (%s)", (void *)ch, frozen ? "its end frozen" :
+	    "out of memory");
+	return frozen ? EVRDMA_REASON_MISUSE : EVRDMA_REASON_RESOURCE;
+}
+
+void
+evrdma__chan_input_lost(struct evrdma_channel *ch)
+{
+	/* every length goes: read_message() says EBADMSG while input
+	 * holds bytes of the messages they counted, and input's boundaries
+	 * are known again once it was empty */
+	while (ch->in_msgs.count)
+		evrdma__lenq_pop(&ch->in_msgs);
 }
 
 void
@@ -140,6 +166,11 @@ evrdma__chan_input_added(struct evrdma_channel *ch, size_t have)
 	if (ch->rd_hi && have >= ch->rd_hi)
 		ch->rd_held = 1;
 	rd_timer_update(ch);
+	/* (input's real length against a low watermark: an application's
+	 * callback on input may have taken bytes inside the addition, and
+	 * a socket's read callback waits for the mark: review r44) */
+	if (ch->rd_lo && have >= ch->rd_lo)
+		have = evbuffer_get_length(ch->input);
 	if (have >= ch->rd_lo && ch->readcb && !(ch->end & CHE_FREED) &&
 	    evrdma__base_user_ok(ch->base)) {
 		ch->in_read_cb = 1;
@@ -327,20 +358,22 @@ evrdma__chan_fini(struct evrdma_channel *ch)
 	evrdma__ev_free(ch->rd_timer);
 	evrdma__ev_free(ch->wr_timer);
 	ch->rd_timer = ch->wr_timer = NULL;
-	if (ch->input)
+	/* The channel's callbacks leave its buffers first: a deferred
+	 * callback (evbuffer_defer_callbacks()) holds a buffer past its
+	 * free, and would run them on the freed channel (review r44). */
+	if (ch->input) {
+		if (ch->in_watch)
+			(void)evbuffer_remove_cb(ch->input, ch_input_cb, ch);
 		evbuffer_free(ch->input);
-	if (ch->output)
+	}
+	if (ch->output) {
+		(void)evbuffer_remove_cb(ch->output, evrdma__chan_output_cb,
+		    ch);
 		evbuffer_free(ch->output);
+	}
 	ch->input = ch->output = NULL;
 	free(ch->in_msgs.v);
 	free(ch->out_msgs.v);
-}
-
-void
-evrdma__chan_release(struct evrdma_channel *ch)
-{
-	/* the transport frees its part around ours (evrdma__chan_fini) */
-	ch->ops->destruct(ch);
 }
 
 void
@@ -528,7 +561,11 @@ evrdma_channel_read(struct evrdma_channel *ch, void *data, size_t len)
 
 	if (!data || evrdma__chan_live(ch) < 0)
 		return 0;
+	/* (a reference: an evbuffer callback of the application's on
+	 * input, run inside the removal, may free the channel: review r44) */
+	evrdma__chan_ref(ch);
 	n = evbuffer_remove(ch->input, data, len);
+	evrdma__chan_unref(ch);
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -536,6 +573,7 @@ ssize_t
 evrdma_channel_read_message(struct evrdma_channel *ch, void *data, size_t len)
 {
 	size_t n;
+	int r;
 
 	if (evrdma__chan_live(ch) < 0)
 		return -1;
@@ -562,8 +600,20 @@ evrdma_channel_read_message(struct evrdma_channel *ch, void *data, size_t len)
 		    len);
 		return -1;
 	}
+	/* (popped first: an application's callback on input, run inside
+	 * the removal, sees the rest of the messages as they lie) */
 	evrdma__lenq_pop(&ch->in_msgs);
-	evbuffer_remove(ch->input, data, n);
+	evrdma__chan_ref(ch);
+	r = evbuffer_remove(ch->input, data, n);
+	if (r != (int)n && !(ch->end & CHE_FREED) &&
+	    ch->in_msgs.bytes + n == evbuffer_get_length(ch->input)) {
+		/* input's front frozen: the message stays (review r44) */
+		(void)evrdma__lenq_push_front(&ch->in_msgs, n);
+		evrdma__chan_unref(ch);
+		evrdma__fail(EBUSY, "input's front is frozen");
+		return -1;
+	}
+	evrdma__chan_unref(ch);
 	return (ssize_t)n;
 }
 
@@ -577,7 +627,7 @@ evrdma_channel_setwatermark(struct evrdma_channel *ch, short events,
 		ch->rd_lo = lowmark;
 		ch->rd_hi = highmark;
 		/* a lower mark holds what comes next back at once */
-		evrdma__chan_watch_input(ch, ch->in_cbent != NULL,
+		evrdma__chan_watch_input(ch, ch->in_watch,
 		    evbuffer_get_length(ch->input));
 		if (ch->base)
 			ch->ops->kick(ch);
@@ -614,11 +664,16 @@ evrdma_channel_set_timeouts(struct evrdma_channel *ch,
 int
 evrdma_channel_flush(struct evrdma_channel *ch)
 {
+	int r;
+
 	if (evrdma__chan_live(ch) < 0)
 		return -1;
 	if (!ch->base || (ch->end & (CHE_GONE | CHE_WR_ENDED)))
 		return evrdma__fail(EPIPE, "channel is closed or failed");
-	return ch->ops->flush(ch);
+	evrdma__chan_ref(ch);	/* (as evrdma_channel_write()) */
+	r = ch->ops->flush(ch);
+	evrdma__chan_unref(ch);
+	return r;
 }
 
 int

@@ -104,7 +104,10 @@ struct evrdma_channel {
 	/* input's callback, registered only while input's room holds the
 	 * transport back (evrdma__chan_watch_input): a registered one costs
 	 * each evbuffer operation on input some 80 instructions */
-	struct evbuffer_cb_entry *in_cbent;
+	/* input's drains watched (ch_input_cb): found by its function and
+	 * argument, not kept as an entry, which evbuffer_setcb() would free
+	 * under us (review r44) */
+	uint8_t in_watch;
 	evrdma_channel_data_cb readcb, writecb;
 	evrdma_channel_event_cb eventcb;
 	evrdma_channel_recv_cb recvcb;
@@ -152,10 +155,16 @@ evrdma__chan_ref(struct evrdma_channel *ch)
 	ch->refcnt++;
 }
 
-/* The last reference went: ops->destruct(), which calls chan_fini()
- * once the evbuffers' cleanups can no longer reach the transport. */
-void evrdma__chan_release(struct evrdma_channel *ch);
 void evrdma__chan_fini(struct evrdma_channel *ch);
+/* The last reference went: ops->destruct(), which calls chan_fini()
+ * once the evbuffers' cleanups can no longer reach the transport (the
+ * transport frees its part around ours). (Inline: the writes in
+ * chan_output.c hold a reference, and call nothing of chan.c.) */
+static inline void
+evrdma__chan_release(struct evrdma_channel *ch)
+{
+	ch->ops->destruct(ch);
+}
 
 static inline void
 evrdma__chan_unref(struct evrdma_channel *ch)
@@ -218,7 +227,7 @@ evrdma__chan_watch_input(struct evrdma_channel *ch, int held, size_t have)
 {
 	/* (inline: every delivery asks, and in steady state, with no read
 	 * high watermark and nothing held, there is nothing to do) */
-	if (!held && !ch->rd_hi && !ch->rd_held && !ch->in_cbent)
+	if (!held && !ch->rd_hi && !ch->rd_held && !ch->in_watch)
 		return 0;
 	return evrdma__chan_watch_input_any(ch, held, have);
 }
@@ -350,23 +359,42 @@ void evrdma__chan_output_discard(struct evrdma_channel *ch);
  * output. 0, or -1 (out of memory). @p b may keep them on failure. */
 int evrdma__chan_output_unget(struct evrdma_channel *ch, struct evbuffer *b,
     size_t len);
+/* Input refused an arrival it had room for: the log says why, and the
+ * reason the channel ends with is returned (MISUSE: the application
+ * froze input's end; RESOURCE: out of memory). */
+int evrdma__chan_input_refused(struct evrdma_channel *ch);
+/* Lengths are queued over bytes that left input other than by
+ * evrdma_channel_read_message() (chan.c). */
+void evrdma__chan_input_lost(struct evrdma_channel *ch);
 /* @p len bytes that arrived join input (one message in message mode):
  * copied, or with @p cleanup by reference (@p cleanup(p, len, arg) when
- * input lets them go). 0, or -1 with input unchanged (out of memory). */
+ * input lets them go). 0, or -1 with input unchanged (out of memory, or
+ * input frozen). */
 /* (inline: once per arrival) */
 static inline int
 evrdma__chan_input_add(struct evrdma_channel *ch, const void *p, size_t len,
     evbuffer_ref_cleanup_cb cleanup, void *arg)
 {
-	/* the length's place first: once the bytes are in, it must not
-	 * fail */
-	if (evrdma__chan_messages(ch) && evrdma__lenq_reserve(&ch->in_msgs) < 0)
-		return -1;
+	int msg = evrdma__chan_messages(ch);
+
+	/* The length first: an application's callback on input runs inside
+	 * the addition, and may read the message there (review r44). A
+	 * queue whose lengths no longer match input (drained directly)
+	 * starts again, or it would grow for ever (r44); in the steady
+	 * state every message was read and it is empty. */
+	if (msg) {
+		if (ch->in_msgs.bytes &&
+		    ch->in_msgs.bytes != evbuffer_get_length(ch->input))
+			evrdma__chan_input_lost(ch);
+		if (evrdma__lenq_push(&ch->in_msgs, len) < 0)
+			return -1;
+	}
 	if (cleanup ? evbuffer_add_reference(ch->input, p, len, cleanup,
-	    arg) : evbuffer_add(ch->input, p, len))
+	    arg) : evbuffer_add(ch->input, p, len)) {
+		if (msg)
+			(void)evrdma__lenq_pop_back(&ch->in_msgs);
 		return -1;
-	if (evrdma__chan_messages(ch))
-		(void)evrdma__lenq_push(&ch->in_msgs, len);
+	}
 	return 0;
 }
 

@@ -266,27 +266,32 @@ ch_check_write(struct evrdma_channel *ch, size_t len)
 int
 evrdma_channel_write(struct evrdma_channel *ch, const void *data, size_t len)
 {
+	int r;
+
 	if (ch_check_write(ch, len) < 0)
 		return -1;
 	if (len == 0)
 		return 0;	/* as bufferevent_write(): nothing to send */
 	if (!data)
 		return evrdma__fail(EINVAL, "no data");
-	if (ch->base) {
-		int r = ch->ops->write(ch, data, len);
-
-		if (r != -1)
-			return r == 0 ? 0 : -1;
-	}
-	if (evrdma__chan_output_put(ch, data, len, NULL, NULL) < 0)
-		return evrdma__fail(ENOMEM, "out of memory");
-	return 0;
+	/* (a reference: an evbuffer callback of the application's on
+	 * output, run inside the addition, may free the channel, and the
+	 * last reference must not go under libevent's feet: review r44) */
+	evrdma__chan_ref(ch);
+	r = ch->base ? ch->ops->write(ch, data, len) : -1;
+	if (r != -1)
+		r = r == 0 ? 0 : -1;
+	else if ((r = evrdma__chan_output_put(ch, data, len, NULL, NULL)) < 0)
+		evrdma__fail(ENOMEM, "out of memory");
+	evrdma__chan_unref(ch);
+	return r;
 }
 
 int
 evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
 {
 	size_t len = buf ? evbuffer_get_length(buf) : 0;
+	int r;
 
 	if (!buf)
 		return evrdma__fail(EINVAL, "no buffer");
@@ -296,11 +301,12 @@ evrdma_channel_write_buffer(struct evrdma_channel *ch, struct evbuffer *buf)
 	 * no bytes: review r43) */
 	if (buf == ch->output)
 		return evrdma__fail(EINVAL, "the channel's own output");
-	if ((evrdma__chan_messages(ch) ?
+	evrdma__chan_ref(ch);	/* (as evrdma_channel_write()) */
+	r = evrdma__chan_messages(ch) ?
 	    ch_put_message(ch, NULL, buf, len, NULL, NULL) :
-	    ch_put(ch, NULL, buf, len, NULL, NULL)) < 0)
-		return evrdma__fail(ENOMEM, "out of memory");
-	return 0;
+	    ch_put(ch, NULL, buf, len, NULL, NULL);
+	evrdma__chan_unref(ch);
+	return r < 0 ? evrdma__fail(ENOMEM, "out of memory") : 0;
 }
 
 void *
@@ -318,7 +324,12 @@ evrdma_channel_reserve(struct evrdma_channel *ch, size_t len)
 int
 evrdma_channel_commit(struct evrdma_channel *ch, size_t len)
 {
+	int r;
+
 	if (evrdma__chan_live(ch) < 0)
 		return -1;
-	return ch->ops->commit(ch, len);
+	evrdma__chan_ref(ch);	/* (as evrdma_channel_write()) */
+	r = ch->ops->commit(ch, len);
+	evrdma__chan_unref(ch);
+	return r;
 }

@@ -168,7 +168,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 	struct evrdma_channel *ch = &rc->ch;
 	/* input's length, kept here: only we add to it in this loop */
 	size_t have = evbuffer_get_length(ch->input);
-	int moved = 0, held = 0;
+	int moved = 0, held = 0, refused = 0;
 
 	while (evrdma__chan_reading(ch) && rxq_ready(rc)) {
 		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
@@ -251,7 +251,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
 			if (evrdma__chan_input_add(ch, p, take, NULL,
 			    NULL) < 0) {
-				held = 1;
+				held = refused = 1;
 				break;
 			}
 		} else if (ref_ok) {
@@ -267,7 +267,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 				if (--b->refs == 0)
 					rc->refs_held--;
 				rc->rring->refs--;
-				held = 1;
+				held = refused = 1;
 				break;
 			}
 		} else {
@@ -292,6 +292,13 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 	if (moved)
 		evrdma__chan_input_added(ch, have);
+	/* Input refused bytes it had room for: out of memory, or the
+	 * application froze its end. A socket bufferevent's read fails
+	 * there (BEV_EVENT_ERROR | READING); holding them waited for a
+	 * drain that may never come, with the read timeout suspended
+	 * (review r44). */
+	if (refused && rc->conn)
+		evrdma__rc_fail(rc, evrdma__chan_input_refused(ch));
 }
 
 /* The peer has done @p n more of our pulls (in order). -1 when it claims
