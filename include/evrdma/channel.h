@@ -82,7 +82,8 @@
  * empty input); draining a message channel's output directly would cut
  * messages apart, so it ends the channel (BEV_EVENT_ERROR, reason
  * EVRDMA_REASON_MISUSE), and input drained other than by
- * evrdma_channel_read_message() makes that call fail with EBADMSG.
+ * evrdma_channel_read_message() makes that call fail with EBADMSG until
+ * input has been emptied.
  *
  * Flow control and safety (doc/channel-protocol.md, doc/SECURITY.md): each
  * side posts receives into buffers registered for local writes only, and
@@ -221,7 +222,10 @@ EVRDMA_EXPORT int evrdma_channel_disable(struct evrdma_channel *ch,
 EVRDMA_EXPORT short evrdma_channel_get_enabled(struct evrdma_channel *ch);
 
 /** @return the input buffer (owned by the channel). In message mode use
- * evrdma_channel_read_message() instead of draining it directly. */
+ * evrdma_channel_read_message() instead of draining it directly. Input
+ * that refuses arriving bytes (its end frozen with evbuffer_freeze())
+ * ends the channel (EVRDMA_REASON_MISUSE), as a socket bufferevent's
+ * failed read does. */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
     struct evrdma_channel *ch);
 /** @return the output buffer (owned by the channel); data added to it is
@@ -241,7 +245,9 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
  * or evbuffer_defer_callbacks() on it ends the channel
  * (EVRDMA_REASON_MISUSE) when it next sends, and none of what output
  * holds is sent; the deprecated evbuffer_setcb() removes the channel's
- * own callback, and output's bytes then wait unsent. */
+ * own callbacks, on output and on input, as on a socket bufferevent's:
+ * output's bytes then wait unsent, and bytes held back for input's room
+ * come only at the next arrival or enable. */
 EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_output(
     struct evrdma_channel *ch);
 
@@ -314,8 +320,10 @@ EVRDMA_EXPORT size_t evrdma_channel_read(struct evrdma_channel *ch,
  * Message mode: take the next whole message.
  * @param data receives the message; NULL to only query the length
  * @param len size of @p data
- * @return the message length, or -1 with errno EAGAIN (no message) or
- *   EMSGSIZE (@p data too small; the message stays queued)
+ * @return the message length, or -1 with errno EAGAIN (no message),
+ *   EMSGSIZE (@p data too small; the message stays queued), EBADMSG
+ *   (input was drained directly: boundaries lost) or EBUSY (input's
+ *   front is frozen; the message stays queued)
  */
 EVRDMA_EXPORT ssize_t evrdma_channel_read_message(struct evrdma_channel *ch,
     void *data, size_t len);
@@ -420,8 +428,11 @@ EVRDMA_EXPORT int evrdma_channel_get_stats(struct evrdma_channel *ch,
     struct evrdma_channel_stats *out, size_t outlen);
 
 /**
- * Free the channel at any time, also from its callbacks; as closing a
- * socket:
+ * Free the channel at any time, also from its callbacks and from an
+ * evbuffer callback of yours on its input or output run inside an
+ * evrdma call (not inside your own evbuffer_add() or evbuffer_drain() on
+ * them: the buffer may go with the channel; free it from the loop
+ * instead, as with event_base_once()); as closing a socket:
  *  - output not yet sent is discarded (as bufferevent does), and with it
  *    a write made from the read callback that the pass had not posted
  *    yet; what already left output arrives;
