@@ -17,8 +17,11 @@
  * the high watermark, one while EV_WRITE is off, none with nothing to
  * write), flush modes, enabling EV_WRITE, writes before the connection,
  * free with pending output, writes after a reset, rate limits on reading
- * and on writing; then connect failure, a connect that hangs (its write
- * timeout) and libevent's sample/hello-world.c, on every backend. The
+ * and on writing, and callbacks that change the bufferevent under them
+ * (bufferevent_setcb(), _disable(), _setwatermark(), _trigger() and
+ * _free() from a read callback, le-proxy's flow control); then connect
+ * failure, a connect that hangs (its write timeout) and libevent's
+ * sample/hello-world.c, on every backend. The
  * scenarios this file shares with test_chan_compare.c, and the harness,
  * are in cmptest.c.
  */
@@ -50,6 +53,11 @@ struct sc_bev {
 	struct bt_env env;
 	struct bt_listener l;
 	size_t early;		/* bytes the client writes before connecting */
+	/* the scenarios' own callbacks (bufferevent_setcb() in them) */
+	bufferevent_event_cb evcb;	/* the harness's event callback */
+	int in_call;			/* inside a callback or a trigger */
+	int trig, hdrs;			/* sc_setcb_in_readcb() */
+	int chokes, drains;		/* sc_proxy_echo() */
 };
 
 /* ==== the scenarios of bufferevents alone (the others: cmptest.c) ==== */
@@ -585,6 +593,443 @@ sc_flush_finished_limited(struct sc *sc)
 	c->on_write = NULL;
 }
 
+/* ==== odd but legal: callbacks that change the bufferevent ==== */
+
+/* The scenario's state around @p e (sc is the first member of sc_bev). */
+static struct sc_bev *
+sc_bev_of(struct sc_end *e)
+{
+	return (struct sc_bev *)e->sc;
+}
+
+/* Set @p e's read callback to @p cb (NULL: none), keeping the others;
+ * the one it had. */
+static bufferevent_data_cb
+sc_swap_readcb(struct sc_end *e, bufferevent_data_cb cb)
+{
+	bufferevent_data_cb old, wcb;
+	bufferevent_event_cb ecb;
+	void *arg;
+
+	bufferevent_getcb(e->bev, &old, &wcb, &ecb, &arg);
+	bufferevent_setcb(e->bev, cb, wcb, ecb, arg);
+	return old;
+}
+
+/* The same for the write callback. */
+static bufferevent_data_cb
+sc_swap_writecb(struct sc_end *e, bufferevent_data_cb cb)
+{
+	bufferevent_data_cb rcb, old;
+	bufferevent_event_cb ecb;
+	void *arg;
+
+	bufferevent_getcb(e->bev, &rcb, &old, &ecb, &arg);
+	bufferevent_setcb(e->bev, rcb, cb, ecb, arg);
+	return old;
+}
+
+/*
+ * Callbacks cleared with bufferevent_setcb() and set again (a program
+ * that pauses a handler). No read callback while bytes arrive: they wait
+ * in input with no read callback, neither then nor when it is back; the
+ * next arrival runs it with all of them. Held at the read high watermark
+ * without one, the rest comes once input is drained, with one. No write
+ * callback right after a write: none runs for that write, neither then
+ * nor once it is back (a socket's runs from its write event, when there
+ * is none). (An adapter's ran, set again, at the next read callback that
+ * reached the read high watermark: found by review.)
+ */
+static void
+sc_callbacks_null(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	bufferevent_data_cb rcb, wcb;
+
+	sc_mark(sc, "nocb");
+	rcb = sc_swap_readcb(s, NULL);
+	sc_write(c, 500);
+	SC_WAIT(sc, SC_INLEN(s) == 500);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "back");
+	sc_swap_readcb(s, rcb);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "more");
+	sc_write(c, 300);
+	SC_WAIT(sc, SC_INLEN(s) == 800);
+	sc_quiet(sc);
+	sc_drain(s, 800);
+	sc_mark(sc, "held");
+	rcb = sc_swap_readcb(s, NULL);
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1500);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "drain");
+	sc_swap_readcb(s, rcb);
+	sc_drain(s, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 500);
+	sc_quiet(sc);
+	sc_drain(s, 500);
+	sc_setwm(s, EV_READ, 0, 0);
+	sc_mark(sc, "nowcb");
+	sc_write(s, 100);
+	wcb = sc_swap_writecb(s, NULL);
+	SC_WAIT(sc, SC_INLEN(c) == 100);
+	sc_quiet(sc);
+	sc_mark(sc, "wback");
+	sc_swap_writecb(s, wcb);
+	sc_quiet(sc);
+	sc_mark(sc, "wheld");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1000);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_drain(s, 1000);
+	sc_setwm(s, EV_READ, 0, 0);
+	sc_quiet(sc);
+}
+
+/*
+ * A read callback that hands the connection over to another with
+ * bufferevent_setcb() (a header, then the body: a protocol switch),
+ * leaving bytes in input. The new callback does not run for them, only
+ * when more arrive; a program that wants them at once triggers it:
+ * bufferevent_trigger() runs it inside the call, or from the loop with
+ * BEV_TRIG_DEFER_CALLBACKS.
+ */
+#define SC_HDR	10
+
+static void sc_body_read(struct bufferevent *bev, void *arg);
+
+static void
+sc_hdr_read(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+	struct sc_bev *b = sc_bev_of(e);
+	bufferevent_data_cb wcb;
+	bufferevent_event_cb ecb;
+
+	b->hdrs++;
+	sc_tok(e, "H%zu", SC_INLEN(e));
+	ck_assert_int_eq(evbuffer_drain(sc_in(e), SC_HDR), 0);
+	bufferevent_getcb(bev, NULL, &wcb, &ecb, NULL);
+	bufferevent_setcb(bev, sc_body_read, wcb, ecb, arg);
+	b->in_call = 1;
+	if (b->trig == 1)
+		bufferevent_trigger(bev, EV_READ, 0);
+	else if (b->trig == 2)
+		bufferevent_trigger(bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	b->in_call = 0;
+}
+
+static void
+sc_body_read(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+
+	sc_tok(e, sc_bev_of(e)->in_call ? "B%zu(in H)" : "B%zu",
+	    SC_INLEN(e));
+	ck_assert_int_eq(evbuffer_drain(sc_in(e), SC_INLEN(e)), 0);
+}
+
+static void
+sc_setcb_in_readcb(struct sc *sc)
+{
+	static const char *const steps[] = { "plain", "trigger", "defer" };
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct sc_bev *b = sc_bev_of(s);
+	bufferevent_data_cb rcb = NULL;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		sc_mark(sc, steps[i]);
+		b->trig = i;
+		if (i == 0)
+			rcb = sc_swap_readcb(s, sc_hdr_read);
+		else
+			sc_swap_readcb(s, sc_hdr_read);
+		sc_write(c, 100);
+		SC_WAIT(sc, b->hdrs == i + 1);
+		sc_quiet(sc);
+		sc_tok(s, "in%zu", SC_INLEN(s));
+		if (i == 0) {
+			sc_mark(sc, "more");
+			sc_write(c, 50);
+			SC_WAIT(sc, SC_INLEN(s) == 0);
+			sc_quiet(sc);
+		}
+	}
+	b->trig = 0;
+	sc_swap_readcb(s, rcb);
+}
+
+/*
+ * A read callback that disables EV_READ, leaving what it got in input (a
+ * server that stops reading while it works on a request): what arrives
+ * meanwhile waits below; enabled again, it comes with one read callback.
+ * Enabled with nothing new, no read callback runs for what input still
+ * holds (a socket has nothing to read). An EOF waits as well, and comes
+ * with the next enable.
+ */
+static void
+sc_stop_read(struct sc_end *e)
+{
+	sc_tok(e, "R%zu", SC_INLEN(e));
+	sc_disable(e, EV_READ);
+}
+
+static void
+sc_disable_in_readcb(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "stop");
+	s->on_read = sc_stop_read;
+	sc_write(c, 600);
+	SC_WAIT(sc, SC_INLEN(s) == 600);
+	sc_quiet(sc);
+	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
+	sc_mark(sc, "more");
+	sc_write(c, 400);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "enable");
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "again");
+	sc_enable(s, EV_READ);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "eof");
+	sc_disable(s, EV_READ);
+	sc_shutdown(c);
+	sc_quiet(sc);
+	bt_loop_for(sc->eb, 300);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "eofon");
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->eof);
+	sc_quiet(sc);
+	s->on_read = NULL;
+}
+
+/*
+ * Read watermarks changed while input holds bytes: bufferevent_setwater-
+ * mark() runs no read callback, even with input now at the new low
+ * watermark (the next arrival runs it); a high watermark raised above
+ * what input holds, or removed, lets in what it held back, with a read
+ * callback; and bufferevent_trigger(bev, EV_READ,
+ * BEV_TRIG_IGNORE_WATERMARKS) runs the read callback below the low
+ * watermark, inside the call (from the loop with
+ * BEV_TRIG_DEFER_CALLBACKS), where a plain trigger does nothing.
+ */
+static void
+sc_trig_read(struct sc_end *e)
+{
+	sc_tok(e, sc_bev_of(e)->in_call ? "R%zu(in trigger)" : "R%zu",
+	    SC_INLEN(e));
+}
+
+static void
+sc_trigger(struct sc_end *e, const char *name, int options)
+{
+	struct sc_bev *b = sc_bev_of(e);
+
+	sc_tok(e, "%s", name);
+	b->in_call = 1;
+	bufferevent_trigger(e->bev, EV_READ, options);
+	b->in_call = 0;
+	sc_quiet(e->sc);
+}
+
+static void
+sc_watermarks_changed(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "low");
+	sc_setwm(s, EV_READ, 100, 0);
+	sc_write(c, 60);
+	SC_WAIT(sc, SC_INLEN(s) == 60);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "lower");
+	sc_setwm(s, EV_READ, 50, 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "more");
+	sc_write(c, 10);
+	SC_WAIT(sc, SC_INLEN(s) == 70);
+	sc_quiet(sc);
+	sc_drain(s, 70);
+	sc_mark(sc, "high");
+	sc_setwm(s, EV_READ, 0, 1000);
+	sc_write(c, 1500);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_INLEN(s) == 1000);
+	sc_quiet(sc);
+	sc_mark(sc, "raise");
+	sc_setwm(s, EV_READ, 0, 3000);
+	SC_WAIT(sc, SC_INLEN(s) == 1500);
+	sc_quiet(sc);
+	sc_mark(sc, "lowerhigh");
+	sc_setwm(s, EV_READ, 0, 1200);
+	sc_write(c, 500);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	sc_mark(sc, "nohigh");
+	sc_setwm(s, EV_READ, 0, 0);
+	SC_WAIT(sc, SC_INLEN(s) == 2000);
+	sc_quiet(sc);
+	sc_mark(sc, "trigger");
+	s->on_read = sc_trig_read;
+	sc_setwm(s, EV_READ, 3000, 0);
+	sc_write(c, 500);
+	SC_WAIT(sc, SC_INLEN(s) == 2500);
+	sc_quiet(sc);
+	sc_trigger(s, "t0", 0);
+	sc_trigger(s, "t1", BEV_TRIG_IGNORE_WATERMARKS);
+	sc_trigger(s, "t2", BEV_TRIG_IGNORE_WATERMARKS |
+	    BEV_TRIG_DEFER_CALLBACKS);
+	s->on_read = NULL;
+	sc_setwm(s, EV_READ, 0, 0);
+}
+
+/*
+ * libevent's sample/le-proxy.c flow control, on an echo server (its own
+ * partner): the read callback moves input to output
+ * (evbuffer_add_buffer()); once output holds SC_PX_MAX it stops reading
+ * and, from the read callback, installs a write callback with the write
+ * low watermark at half of that (bufferevent_setcb(), _setwatermark(),
+ * _disable()); that one, once output drained to the mark, puts the read
+ * callback back alone, clears the mark and reads again. The client
+ * writes SC_BIG without reading, so that the server chokes, then reads:
+ * all of it comes back, and each choke is followed by one drain.
+ */
+#define SC_PX_MAX	(64 * 1024)
+
+static void sc_px_drained(struct bufferevent *bev, void *arg);
+
+static void
+sc_px_read(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+	struct sc_bev *b = sc_bev_of(e);
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	ck_assert_int_eq(evbuffer_add_buffer(out, bufferevent_get_input(bev)),
+	    0);
+	if (evbuffer_get_length(out) >= SC_PX_MAX) {
+		if (!b->chokes++)
+			sc_tok(e, "choke");
+		ck_assert_int_eq(b->chokes, b->drains + 1);
+		bufferevent_setcb(bev, sc_px_read, sc_px_drained, b->evcb, arg);
+		bufferevent_setwatermark(bev, EV_WRITE, SC_PX_MAX / 2,
+		    SC_PX_MAX);
+		bufferevent_disable(bev, EV_READ);
+	}
+}
+
+static void
+sc_px_drained(struct bufferevent *bev, void *arg)
+{
+	struct sc_end *e = arg;
+	struct sc_bev *b = sc_bev_of(e);
+
+	b->drains++;
+	bufferevent_setcb(bev, sc_px_read, NULL, b->evcb, arg);
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	bufferevent_enable(bev, EV_READ);
+}
+
+/* A callback that logs nothing. */
+static void
+sc_nolog(struct sc_end *e)
+{
+	(void)e;
+}
+
+static void
+sc_proxy_echo(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct sc_bev *b = sc_bev_of(s);
+	bufferevent_data_cb rcb, wcb;
+
+	bufferevent_getcb(s->bev, &rcb, &wcb, &b->evcb, NULL);
+	bufferevent_setcb(s->bev, sc_px_read, NULL, b->evcb, s);
+	sc_disable(c, EV_READ);
+	c->on_write = sc_nolog;
+	sc_mark(sc, "fill");
+	sc_write(c, SC_BIG);
+	SC_WAIT(sc, b->chokes);
+	bt_loop_for(sc->eb, 500);
+	sc_quiet(sc);
+	fprintf(stderr, "le-proxy echo, filled: %d chokes, %d drains\n",
+	    b->chokes, b->drains);
+	sc_tok(s, "%s", sc_enstr(sc_enabled(s)));
+	sc_mark(sc, "read");
+	c->drain_mode = 1;
+	c->rx = 0;
+	sc_enable(c, EV_READ);
+	SC_WAIT(sc, c->rx == SC_BIG);
+	sc_quiet(sc);
+	c->drain_mode = 0;
+	fprintf(stderr, "le-proxy echo: %d chokes, %d drains\n", b->chokes,
+	    b->drains);
+	sc_tok(c, "rx%llu,out%zu", (unsigned long long)c->rx, SC_OUTLEN(c));
+	sc_tok(s, "%s,out%zu", b->chokes == b->drains ? "each drained" :
+	    "STUCK", SC_OUTLEN(s));
+	c->on_write = NULL;
+	bufferevent_setcb(s->bev, rcb, wcb, b->evcb, s);
+}
+
+/*
+ * Freed in its read callback around a reference of its own
+ * (bufferevent_incref(), _free(), then input read, then _decref(): the
+ * bufferevent stays usable until the decref), with bytes still unread
+ * behind its read high watermark: a socket's close then resets the
+ * connection (unread bytes in its kernel), and the peer gets ERROR.
+ * (An adapter went on moving received bytes into the freed bufferevent
+ * once its input was read, so that none were left unread, and its peer
+ * got EOF: found by review.)
+ */
+static void
+sc_free_in_read(struct sc_end *e)
+{
+	struct bufferevent *bev = e->bev;
+	char buf[2048];
+	size_t n;
+
+	sc_tok(e, "R%zu", SC_INLEN(e));
+	bufferevent_incref(bev);
+	bufferevent_free(bev);
+	e->bev = NULL;
+	n = bufferevent_read(bev, buf, sizeof(buf));
+	sc_tok(e, "took%zu", n);
+	bufferevent_decref(bev);
+}
+
+static void
+sc_free_in_readcb(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "free");
+	sc_setwm(s, EV_READ, 0, 1000);
+	s->on_read = sc_free_in_read;
+	sc_write(c, 2000);
+	SC_WAIT(sc, c->eof);
+	sc_quiet(sc);
+	s->on_read = NULL;
+}
+
 /* ==== the cases ==== */
 
 struct sc_case {
@@ -693,6 +1138,37 @@ static const struct sc_case sc_cases[] = {
 	    " A eW |finished R* rx65536 |end",
 	    " ev:CONNECTED eW |finished W |end",
 	    " A eW |finished R* ev:EOF|READING,eW,in0 rx65536 |end" },
+	{ "callbacks cleared and set again", sc_callbacks_null, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |nocb W |back |more W |held W |drain |nowcb R100"
+	    " |wback |wheld W |end",
+	    " A eW |nocb in500 |back in500 |more R800 |held in1000"
+	    " |drain R500 |nowcb |wback |wheld R1000 |end", NULL, NULL },
+	{ "setcb in the read callback", sc_setcb_in_readcb, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |plain W |more W |trigger W |defer W |end",
+	    " A eW |plain H100 in90 |more B140 |trigger H100 B90(in H) in0"
+	    " |defer H100 B90 in0 |end", NULL, NULL },
+	{ "EV_READ disabled in the read callback", sc_disable_in_readcb, 4,
+	    4096, 8192, 0,
+	    " ev:CONNECTED eW |stop W |more W |enable |again |eof |eofon"
+	    " |end",
+	    " A eW |stop R600 eW |more in600 |enable R1000 |again in1000"
+	    " |eof in1000 |eofon ev:EOF|READING,eW,in1000 |end", NULL, NULL },
+	{ "read watermarks changed, and trigger", sc_watermarks_changed, 4,
+	    4096, 8192, 0,
+	    " ev:CONNECTED eW |low W |lower |more W |high W |raise"
+	    " |lowerhigh W |nohigh |trigger W |end",
+	    " A eW |low in60 |lower in60 |more R70 |high R1000 |raise R1500"
+	    " |lowerhigh in1500 |nohigh R2000 |trigger t0 t1"
+	    " R2500(in trigger) t2 R2500 |end", NULL, NULL },
+	{ "le-proxy flow control, echoing", sc_proxy_echo, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |fill |read R* rx8388608,out0 |end",
+	    " A eW |fill choke eW |read each drained,out0 |end",
+	    NULL, NULL },
+	{ "free in the read callback, held by a reference",
+	    sc_free_in_readcb, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |free W ev:ERROR|READING,eW,in0 |end",
+	    " A eW |free R1000 took1000 |end", NULL, NULL },
 };
 
 #define SC_NCASES ((int)(sizeof(sc_cases) / sizeof(sc_cases[0])))
