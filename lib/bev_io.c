@@ -284,7 +284,9 @@ evrdma__ad_deliver(struct ad *ad)
 {
 	struct bufferevent *bev = evrdma__ad_live(ad);
 
-	if (!bev || ad->delivering)
+	/* (no callback at all: freed by the user, and not yet finalized
+	 * while a reference of libevent's or ours holds it; see below) */
+	if (!bev || ad->delivering || evrdma__lev_no_callbacks(bev))
 		return;
 	ad->delivering = 1;
 	bufferevent_incref(bev);
@@ -303,6 +305,14 @@ evrdma__ad_deliver(struct ad *ad)
 		if (!evrdma__ad_take(ad, bev, bufferevent_get_input(bev)))
 			break;		/* nothing taken (a rate limit) */
 		bufferevent_trigger(bev, EV_READ, 0);
+		/* A read callback that freed the bufferevent (our reference
+		 * keeps it, its callbacks cleared): nothing more goes into
+		 * it, or the free would find the transport's bytes read and
+		 * end with EOF, where a socket's kernel keeps them and
+		 * resets (review r44). (A bufferevent left with no callback
+		 * at all, not freed, reads again at the next arrival.) */
+		if (evrdma__lev_no_callbacks(bev))
+			break;
 	}
 	bufferevent_decref(bev);
 	ad->delivering = 0;

@@ -96,4 +96,13 @@ evrdma__lev_has_writecb(const struct bufferevent *bev)
 	return bev->writecb != NULL;
 }
 
+/* No callback at all: what bufferevent_free() leaves at once (it clears
+ * them before it drops the user's reference), while a reference of the
+ * adapter's keeps the struct. */
+static inline int
+evrdma__lev_no_callbacks(const struct bufferevent *bev)
+{
+	return !bev->readcb && !bev->writecb && !bev->errorcb;
+}
+
 #endif
