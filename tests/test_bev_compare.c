@@ -637,8 +637,12 @@ sc_swap_writecb(struct sc_end *e, bufferevent_data_cb cb)
  * without one, the rest comes once input is drained, with one. No write
  * callback right after a write: none runs for that write, neither then
  * nor once it is back (a socket's runs from its write event, when there
- * is none). (An adapter's ran, set again, at the next read callback that
- * reached the read high watermark: found by review.)
+ * is none). An adapter's write callback is deferred, as libevent defers
+ * those of a bufferevent made with BEV_OPT_DEFER_CALLBACKS, and libevent
+ * keeps one that was due while none was set: it runs once, set again, at
+ * the bufferevent's next deferred callback (here the read callback that
+ * reached the read high watermark), as evrdma/bufferevent.h says (found
+ * by review r44).
  */
 static void
 sc_callbacks_null(struct sc *sc)
@@ -1143,7 +1147,9 @@ static const struct sc_case sc_cases[] = {
 	    " ev:CONNECTED eW |nocb W |back |more W |held W |drain |nowcb R100"
 	    " |wback |wheld W |end",
 	    " A eW |nocb in500 |back in500 |more R800 |held in1000"
-	    " |drain R500 |nowcb |wback |wheld R1000 |end", NULL, NULL },
+	    " |drain R500 |nowcb |wback |wheld R1000 |end", NULL,
+	    " A eW |nocb in500 |back in500 |more R800 |held in1000"
+	    " |drain R500 |nowcb |wback |wheld R1000 W |end" },
 	{ "setcb in the read callback", sc_setcb_in_readcb, 4, 4096, 8192, 0,
 	    " ev:CONNECTED eW |plain W |more W |trigger W |defer W |end",
 	    " A eW |plain H100 in90 |more B140 |trigger H100 B90(in H) in0"
