@@ -72,6 +72,11 @@
  *    alone. All calls must come from the event loop's thread, as for every
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
  *    does not make the bufferevent usable from other threads.
+ *  - The write callback is deferred, as libevent defers those of a
+ *    bufferevent made with BEV_OPT_DEFER_CALLBACKS: one due while no
+ *    write callback is set (cleared right after a write) stays due, and
+ *    runs once a write callback is set again, at the bufferevent's next
+ *    deferred callback, whatever output holds then.
  *  - A small write goes to the connection inside bufferevent_write() when
  *    EV_WRITE is enabled then (a socket's waits for the loop): disabling
  *    EV_WRITE right after it does not hold those bytes back, and their
