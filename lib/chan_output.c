@@ -63,6 +63,11 @@ evrdma__chan_output_cb(struct evbuffer *buf,
 			misuse = "drained directly";
 		else if (ch->out_len != info->orig_size + info->n_added)
 			misuse = "added to inside the callback of an addition";
+		/* (as evrdma_channel_write() refuses it: EMSGSIZE; sent, it
+		 * ended the channel as if the peer's slots were too small,
+		 * with RESOURCE: review r44) */
+		else if (info->n_added > ch->ops->max_message(ch))
+			misuse = "given a message larger than its largest";
 		else if (evrdma__lenq_push(&ch->out_msgs, info->n_added) < 0) {
 			if (ch->base)
 				ch->ops->abort(ch, EVRDMA_REASON_RESOURCE);

@@ -643,6 +643,29 @@ START_TEST(take_unseen_is_misuse)
 }
 END_TEST
 
+/* A raw addition to a message channel's output larger than its largest
+ * message: MISUSE at once, as evrdma_channel_write() refuses it with
+ * EMSGSIZE (review r44: the transport sent nothing and ended the channel
+ * with RESOURCE, as for a message queued before the connection that the
+ * peer's slots cannot take). One of the largest size is a message. */
+START_TEST(raw_addition_over_the_largest_message)
+{
+	struct evrdma_channel *ch = mk(EVRDMA_CHANNEL_MESSAGE);
+	size_t max = t_max_message(ch);
+	char *big = calloc(1, max + 1);
+
+	ck_assert_ptr_nonnull(big);
+	ck_assert_int_eq(evbuffer_add(ch->output, big, max), 0);
+	ck_assert_int_eq(aborts, 0);
+	ck_assert_str_eq(lengths(ch), "65536");
+	ck_assert_int_eq(evbuffer_add(ch->output, big, max + 1), 0);
+	ck_assert_int_eq(aborts, 1);
+	ck_assert_int_eq(abort_reason, EVRDMA_REASON_MISUSE);
+	free(big);
+	evrdma_channel_free(ch);
+}
+END_TEST
+
 /* ---- the discard ---- */
 
 static void
@@ -717,6 +740,7 @@ chan_unit_suite(void)
 	tcase_add_loop_test(tc, discard_with_a_prepend_inside, 0, 2);
 	tcase_add_loop_test(tc, addition_not_seen_whole_is_misuse, 0, 2);
 	tcase_add_loop_test(tc, take_unseen_is_misuse, 0, 4);
+	tcase_add_test(tc, raw_addition_over_the_largest_message);
 	suite_add_tcase(s, tc);
 	return s;
 }
