@@ -230,8 +230,9 @@ EVRDMA_EXPORT struct evbuffer *evrdma_channel_get_input(
     struct evrdma_channel *ch);
 /** @return the output buffer (owned by the channel); data added to it is
  * sent. In message mode each addition (evbuffer_add(),
- * evbuffer_add_buffer(), ...) is one message; draining it directly ends
- * the channel (EVRDMA_REASON_MISUSE), and evbuffer_prepend() on it cuts
+ * evbuffer_add_buffer(), ...) is one message; draining it directly, or
+ * an addition larger than evrdma_channel_max_message(), ends the channel
+ * (EVRDMA_REASON_MISUSE), and evbuffer_prepend() on it cuts
  * messages wrongly. An evbuffer callback of yours on it runs before the
  * channel's: a message it adds there, inside another addition, comes
  * after that one when that one was made by evrdma_channel_write() or
