@@ -602,30 +602,19 @@ sc_bev_of(struct sc_end *e)
 	return (struct sc_bev *)e->sc;
 }
 
-/* Set @p e's read callback to @p cb (NULL: none), keeping the others;
- * the one it had. */
+/* Set @p e's read (@p what EV_READ) or write callback to @p cb (NULL:
+ * none), keeping the others; the one it had. */
 static bufferevent_data_cb
-sc_swap_readcb(struct sc_end *e, bufferevent_data_cb cb)
+sc_swap_cb(struct sc_end *e, short what, bufferevent_data_cb cb)
 {
-	bufferevent_data_cb old, wcb;
+	bufferevent_data_cb rcb, wcb, old;
 	bufferevent_event_cb ecb;
 	void *arg;
 
-	bufferevent_getcb(e->bev, &old, &wcb, &ecb, &arg);
-	bufferevent_setcb(e->bev, cb, wcb, ecb, arg);
-	return old;
-}
-
-/* The same for the write callback. */
-static bufferevent_data_cb
-sc_swap_writecb(struct sc_end *e, bufferevent_data_cb cb)
-{
-	bufferevent_data_cb rcb, old;
-	bufferevent_event_cb ecb;
-	void *arg;
-
-	bufferevent_getcb(e->bev, &rcb, &old, &ecb, &arg);
-	bufferevent_setcb(e->bev, rcb, cb, ecb, arg);
+	bufferevent_getcb(e->bev, &rcb, &wcb, &ecb, &arg);
+	old = what == EV_READ ? rcb : wcb;
+	bufferevent_setcb(e->bev, what == EV_READ ? cb : rcb,
+	    what == EV_READ ? wcb : cb, ecb, arg);
 	return old;
 }
 
@@ -651,13 +640,13 @@ sc_callbacks_null(struct sc *sc)
 	bufferevent_data_cb rcb, wcb;
 
 	sc_mark(sc, "nocb");
-	rcb = sc_swap_readcb(s, NULL);
+	rcb = sc_swap_cb(s, EV_READ, NULL);
 	sc_write(c, 500);
 	SC_WAIT(sc, SC_INLEN(s) == 500);
 	sc_quiet(sc);
 	sc_tok(s, "in%zu", SC_INLEN(s));
 	sc_mark(sc, "back");
-	sc_swap_readcb(s, rcb);
+	sc_swap_cb(s, EV_READ, rcb);
 	sc_quiet(sc);
 	sc_tok(s, "in%zu", SC_INLEN(s));
 	sc_mark(sc, "more");
@@ -666,14 +655,14 @@ sc_callbacks_null(struct sc *sc)
 	sc_quiet(sc);
 	sc_drain(s, 800);
 	sc_mark(sc, "held");
-	rcb = sc_swap_readcb(s, NULL);
+	rcb = sc_swap_cb(s, EV_READ, NULL);
 	sc_setwm(s, EV_READ, 0, 1000);
 	sc_write(c, 1500);
 	SC_WAIT(sc, SC_OUTLEN(c) == 0 && SC_INLEN(s) == 1000);
 	sc_quiet(sc);
 	sc_tok(s, "in%zu", SC_INLEN(s));
 	sc_mark(sc, "drain");
-	sc_swap_readcb(s, rcb);
+	sc_swap_cb(s, EV_READ, rcb);
 	sc_drain(s, 1000);
 	SC_WAIT(sc, SC_INLEN(s) == 500);
 	sc_quiet(sc);
@@ -681,11 +670,11 @@ sc_callbacks_null(struct sc *sc)
 	sc_setwm(s, EV_READ, 0, 0);
 	sc_mark(sc, "nowcb");
 	sc_write(s, 100);
-	wcb = sc_swap_writecb(s, NULL);
+	wcb = sc_swap_cb(s, EV_WRITE, NULL);
 	SC_WAIT(sc, SC_INLEN(c) == 100);
 	sc_quiet(sc);
 	sc_mark(sc, "wback");
-	sc_swap_writecb(s, wcb);
+	sc_swap_cb(s, EV_WRITE, wcb);
 	sc_quiet(sc);
 	sc_mark(sc, "wheld");
 	sc_setwm(s, EV_READ, 0, 1000);
@@ -753,9 +742,9 @@ sc_setcb_in_readcb(struct sc *sc)
 		sc_mark(sc, steps[i]);
 		b->trig = i;
 		if (i == 0)
-			rcb = sc_swap_readcb(s, sc_hdr_read);
+			rcb = sc_swap_cb(s, EV_READ, sc_hdr_read);
 		else
-			sc_swap_readcb(s, sc_hdr_read);
+			sc_swap_cb(s, EV_READ, sc_hdr_read);
 		sc_write(c, 100);
 		SC_WAIT(sc, b->hdrs == i + 1);
 		sc_quiet(sc);
@@ -768,7 +757,7 @@ sc_setcb_in_readcb(struct sc *sc)
 		}
 	}
 	b->trig = 0;
-	sc_swap_readcb(s, rcb);
+	sc_swap_cb(s, EV_READ, rcb);
 }
 
 /*
