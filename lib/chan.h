@@ -289,7 +289,7 @@ evrdma__chan_output_next(const struct evrdma_channel *ch, size_t chunk)
 }
 /* Output's callback did not see a change the channel made (chan_output.c):
  * the channel ends (EVRDMA_REASON_MISUSE). -1. */
-int evrdma__chan_output_unseen(struct evrdma_channel *ch, const char *what);
+int evrdma__chan_output_unseen(struct evrdma_channel *ch);
 /* @p n bytes from output's front leave for the wire (one message in
  * message mode): copied to @p dst, or with @p dst NULL dropped, as they
  * already lie in a send slot. Output's callback does not count them as
@@ -322,7 +322,7 @@ evrdma__chan_output_took(struct evrdma_channel *ch, void *dst, size_t n)
 	unseen = ch->out_own.set;
 	ch->out_own = was;
 	if (unseen)
-		return evrdma__chan_output_unseen(ch, "the bytes sent");
+		return evrdma__chan_output_unseen(ch);
 	if (evrdma__chan_messages(ch))
 		evrdma__lenq_pop(&ch->out_msgs);
 	return 0;

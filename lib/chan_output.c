@@ -102,11 +102,11 @@ evrdma__chan_output_taken(struct evrdma_channel *ch)
  * cut apart (found by review r44).
  */
 int
-evrdma__chan_output_unseen(struct evrdma_channel *ch, const char *what)
+evrdma__chan_output_unseen(struct evrdma_channel *ch)
 {
 	evrdma__log(EVRDMA_LOG_WARN, "channel %p: output's callback did not "
-	    "see %s (output frozen, or its callbacks deferred or replaced)",
-	    (void *)ch, what);
+	    "see the bytes sent (output frozen, or its callbacks deferred or "
+	    "replaced)", (void *)ch);
 	if (ch->base)
 		ch->ops->abort(ch, EVRDMA_REASON_MISUSE);
 	return -1;
