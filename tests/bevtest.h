@@ -128,5 +128,6 @@ int bt_shutdown(struct bufferevent *bev);
 Suite *bt_suite_compare(void);		/* test_bev_compare.c */
 Suite *bt_suite_compare2(void);		/* (its second part, the guest's) */
 Suite *bt_suite_bev(void);		/* test_bev.c */
+Suite *bt_suite_attack(void);		/* test_bev_attack.c */
 
 #endif /* EVRDMA_BEVTEST_H_INCLUDED_ */

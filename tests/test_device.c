@@ -132,6 +132,7 @@ static const struct {
 	{ "device-chan-isolation", dt_suite_chan_isolation, 0 },
 	{ "device-chan-stream", dt_suite_chan_stream, 0 },
 	{ "device-bev", bt_suite_bev, 0 },
+	{ "device-bev-attack", bt_suite_attack, 0 },
 	{ "device-chan-semantics", dt_suite_chan_semantics, 0 },
 	{ "device-chan-failure", dt_suite_chan_failure, 0 },
 	{ "device-chan-recv", dt_suite_chan_recv, 0 },
