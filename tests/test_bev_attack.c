@@ -132,6 +132,35 @@ ak_close(struct ak *t)
 	bt_env_fini(&t->env);
 }
 
+/*
+ * evbuffer_freeze(output, 1) by the application. A socket bufferevent's
+ * output is frozen at its front already (bufferevent_socket_new(),
+ * libevent bufferevent_sock.c:374) and its write callback unfreezes it
+ * around each write (:294-296): the freeze changes nothing, both writes
+ * arrive, once each. The adapter's output filter cannot remove from a
+ * frozen front: evbuffer_remove_buffer() fails (BEV_ERROR, nothing moves:
+ * a hang over TCP) and ad_direct() on a channel sends the bytes, then
+ * fails to drain them (evbuffer_drain() on a frozen front), so the next
+ * write sends them again.
+ */
+START_TEST(ak_freeze_output)
+{
+	struct ak t;
+
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	ck_assert_int_eq(evbuffer_freeze(bufferevent_get_output(t.c), 1), 0);
+	ck_assert_int_eq(bufferevent_write(t.c, "abc", 3), 0);
+	bt_loop_for(t.env.eb, 30);
+	ck_assert_int_eq(bufferevent_write(t.c, "def", 3), 0);
+	bt_loop_for(t.env.eb, 30);
+	ck_assert_int_eq(bufferevent_write(t.c, "ghi", 3), 0);
+	BT_WAIT(t.env.eb, t.s_len >= 9, AK_WAIT_MS);
+	bt_loop_for(t.env.eb, AK_QUIET_MS);
+	ck_assert_str_eq(t.s_buf, "abcdefghi");
+	ak_close(&t);
+}
+END_TEST
 
 
 static void
@@ -666,6 +695,7 @@ bt_suite_attack(void)
 
 	tc = tcase_create("r45-freeze");
 	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, ak_freeze_output, 0, BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-setcb");
 	tcase_set_timeout(tc, 60);
