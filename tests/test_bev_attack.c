@@ -162,6 +162,26 @@ START_TEST(ak_freeze_output)
 }
 END_TEST
 
+/*
+ * evbuffer_freeze(input, 0) by the application. A socket bufferevent's
+ * input is frozen at its end already (bufferevent_sock.c:373) and its read
+ * callback unfreezes it around each read (:189-191): the bytes arrive and
+ * the read callback runs. The adapter's evrdma__ad_take() fails to add to
+ * a frozen end and stops: the bytes wait in the transport for ever.
+ */
+START_TEST(ak_freeze_input)
+{
+	struct ak t;
+
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	ck_assert_int_eq(evbuffer_freeze(bufferevent_get_input(t.c), 0), 0);
+	ck_assert_int_eq(bufferevent_write(t.s, "hello", 5), 0);
+	BT_WAIT(t.env.eb, t.c_len >= 5, AK_WAIT_MS);
+	ck_assert_str_eq(t.c_buf, "hello");
+	ak_close(&t);
+}
+END_TEST
 
 static void
 ak_user_cb(struct evbuffer *buf, size_t old, size_t now, void *arg)
@@ -696,6 +716,7 @@ bt_suite_attack(void)
 	tc = tcase_create("r45-freeze");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, ak_freeze_output, 0, BT_N);
+	tcase_add_loop_test(tc, ak_freeze_input, 0, BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-setcb");
 	tcase_set_timeout(tc, 60);
