@@ -283,7 +283,63 @@ END_TEST
 
 
 
+/*
+ * bufferevent_setcb(bev, NULL, NULL, NULL, NULL) while reading is on (a
+ * bufferevent handed from one module to another), bytes arrive, then the
+ * new owner sets its callbacks and looks at input. A socket bufferevent
+ * reads whatever its callbacks: the bytes are in input. The adapter takes
+ * "no callback at all" for a free by the user (evrdma__ad_deliver(),
+ * evrdma__lev_no_callbacks()) and leaves them in the transport; nothing
+ * brings them in later but a new arrival: input stays empty for ever.
+ */
+START_TEST(ak_nullcb_then_setcb)
+{
+	struct ak t;
 
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	bufferevent_setcb(t.c, NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(bufferevent_write(t.s, "request", 7), 0);
+	bt_loop_for(t.env.eb, AK_QUIET_MS);
+	bufferevent_setcb(t.c, ak_c_read, NULL, ak_c_event, &t);
+	BT_WAIT(t.env.eb, evbuffer_get_length(bufferevent_get_input(t.c)) +
+	    t.c_len >= 7, AK_WAIT_MS);
+	ak_close(&t);
+}
+END_TEST
+
+/*
+ * A filter stacked on the bufferevent without BEV_OPT_CLOSE_ON_FREE, then
+ * freed to go on in clear (the reason libevent makes CLOSE_ON_FREE
+ * optional): be_filter_unlink() clears the callbacks of the bufferevent
+ * under it (bufferevent_filter.c:248-250), so the adapter stops reading
+ * as in ak_nullcb_then_setcb. A socket reads on; its input has the bytes
+ * that came after the filter went.
+ */
+START_TEST(ak_filter_unstacked)
+{
+	struct ak t;
+	struct bufferevent *f;
+
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	f = bufferevent_filter_new(t.c, NULL, NULL, 0, NULL, NULL);
+	ck_assert_ptr_nonnull(f);
+	bufferevent_enable(f, EV_READ | EV_WRITE);
+	ck_assert_int_eq(bufferevent_write(t.s, "one", 3), 0);
+	BT_WAIT(t.env.eb, evbuffer_get_length(bufferevent_get_input(f)) >= 3,
+	    AK_WAIT_MS);
+	bufferevent_free(f);
+	bt_loop_for(t.env.eb, 20);
+	ck_assert_int_eq(bufferevent_write(t.s, "two", 3), 0);
+	bt_loop_for(t.env.eb, AK_QUIET_MS);
+	bufferevent_setcb(t.c, ak_c_read, NULL, ak_c_event, &t);
+	bufferevent_enable(t.c, EV_READ);
+	BT_WAIT(t.env.eb, evbuffer_get_length(bufferevent_get_input(t.c)) +
+	    t.c_len >= 3, AK_WAIT_MS);
+	ak_close(&t);
+}
+END_TEST
 
 /* ==== batch 2: probes that behaved (kept as regression tests) ==== */
 
@@ -732,6 +788,8 @@ bt_suite_attack(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-handoff");
 	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, ak_nullcb_then_setcb, 0, BT_N);
+	tcase_add_loop_test(tc, ak_filter_unstacked, 0, BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-probes");
 	tcase_set_timeout(tc, 60);
