@@ -281,6 +281,30 @@ START_TEST(ak_outcb_after_free)
 }
 END_TEST
 
+/*
+ * Writing after our end of writing was shut down (an adapter:
+ * bufferevent_flush(BEV_FINISHED), as evrdma/bufferevent.h says; a socket:
+ * shutdown(fd, SHUT_WR)). A socket's write fails with EPIPE: the event
+ * callback hears BEV_EVENT_ERROR|BEV_EVENT_WRITING. The adapter's output
+ * filter returns at once when ad->shut (bev_io.c): the bytes stay in
+ * output for ever and nothing is reported.
+ */
+START_TEST(ak_write_after_shutdown)
+{
+	struct ak t;
+
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	ck_assert_int_eq(bt_shutdown(t.c), 0);
+	BT_WAIT(t.env.eb, t.s_events > 0, AK_WAIT_MS);
+	ck_assert_int_eq(t.s_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_int_eq(bufferevent_write(t.c, "late", 4), 0);
+	BT_WAIT(t.env.eb, t.c_events > 0, AK_WAIT_MS);
+	ck_assert_int_eq(t.c_what, BEV_EVENT_ERROR | BEV_EVENT_WRITING);
+	ck_assert_uint_eq(t.s_len, 0);
+	ak_close(&t);
+}
+END_TEST
 
 
 /*
@@ -785,6 +809,7 @@ bt_suite_attack(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-end");
 	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, ak_write_after_shutdown, 0, BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-handoff");
 	tcase_set_timeout(tc, 60);
