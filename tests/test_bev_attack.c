@@ -306,6 +306,74 @@ START_TEST(ak_write_after_shutdown)
 }
 END_TEST
 
+static int
+ak_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void
+ak_count_accept(struct bufferevent *bev, void *arg)
+{
+	struct ak *t = arg;
+
+	t->s_events++;
+	bufferevent_free(bev);
+}
+
+/*
+ * Misuse: bufferevent_socket_connect() on an RDMA bufferevent (it has no
+ * descriptor). It must fail, and make nothing. libevent makes a socket
+ * (bufferevent_sock.c:396), connects it (:414), hands it to
+ * bufferevent_setfd(), which the filter passes to the pair under it, which
+ * has no ctrl and refuses (ignored, :427), and returns 0 (:430): the call
+ * "succeeds", the socket leaks and its connect reaches the listener, whose
+ * accept callback gets a connection nobody owns. Only on adapters (a
+ * socket bufferevent is what that call is for).
+ */
+START_TEST(ak_socket_connect_misuse)
+{
+	struct ak t;
+	struct bufferevent *bev;
+	int fds, rc;
+
+	if (!bt_available(_i))
+		return;
+	memset(&t, 0, sizeof(t));
+	bt_env_init(&t.env, _i, NULL);
+	bt_listen(&t.l, &t.env, ak_count_accept, &t, 0);
+	bev = bt_new(&t.env, 0);
+	if (!bt_is_adapter(bev)) {
+		bufferevent_free(bev);
+		bt_listener_free(&t.l);
+		bt_env_fini(&t.env);
+		return;
+	}
+	fprintf(stderr, "%s on %s\n", __func__, bt_name(_i));
+	fds = ak_count_fds();
+	rc = bufferevent_socket_connect(bev, (struct sockaddr *)&t.l.ss,
+	    t.l.sslen);
+	bt_loop_for(t.env.eb, AK_QUIET_MS);
+	fprintf(stderr, "bufferevent_socket_connect() on an adapter: %d, "
+	    "%d more descriptors, %d accepted\n", rc, ak_count_fds() - fds,
+	    t.s_events);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(ak_count_fds(), fds);
+	ck_assert_int_eq(t.s_events, 0);
+	bufferevent_free(bev);
+	bt_listener_free(&t.l);
+	bt_env_fini(&t.env);
+}
+END_TEST
 
 /*
  * bufferevent_setcb(bev, NULL, NULL, NULL, NULL) while reading is on (a
@@ -810,6 +878,7 @@ bt_suite_attack(void)
 	tc = tcase_create("r45-end");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, ak_write_after_shutdown, 0, BT_N);
+	tcase_add_loop_test(tc, ak_socket_connect_misuse, 0, BT_N);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("r45-handoff");
 	tcase_set_timeout(tc, 60);
