@@ -34,6 +34,7 @@ struct ak {
 	short c_what, s_what;		/* last event */
 	int c_events, s_events;
 	int freed;			/* the client was freed */
+	size_t s_count;			/* bytes ak_count_read() took */
 	int cb_after_free;		/* an evbuffer cb ran after it */
 	int user_cb;			/* the application's evbuffer cb ran */
 };
@@ -715,6 +716,7 @@ START_TEST(ak_flush_misc)
 	bufferevent_flush(t.c, EV_READ, BEV_NORMAL);
 	bufferevent_flush(t.c, EV_READ, BEV_FLUSH);
 	bufferevent_flush(t.c, EV_READ | EV_WRITE, BEV_FLUSH);
+	bufferevent_flush(t.c, EV_READ, BEV_FINISHED);
 	bt_loop_for(t.env.eb, AK_QUIET_MS);
 	ck_assert_uint_eq(t.c_len, 0);
 	bufferevent_enable(t.c, EV_READ);
@@ -854,6 +856,47 @@ START_TEST(ak_defer_free_pending)
 }
 END_TEST
 
+static void
+ak_count_read(struct bufferevent *bev, void *arg)
+{
+	struct ak *t = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	t->s_count += evbuffer_get_length(in);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/* 8 MiB in one write, the end of writing at once after it (a socket's
+ * shutdown() once output drained), then a write after the peer's EOF
+ * (half-close: ours still goes): the peer reads exactly 8 MiB, then
+ * EOF; our end reads the peer's bytes after its EOF was sent. */
+START_TEST(ak_big_finished)
+{
+	struct ak t;
+	char *big;
+	size_t n = 8 * MiB;
+
+	if (!ak_open(&t, _i, 0, __func__))
+		return;
+	big = calloc(1, n);
+	ck_assert_ptr_nonnull(big);
+	bufferevent_setcb(t.s, ak_count_read, NULL, ak_s_event, &t);
+	ck_assert_int_eq(bufferevent_write(t.c, big, n), 0);
+	free(big);
+	BT_WAIT(t.env.eb, bt_shutdown(t.c) == 0, AK_WAIT_MS * 5);
+	BT_WAIT(t.env.eb, t.s_events > 0, AK_WAIT_MS * 5);
+	ck_assert_uint_eq(t.s_count, n);
+	ck_assert_int_eq(t.s_what, BEV_EVENT_EOF | BEV_EVENT_READING);
+	ck_assert_int_eq(bufferevent_write(t.s, "after", 5), 0);
+	BT_WAIT(t.env.eb, t.c_len >= 5, AK_WAIT_MS);
+	ck_assert_str_eq(t.c_buf, "after");
+	bt_loop_for(t.env.eb, AK_QUIET_MS);
+	ck_assert_int_eq(t.c_events, 0);
+	bufferevent_setcb(t.s, ak_s_read, NULL, ak_s_event, &t);
+	ak_close(&t);
+}
+END_TEST
+
 Suite *
 bt_suite_attack(void)
 {
@@ -896,6 +939,7 @@ bt_suite_attack(void)
 	tcase_add_loop_test(tc, ak_references, 0, BT_N);
 	tcase_add_loop_test(tc, ak_flush_misc, 0, BT_N);
 	tcase_add_loop_test(tc, ak_producer_in_output_cb, 0, BT_N);
+	tcase_add_loop_test(tc, ak_big_finished, 0, BT_N);
 	tcase_add_loop_test(tc, ak_defer_free_pending, 0, 2 * BT_N);
 	suite_add_tcase(s, tc);
 	return s;
