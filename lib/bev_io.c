@@ -160,8 +160,12 @@ ad_move_in(struct ad *ad, struct evbuffer *dst, ev_ssize_t limit)
 		n = INT_MAX;
 	if (n == 0)
 		return 0;
-	if (evbuffer_remove_buffer(in, dst, n) < 0)
+	evbuffer_unfreeze(dst, 0);	/* (frozen but for our moves) */
+	if (evbuffer_remove_buffer(in, dst, n) < 0) {
+		evbuffer_freeze(dst, 0);
 		return -1;
+	}
+	evbuffer_freeze(dst, 0);
 	ad_charge(ad, n, max, 0);
 	return (ev_ssize_t)n;
 }
@@ -283,10 +287,12 @@ void
 evrdma__ad_deliver(struct ad *ad)
 {
 	struct bufferevent *bev = evrdma__ad_live(ad);
+	int had_cb;
 
-	/* (no callback at all: freed by the user, and not yet finalized
-	 * while a reference of libevent's or ours holds it; see below) */
-	if (!bev || ad->delivering || evrdma__lev_no_callbacks(bev))
+	/* (a bufferevent without callbacks reads all the same, as a
+	 * socket's does: freed by the user but held by a reference, or
+	 * handed on with none set; see below) */
+	if (!bev || ad->delivering)
 		return;
 	ad->delivering = 1;
 	bufferevent_incref(bev);
@@ -304,15 +310,22 @@ evrdma__ad_deliver(struct ad *ad)
 		}
 		if (!evrdma__ad_take(ad, bev, bufferevent_get_input(bev)))
 			break;		/* nothing taken (a rate limit) */
+		had_cb = !evrdma__lev_no_callbacks(bev);
 		bufferevent_trigger(bev, EV_READ, 0);
-		/* A read callback that freed the bufferevent (our reference
+		/*
+		 * A read callback that freed the bufferevent (our reference
 		 * keeps it, its callbacks cleared): nothing more goes into
-		 * it, or the free would find the transport's bytes read and
-		 * end with EOF, where a socket's kernel keeps them and
-		 * resets (review r44). (A bufferevent left with no callback
-		 * at all, not freed, reads again at the next arrival.) */
-		if (evrdma__lev_no_callbacks(bev))
+		 * it in this pass, or the free would find the transport's
+		 * bytes read and end with EOF, where a socket's kernel keeps
+		 * them and resets (review r44). A socket reads once per
+		 * loop pass: so does this, from the loop, if the callbacks
+		 * were only cleared (evrdma__ad_live() says no once our
+		 * reference was the last, review r45).
+		 */
+		if (had_cb && evrdma__lev_no_callbacks(bev)) {
+			event_active(ad->work, EV_TIMEOUT, 1);
 			break;
+		}
 	}
 	bufferevent_decref(bev);
 	ad->delivering = 0;
@@ -454,22 +467,24 @@ evrdma__ad_connecting(struct ad *ad, int on)
 	ad_resume_start(ad);
 }
 
-/* The connection is over and output holds bytes: they cannot go. */
+/* The connection is over, or our end of it shut down (BEV_FINISHED), and
+ * output holds bytes: they cannot go, and a socket's write fails. */
 void
 evrdma__ad_write_end(struct ad *ad)
 {
 	struct bufferevent *bev = evrdma__ad_live(ad);
 
-	if (!bev || !ad->gone || ad->wr_end_done ||
+	if (!bev || !(ad->gone || ad->shut) || ad->wr_end_done ||
 	    !evbuffer_get_length(bufferevent_get_output(bev)) ||
 	    !(bufferevent_get_enabled(bev) & EV_WRITE))
 		return;
 	ad->wr_end_done = 1;
-	if (!ad->error)
+	if (ad->gone && !ad->error)
 		ad->error = EVRDMA_REASON_DISCONNECTED;
 	bufferevent_incref(bev);
 	bufferevent_disable(bev, EV_WRITE);
-	errno = ad->err && ad->err != ECONNRESET ? ad->err : EPIPE;
+	errno = ad->gone && ad->err && ad->err != ECONNRESET ? ad->err :
+	    EPIPE;
 	bufferevent_trigger_event(bev, BEV_EVENT_ERROR | BEV_EVENT_WRITING, 0);
 	bufferevent_decref(bev);
 }
@@ -538,7 +553,11 @@ ad_direct(struct ad *ad, struct evbuffer *src, size_t n)
 	p = evbuffer_pullup(src, (ev_ssize_t)n);
 	if (!p || ad->tp->write(ad, p, n) < 0)
 		return -1;
+	/* (output's front is frozen but for our moves: a drain that failed
+	 * would leave the bytes just sent to go again) */
+	evbuffer_unfreeze(src, 1);
 	evbuffer_drain(src, n);
+	evbuffer_freeze(src, 1);
 	return 0;
 }
 
@@ -567,9 +586,9 @@ evrdma__ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 		return BEV_NEED_MORE;
 	}
 	if (ad->gone || ad->shut) {
-		/* the error comes from the loop, as a socket's would */
-		if (ad->gone)
-			event_active(ad->work, EV_TIMEOUT, 1);
+		/* the error comes from the loop, as a socket's would
+		 * (after a shutdown: EPIPE) */
+		event_active(ad->work, EV_TIMEOUT, 1);
 		return BEV_NEED_MORE;
 	}
 	out = tp_out(ad);
@@ -602,8 +621,14 @@ evrdma__ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	if (n > INT_MAX)
 		n = INT_MAX;
 	if (n) {
-		if (ad_direct(ad, src, n) < 0 &&
-		    evbuffer_remove_buffer(src, out, n) < 0)
+		int r = 0;
+
+		if (ad_direct(ad, src, n) < 0) {
+			evbuffer_unfreeze(src, 1);
+			r = evbuffer_remove_buffer(src, out, n);
+			evbuffer_freeze(src, 1);
+		}
+		if (r < 0)
 			return BEV_ERROR;
 		ad_charge(ad, n, max, 1);
 	} else if (evbuffer_get_length(src) && (mode != BEV_NORMAL ||
@@ -754,7 +779,7 @@ evrdma__ad_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		return;
 	if (ad_write_now(ad, bev, buf) == 0)
 		return;
-	if (ad->gone)
+	if (ad->gone || ad->shut)
 		event_active(ad->work, EV_TIMEOUT, 1);
 	else if (ad->state == AD_UP &&
 	    !(bufferevent_get_enabled(bev) & EV_WRITE))
