@@ -32,7 +32,11 @@
  * bytes the connection has not taken; BEV_EVENT_CONNECTED, BEV_EVENT_EOF,
  * BEV_EVENT_ERROR and BEV_EVENT_TIMEOUT with BEV_EVENT_READING or
  * BEV_EVENT_WRITING as a socket reports them, EOF and errors after every
- * received byte. The channel's output plays the kernel's send buffer: it
+ * received byte; a write after BEV_FINISHED gives BEV_EVENT_ERROR with
+ * BEV_EVENT_WRITING and EPIPE. Input's end and output's front are the
+ * connection's, frozen as a socket bufferevent's are (evbuffer_freeze()
+ * of them changes nothing), and the bufferevent reads whether or not it
+ * has callbacks. The channel's output plays the kernel's send buffer: it
  * takes written bytes up to twice the ring's size (slots * slot size);
  * beyond that they wait in the bufferevent's output and the write callback
  * waits.
@@ -87,6 +91,14 @@
  *    which set one (evhttp_connection_base_bufferevent_new() asserts
  *    that bufferevent_setfd() works, and aborts), need socket
  *    bufferevents (doc/MIGRATING.md, "evhttp").
+ *  - evbuffer_setcb() (libevent's deprecated event2/buffer_compat.h) on
+ *    the bufferevent's input or output must not be used: it frees the
+ *    callbacks libevent's filter keeps on them, and the filter frees them
+ *    again with the bufferevent (a crash in libevent, as on any filter
+ *    bufferevent). Use evbuffer_add_cb() and evbuffer_remove_cb().
+ *  - bufferevent_socket_connect() is for socket bufferevents: on this
+ *    one, as on any filter, libevent makes, connects and leaks a socket of
+ *    its own and returns 0. Use evrdma_bufferevent_connect().
  *  - Stream only; message mode stays with channels.
  *  - BEV_EVENT_EOF|BEV_EVENT_READING comes once; a socket's comes again
  *    on every bufferevent_enable(bev, EV_READ) after it (its read of 0).
