@@ -160,11 +160,8 @@ ad_user_freed(void *arg)
 
 		if (n > room)
 			n = room;
-		if (n) {
-			evbuffer_unfreeze(src, 1);
-			evbuffer_remove_buffer(src, tp_out(ad), n);
-			evbuffer_freeze(src, 1);
-		}
+		if (n)
+			ad_move(src, tp_out(ad), n, 1);
 	}
 	event_del(ad->move);
 	ad->move_due = 0;
@@ -262,13 +259,6 @@ ad_new(struct evrdma_base *base, int options)
 	if (!ad->bev)
 		goto fail;
 	/* from here on bufferevent_free(ad->bev) frees it all, u too */
-	/* Input's end and output's front are the transport's, as a socket
-	 * bufferevent's are the kernel's (libevent freezes them at its
-	 * birth): the adapter unfreezes them only around its own moves, so
-	 * that the application's evbuffer_freeze() of either changes
-	 * nothing, as on a socket (review r45). */
-	evbuffer_freeze(bufferevent_get_input(ad->bev), 0);
-	evbuffer_freeze(bufferevent_get_output(ad->bev), 1);
 	bufferevent_setcb(ad->u, evrdma__ad_doorbell, NULL, NULL, ad);
 	bufferevent_setwatermark(ad->u, EV_READ, 2, 0);
 	bufferevent_set_timeouts(ad->u, &never, NULL);

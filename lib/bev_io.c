@@ -160,12 +160,8 @@ ad_move_in(struct ad *ad, struct evbuffer *dst, ev_ssize_t limit)
 		n = INT_MAX;
 	if (n == 0)
 		return 0;
-	evbuffer_unfreeze(dst, 0);	/* (frozen but for our moves) */
-	if (evbuffer_remove_buffer(in, dst, n) < 0) {
-		evbuffer_freeze(dst, 0);
+	if (ad_move(in, dst, n, 0) < 0)
 		return -1;
-	}
-	evbuffer_freeze(dst, 0);
 	ad_charge(ad, n, max, 0);
 	return (ev_ssize_t)n;
 }
@@ -553,11 +549,13 @@ ad_direct(struct ad *ad, struct evbuffer *src, size_t n)
 	p = evbuffer_pullup(src, (ev_ssize_t)n);
 	if (!p || ad->tp->write(ad, p, n) < 0)
 		return -1;
-	/* (output's front is frozen but for our moves: a drain that failed
-	 * would leave the bytes just sent to go again) */
-	evbuffer_unfreeze(src, 1);
-	evbuffer_drain(src, n);
-	evbuffer_freeze(src, 1);
+	/* (a drain that failed would leave the bytes just sent to go
+	 * again: past the application's freeze, as ad_move()) */
+	if (evbuffer_drain(src, n) < 0) {
+		evbuffer_unfreeze(src, 1);
+		evbuffer_drain(src, n);
+		evbuffer_freeze(src, 1);
+	}
 	return 0;
 }
 
@@ -621,14 +619,7 @@ evrdma__ad_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	if (n > INT_MAX)
 		n = INT_MAX;
 	if (n) {
-		int r = 0;
-
-		if (ad_direct(ad, src, n) < 0) {
-			evbuffer_unfreeze(src, 1);
-			r = evbuffer_remove_buffer(src, out, n);
-			evbuffer_freeze(src, 1);
-		}
-		if (r < 0)
+		if (ad_direct(ad, src, n) < 0 && ad_move(src, out, n, 1) < 0)
 			return BEV_ERROR;
 		ad_charge(ad, n, max, 1);
 	} else if (evbuffer_get_length(src) && (mode != BEV_NORMAL ||

@@ -131,7 +131,9 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	in = bufferevent_get_input(bev);
 	if (evrdma__ad_read_room(bev, in) < len)
 		return 0;
-	evbuffer_unfreeze(in, 0);	/* (frozen but for our moves) */
+	if (evbuffer_add(in, p, len) == 0)
+		return 1;
+	evbuffer_unfreeze(in, 0);		/* past the application's freeze (bev_ad.h) */
 	r = evbuffer_add(in, p, len);
 	evbuffer_freeze(in, 0);
 	return r == 0;
