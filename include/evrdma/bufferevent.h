@@ -33,10 +33,10 @@
  * BEV_EVENT_ERROR and BEV_EVENT_TIMEOUT with BEV_EVENT_READING or
  * BEV_EVENT_WRITING as a socket reports them, EOF and errors after every
  * received byte; a write after BEV_FINISHED gives BEV_EVENT_ERROR with
- * BEV_EVENT_WRITING and EPIPE. Input's end and output's front are the
- * connection's, frozen as a socket bufferevent's are (evbuffer_freeze()
- * of them changes nothing), and the bufferevent reads whether or not it
- * has callbacks. The channel's output plays the kernel's send buffer: it
+ * BEV_EVENT_WRITING and EPIPE. evbuffer_freeze() of input's end or of
+ * output's front changes nothing, as on a socket (the connection's own
+ * moves pass it), and the bufferevent reads whether or not it has
+ * callbacks. The channel's output plays the kernel's send buffer: it
  * takes written bytes up to twice the ring's size (slots * slot size);
  * beyond that they wait in the bufferevent's output and the write callback
  * waits.
