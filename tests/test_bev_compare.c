@@ -159,6 +159,9 @@ sc_enable_write(struct sc *sc)
 	sc_enable(c, EV_WRITE);
 	sc_quiet(sc);
 	sc_mark(sc, "pending");
+	/* (one read callback for the 3000 bytes, however TCP cuts them: a
+	 * CI run's socket server once read 2048 first) */
+	sc_setwm(&sc->s, EV_READ, 3000, 0);
 	sc_disable(c, EV_WRITE);
 	sc_write(c, 3000);
 	sc_quiet(sc);
@@ -167,6 +170,7 @@ sc_enable_write(struct sc *sc)
 	SC_WAIT(sc, SC_INLEN(&sc->s) == 3000);
 	sc_quiet(sc);
 	sc_drain(&sc->s, 3000);
+	sc_setwm(&sc->s, EV_READ, 0, 0);
 	sc_mark(sc, "trigger");
 	bufferevent_trigger(c->bev, EV_WRITE, 0);
 	sc_quiet(sc);
