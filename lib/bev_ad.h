@@ -149,9 +149,10 @@ tp_out(const struct ad *ad)
  * the freeze put back. Tried as is first, so that the common case pays
  * nothing (keeping the ends frozen as a socket's are cost 62 instructions
  * per round trip, in libevent's freeze calls).
+ *
+ * ad_move(): evbuffer_remove_buffer(src, dst, n) past the application's
+ * freeze of @p src's front (@p front) or @p dst's end; what it returns.
  */
-/* evbuffer_remove_buffer(src, dst, n) past the application's freeze of
- * @p src's front (@p front) or @p dst's end: what it returns. */
 static inline int
 ad_move(struct evbuffer *src, struct evbuffer *dst, size_t n, int front)
 {
