@@ -567,6 +567,14 @@ START_TEST(isolation_pool_trickle)
 	srq = pool_victim(&env, &v, 16, 32);
 	for (i = 0; i < 2; i++)
 		f_open(&hf[i], &v);
+	/* Both in the pool before either bursts: a friend is connected when
+	 * our side's ESTABLISHED may not have run yet, and the first burst
+	 * was then lent all of its R (the pool's share of one). The second
+	 * got the rest, and a RECLAIM of the first one's excess; when that
+	 * YIELD came after the second's burst had ended (no longer starved,
+	 * nothing to lend to), the pool kept room for a newcomer at once
+	 * (CI, and one run in seven beside the host suites). */
+	CH_WAIT(env.eb, v.naccepted == 2, 10000);
 	for (i = 0; i < 2; i++)
 		f_echo(&hf[i], &v, 64 * KiB);
 	ch_loop_for(env.eb, 200);
