@@ -150,6 +150,10 @@ tp_out(const struct ad *ad)
  * nothing (keeping the ends frozen as a socket's are cost 62 instructions
  * per round trip, in libevent's freeze calls).
  *
+ * A move refused for another reason (the transport's buffer frozen) leaves
+ * the thawed end frozen after it: as a socket's is between its reads and
+ * writes, so the application sees no difference.
+ *
  * ad_move(): evbuffer_remove_buffer(src, dst, n) past the application's
  * freeze of @p src's front (@p front) or @p dst's end; what it returns.
  */
@@ -164,6 +168,34 @@ ad_move(struct evbuffer *src, struct evbuffer *dst, size_t n, int front)
 	evbuffer_unfreeze(b, front);
 	r = evbuffer_remove_buffer(src, dst, n);
 	evbuffer_freeze(b, front);
+	return r;
+}
+
+/* evbuffer_drain() of @p b's front, past the application's freeze: 0, -1 */
+static inline int
+ad_drain(struct evbuffer *b, size_t n)
+{
+	int r = evbuffer_drain(b, n);
+
+	if (r == 0)
+		return 0;
+	evbuffer_unfreeze(b, 1);
+	r = evbuffer_drain(b, n);
+	evbuffer_freeze(b, 1);
+	return r;
+}
+
+/* evbuffer_add() at @p b's end, past the application's freeze: 0, -1 */
+static inline int
+ad_add(struct evbuffer *b, const void *p, size_t n)
+{
+	int r = evbuffer_add(b, p, n);
+
+	if (r == 0)
+		return 0;
+	evbuffer_unfreeze(b, 0);
+	r = evbuffer_add(b, p, n);
+	evbuffer_freeze(b, 0);
 	return r;
 }
 

@@ -550,12 +550,8 @@ ad_direct(struct ad *ad, struct evbuffer *src, size_t n)
 	if (!p || ad->tp->write(ad, p, n) < 0)
 		return -1;
 	/* (a drain that failed would leave the bytes just sent to go
-	 * again: past the application's freeze, as ad_move()) */
-	if (evbuffer_drain(src, n) < 0) {
-		evbuffer_unfreeze(src, 1);
-		evbuffer_drain(src, n);
-		evbuffer_freeze(src, 1);
-	}
+	 * again) */
+	ad_drain(src, n);
 	return 0;
 }
 

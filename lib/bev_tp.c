@@ -122,7 +122,6 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	struct ad *ad = arg;
 	struct bufferevent *bev = evrdma__ad_live(ad);
 	struct evbuffer *in;
-	int r;
 
 	if (!bev || ad->delivering || ad->rd_end ||
 	    !(evrdma__lev_enabled(bev) & EV_READ) || !evrdma__ad_probe(ad) ||
@@ -131,12 +130,7 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	in = bufferevent_get_input(bev);
 	if (evrdma__ad_read_room(bev, in) < len)
 		return 0;
-	if (evbuffer_add(in, p, len) == 0)
-		return 1;
-	evbuffer_unfreeze(in, 0);		/* past the application's freeze (bev_ad.h) */
-	r = evbuffer_add(in, p, len);
-	evbuffer_freeze(in, 0);
-	return r == 0;
+	return ad_add(in, p, len) == 0;
 }
 
 /* What tp_ch_take() took: the read timeout restarts and the read
