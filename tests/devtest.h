@@ -440,5 +440,6 @@ Suite *dt_suite_liveness(void);		/* test_liveness.c */
 Suite *dt_suite_fork(void);		/* test_fork.c */
 Suite *dt_suite_devices(void);		/* test_devices.c */
 Suite *dt_suite_storm(void);		/* test_storm.c */
+Suite *dt_suite_conn_attack(void);	/* test_conn_attack.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

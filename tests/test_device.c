@@ -137,6 +137,7 @@ static const struct {
 	{ "device-chan-failure", dt_suite_chan_failure, 0 },
 	{ "device-chan-recv", dt_suite_chan_recv, 0 },
 	{ "device-conn", dt_suite_conn, 0 },
+	{ "device-conn-attack", dt_suite_conn_attack, 0 },
 	{ "device-srq", dt_suite_srq, 0 },
 	{ "device-chan-srq", dt_suite_chan_srq, 1 },
 	{ "device-smoke", dt_suite_smoke, 0 },

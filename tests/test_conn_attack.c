@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma device tests: the raw connection API (evrdma/conn.h, mr.h, the
+ * raw parts of listener.h) against a hostile peer (rawpeer.h) and a
+ * careless user. Each test checks one promise the headers make and is
+ * expected to fail on the code it was written against (review r46: see
+ * the report for the line of each defect).
+ */
+#include "devtest.h"
+#include "rawpeer.h"
+
+/* Run the loop (and the raw peer's own events) until *flag or @p ms. */
+static int
+ca_wait(struct rawpeer *rp, const int *flag, int ms)
+{
+	uint64_t end = tu_now_ms() + (uint64_t)ms;
+
+	while (!*flag) {
+		if (tu_now_ms() >= end)
+			return -1;
+		rp_run(rp, 5);
+	}
+	return 0;
+}
+
+/* The raw peer's connect to the pair's listener, with the read/atomic
+ * depths it offers in its own hands (rp_connect_now() offers 16/16). */
+static int
+ca_rp_connect(struct rawpeer *rp, struct dt_env *env, struct dt_pair *p,
+    unsigned resp_res, unsigned init_depth, int ms)
+{
+	struct sockaddr_storage ss;
+	struct rdma_conn_param cp;
+	int len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(p->lst));
+	uint64_t end;
+
+	if (rp_prepare(rp, env->eb, (struct sockaddr *)&ss, len) < 0)
+		return -1;
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = (uint8_t)resp_res;
+	cp.initiator_depth = (uint8_t)init_depth;
+	cp.retry_count = 6;	/* (7 is "for ever" on Soft-RoCE) */
+	cp.rnr_retry_count = 7;
+	if (rdma_connect(rp->id, &cp))
+		return -1;
+	end = tu_now_ms() + (uint64_t)ms;
+	while (!rp->established && !rp->rejected && !rp->failed) {
+		if (tu_now_ms() >= end)
+			return -1;
+		rp_run(rp, 5);
+	}
+	return rp->established ? 0 : -1;
+}
+
+/* ==== 1. a peer that grants no read/atomic credit ==== */
+
+/*
+ * A requester offers responder_resources 0 in its connect request (it
+ * will serve no RDMA READ or atomic of ours). evrdma_conn's accept clamps
+ * its own initiator depth to that (conn_cm.c, evrdma__conn_accept), so
+ * the QP is moved to RTS with max_rd_atomic 0. A READ or atomic posted
+ * on such a connection is accepted (returns 0) but can never be sent:
+ * the request hangs until the connection is freed. conn.h promises that
+ * a post either fails at once with an errno, or completes; a stranger
+ * must not be able to make our requests hang. Expected: each post either
+ * returns -1 (EOPNOTSUPP, say) or completes (with an error) within 3 s.
+ */
+START_TEST(attack_no_read_credit)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct rawpeer rp;
+	struct evrdma_remote rem;
+	struct evrdma_mr *mr;
+	uint8_t buf[64];
+	struct dt_wc rd, fa;
+	int rrc, frc, rerr = 0, ferr = 0;
+	uint64_t end;
+
+	memset(&p, 0, sizeof(p));
+	memset(&rp, 0, sizeof(rp));
+	memset(&rd, 0, sizeof(rd));
+	memset(&fa, 0, sizeof(fa));
+	memset(buf, 0, sizeof(buf));
+	dt_env_init(&env, NULL);
+	dt_pair_listen(&p, &env, dt_addr(), 1);
+	ck_assert_int_eq(ca_rp_connect(&rp, &env, &p, 0, 0, 5000), 0);
+	ck_assert_int_eq(ca_wait(&rp, &p.srv_accepted, 5000), 0);
+	mr = evrdma_mr_reg(p.srv, buf, sizeof(buf), EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(mr);
+	memset(rp.mem, 0x5a, 4096);
+	rem.addr = (uintptr_t)rp.mem;
+	rem.len = RP_MEM;
+	rem.rkey = rp.mr->rkey;
+	rrc = evrdma_conn_post_read(p.srv, mr, 0, 32, &rem, 0, dt_wc_cb, &rd);
+	if (rrc < 0)
+		rerr = errno;
+	frc = evrdma_conn_post_fadd(p.srv, mr, 32, &rem, 64, 1, dt_wc_cb,
+	    &fa);
+	if (frc < 0)
+		ferr = errno;
+	end = tu_now_ms() + 3000;
+	while ((rrc == 0 && !rd.done) || (frc == 0 && !fa.done)) {
+		if (tu_now_ms() >= end)
+			break;
+		rp_run(&rp, 5);
+	}
+	fprintf(stderr, "no read credit: READ post %d (%s) done %d status %d; "
+	    "FADD post %d (%s) done %d status %d\n", rrc, strerror(rerr),
+	    rd.done, rd.wc.status, frc, strerror(ferr), fa.done,
+	    fa.wc.status);
+	ck_assert_msg(rrc < 0 || rd.done, "an RDMA READ on a connection "
+	    "whose peer granted no read credit was accepted and has not "
+	    "completed in 3 s (it never can)");
+	ck_assert_msg(frc < 0 || fa.done, "an atomic on a connection whose "
+	    "peer granted no atomic credit was accepted and has not "
+	    "completed in 3 s (it never can)");
+	rp_close(&rp);
+	dt_pair_close(&p);
+	/* exactly once, also for the hung ones (ECANCELED at the free) */
+	ck_assert_int_eq(rd.done, rrc == 0 ? 1 : 0);
+	ck_assert_int_eq(fa.done, frc == 0 ? 1 : 0);
+	evrdma_mr_free(mr);
+	dt_env_fini(&env);
+}
+END_TEST
+
+Suite *
+dt_suite_conn_attack(void)
+{
+	Suite *s = suite_create("device-conn-attack");
+	TCase *tc = tcase_create("conn-attack");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, attack_no_read_credit);
+	suite_add_tcase(s, tc);
+	return s;
+}
