@@ -126,6 +126,60 @@ START_TEST(attack_no_read_credit)
 }
 END_TEST
 
+/* ==== 2. a raw listener's refusal ==== */
+
+static int
+ca_refuse(struct evrdma_listener *l, struct evrdma_conn *c, const void *pd,
+    size_t len, void *arg)
+{
+	(void)l;
+	(void)c;
+	(void)pd;
+	(void)len;
+	(void)arg;
+	return 1;
+}
+
+/*
+ * listener.h, evrdma_prepare_cb: "nonzero to reject (the peer sees
+ * EVRDMA_REASON_REJECTED, code EVRDMA_REJECT_APP)", with no exception
+ * for EVRDMA_LISTEN_RAW; and conn.h's evrdma_conn_get_reject() gives the
+ * code "when the peer is an evrdma listener". A raw listener's reject()
+ * sends no private data at all (listener.c, reject()), so an evrdma peer
+ * reads code 0. Either the code or the two headers must change.
+ */
+START_TEST(attack_raw_reject_code)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct sockaddr_storage ss;
+	int len, status = -1, code = -1;
+
+	memset(&p, 0, sizeof(p));
+	dt_env_init(&env, NULL);
+	dt_pair_listen(&p, &env, dt_addr(), 1);
+	p.prepare = ca_refuse;
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(p.lst));
+	p.cli = evrdma_conn_new(env.base, EVRDMA_CONN_RAW);
+	ck_assert_ptr_nonnull(p.cli);
+	evrdma_conn_setcb(p.cli, dt_pair_cli_event, &p);
+	ck_assert_int_eq(evrdma_conn_connect(p.cli, (struct sockaddr *)&ss,
+	    len), 0);
+	DT_WAIT(&env, p.cli_events, 10000);
+	ck_assert_int_eq(p.cli_what, EVRDMA_EV_ERROR);
+	ck_assert_int_eq(p.cli_reason, EVRDMA_REASON_REJECTED);
+	ck_assert_int_eq(evrdma_conn_get_reject(p.cli, &status, &code), 0);
+	fprintf(stderr, "raw listener's refusal: status %d code %d\n", status,
+	    code);
+	ck_assert_msg(code == EVRDMA_REJECT_APP, "a raw evrdma listener's "
+	    "prepare refusal reached the evrdma peer as code %d, not "
+	    "EVRDMA_REJECT_APP (%d) as listener.h says", code,
+	    EVRDMA_REJECT_APP);
+	dt_pair_close(&p);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_conn_attack(void)
 {
@@ -134,6 +188,7 @@ dt_suite_conn_attack(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, attack_no_read_credit);
+	tcase_add_test(tc, attack_raw_reject_code);
 	suite_add_tcase(s, tc);
 	return s;
 }
