@@ -180,6 +180,95 @@ START_TEST(attack_raw_reject_code)
 }
 END_TEST
 
+/* ==== 3. a held connection's request fails ==== */
+
+struct held {
+	struct evrdma_mr *mr;
+	uint8_t buf[8];
+	struct dt_wc w;
+	int prepared;
+};
+
+static int
+held_prepare(struct evrdma_listener *l, struct evrdma_conn *c,
+    const void *pd, size_t len, void *arg)
+{
+	struct held *h = arg;
+
+	(void)l;
+	(void)pd;
+	(void)len;
+	h->mr = evrdma_mr_reg(c, h->buf, sizeof(h->buf),
+	    EVRDMA_ACCESS_LOCAL_WRITE);
+	ck_assert_ptr_nonnull(h->mr);
+	ck_assert_int_eq(evrdma_conn_post_recv(c, h->mr, 0, sizeof(h->buf),
+	    dt_wc_cb, &h->w), 0);
+	h->prepared++;
+	return 0;
+}
+
+/*
+ * listener.h, evrdma_prepare_cb: a connection may be dropped before the
+ * accept callback, and "the application hears of that only as ECANCELED
+ * on what it posted". The listener is disabled, so the established
+ * connection waits (held) to be handed out; its peer sends 64 bytes into
+ * the 8-byte receive posted from the prepare callback. The receive
+ * completes with a length error (EIO or EREMOTEIO, whatever the device
+ * reports), and only then does the failure drop the connection quietly
+ * (conn.c, evrdma__conn_fail: passive with parent_ops -> user_freed).
+ * The application got a plain error on its only request, never an
+ * ECANCELED, and the accept callback never comes once the listener is
+ * enabled: it cannot tell that the handle it saw in the prepare callback
+ * is gone (freed memory soon), nor release what it set up for it.
+ * Expected: the receive completes with ECANCELED (the drop), or the
+ * connection is handed out after evrdma_listener_enable() (then it ends
+ * with an event as any other).
+ */
+START_TEST(attack_held_request_fails)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct rawpeer rp;
+	struct held h;
+	struct sockaddr_storage ss;
+	int len;
+
+	memset(&p, 0, sizeof(p));
+	memset(&rp, 0, sizeof(rp));
+	memset(&h, 0, sizeof(h));
+	dt_env_init(&env, NULL);
+	dt_pair_listen(&p, &env, dt_addr(), 1);
+	p.prepare = held_prepare;
+	p.prepare_arg = &h;
+	ck_assert_int_eq(evrdma_listener_disable(p.lst), 0);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(p.lst));
+	ck_assert_int_eq(rp_connect(&rp, env.eb, (struct sockaddr *)&ss, len,
+	    NULL, 0, 5000), 0);
+	ck_assert(rp.established);
+	ck_assert_int_eq(h.prepared, 1);
+	rp_run(&rp, 200);	/* our ESTABLISHED: the connection is held */
+	ck_assert_int_eq(p.srv_accepted, 0);
+	memset(rp.mem, 0x77, 64);
+	ck_assert_int_eq(rp_send(&rp, 0, 64), 0);
+	ck_assert_int_eq(ca_wait(&rp, &h.w.done, 3000), 0);
+	ck_assert_int_eq(evrdma_listener_enable(p.lst), 0);
+	(void)ca_wait(&rp, &p.srv_accepted, 1000);
+	fprintf(stderr, "held connection's receive: status %d (%s), "
+	    "accepted %d\n", h.w.wc.status, strerror(h.w.wc.status),
+	    p.srv_accepted);
+	ck_assert_int_eq(h.w.done, 1);
+	ck_assert_msg(h.w.wc.status == ECANCELED || p.srv_accepted,
+	    "a connection not yet handed out was dropped after its receive "
+	    "completed with %d (%s): the application never heard ECANCELED "
+	    "nor got the connection", h.w.wc.status,
+	    strerror(h.w.wc.status));
+	rp_close(&rp);
+	dt_pair_close(&p);
+	evrdma_mr_free(h.mr);
+	dt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 dt_suite_conn_attack(void)
 {
@@ -189,6 +278,7 @@ dt_suite_conn_attack(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, attack_no_read_credit);
 	tcase_add_test(tc, attack_raw_reject_code);
+	tcase_add_test(tc, attack_held_request_fails);
 	suite_add_tcase(s, tc);
 	return s;
 }
