@@ -269,16 +269,92 @@ START_TEST(attack_held_request_fails)
 }
 END_TEST
 
+/* ==== 4. the base freed inside a connection's event callback ==== */
+
+struct bf {
+	struct dt_env *env;
+	int connected;
+	int freed;
+};
+
+static void
+bf_event(struct evrdma_conn *c, short what, int reason, void *arg)
+{
+	struct bf *b = arg;
+
+	(void)c;
+	(void)reason;
+	if (!(what & EVRDMA_EV_CONNECTED))
+		return;
+	b->connected = 1;
+	/* (base.h: "Must not be called from inside an evrdma callback"; the
+	 * project promises a clear error for misuse, never a hang) */
+	evrdma_base_free(b->env->base);
+	b->freed = 1;
+}
+
+/*
+ * A careless user frees the evrdma base from inside EVRDMA_EV_CONNECTED.
+ * That callback runs inside the rdma_cm dispatch (cm.c, evrdma__cm_drain)
+ * before the ESTABLISHED event is acked; evrdma_base_free() releases the
+ * connection at once (conn.c, evrdma__conn_release_now -> conn_destroy ->
+ * rdma_destroy_id()), and librdmacm's rdma_destroy_id() waits until every
+ * event of the id it reported has been acked: the process hangs for ever
+ * (this test's tcase times out). base.h forbids the call, but nothing
+ * refuses or defers it. Expected: the call returns (it takes effect
+ * after the dispatch, or is refused), and whatever it did, the objects
+ * can be released afterwards.
+ */
+START_TEST(attack_base_free_in_event_cb)
+{
+	struct dt_env env;
+	struct dt_pair p;
+	struct bf b;
+	struct sockaddr_storage ss;
+	int len;
+
+	memset(&p, 0, sizeof(p));
+	memset(&b, 0, sizeof(b));
+	b.env = &env;
+	dt_env_init(&env, NULL);
+	dt_pair_listen(&p, &env, dt_addr(), 0);
+	len = dt_sockaddr(&ss, dt_addr(), evrdma_listener_get_port(p.lst));
+	p.cli = evrdma_conn_new(env.base, 0);
+	ck_assert_ptr_nonnull(p.cli);
+	evrdma_conn_setcb(p.cli, bf_event, &b);
+	ck_assert_int_eq(evrdma_conn_connect(p.cli, (struct sockaddr *)&ss,
+	    len), 0);
+	DT_WAIT(&env, b.freed, 5000);
+	tu_loop_for(env.eb, 200);
+	if (evrdma_conn_get_base(p.cli) == NULL) {
+		/* it took effect: husks, each freed by its own call */
+		evrdma_conn_free(p.cli);
+		evrdma_conn_free(p.srv);
+		evrdma_listener_free(p.lst);
+		event_base_free(env.eb);
+	} else {
+		/* refused: everything is as it was */
+		dt_pair_close(&p);
+		dt_env_fini(&env);
+	}
+}
+END_TEST
+
 Suite *
 dt_suite_conn_attack(void)
 {
 	Suite *s = suite_create("device-conn-attack");
 	TCase *tc = tcase_create("conn-attack");
+	TCase *hang = tcase_create("conn-attack-hang");
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, attack_no_read_credit);
 	tcase_add_test(tc, attack_raw_reject_code);
 	tcase_add_test(tc, attack_held_request_fails);
 	suite_add_tcase(s, tc);
+	/* (a hang is what it finds: a short timeout) */
+	tcase_set_timeout(hang, 10);
+	tcase_add_test(hang, attack_base_free_in_event_cb);
+	suite_add_tcase(s, hang);
 	return s;
 }
