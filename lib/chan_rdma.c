@@ -321,6 +321,13 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 	rc->pullable = rc->peer_pull_min && rc->src_remote;
 	if (!rc->pull_min)
 		rc->peer_src.rkey = 0;	/* we never read it */
+	if (rc->peer_src.rkey && !conn->rd_out) {
+		/* it offers its ring for our pulls and serves none of our
+		 * READs (review r46): every pull would wait for ever */
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: the peer offers "
+		    "pulls but serves no RDMA READ", (void *)rc);
+		return -1;
+	}
 	if (rc->pool && evrdma__rc_pool_join(rc) < 0) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
 		    evrdma_errmsg());

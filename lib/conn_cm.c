@@ -383,8 +383,15 @@ conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 	}
 	evrdma__ev_stop(conn->timer);
 	conn->state = EVRDMA_CONN_ESTABLISHED;
-	if (!conn->passive)
-		conn_set_min_rnr(conn);	/* (passive: at the accept) */
+	if (!conn->passive) {
+		/* (passive: both at the accept) the listener's reply says
+		 * how many of our READs and atomics it serves; the CM set
+		 * our QP's depth from it */
+		conn->rd_out = (uint8_t)rd_atom(conn->dev);
+		if (ev->param.conn.responder_resources < conn->rd_out)
+			conn->rd_out = ev->param.conn.responder_resources;
+		conn_set_min_rnr(conn);
+	}
 	conn->rts = 1;
 	if (conn->ka_idle_ms) {
 		conn->ka_seen = conn->ep.activity;
@@ -549,6 +556,7 @@ evrdma__conn_accept(struct evrdma_conn *conn)
 		p.responder_resources = conn->peer_rd;
 	if (p.initiator_depth > conn->peer_init)
 		p.initiator_depth = conn->peer_init;
+	conn->rd_out = p.initiator_depth;
 	if (EVRDMA_SYM(rdma_accept)(conn->id, &p))
 		return evrdma__fail(errno, "rdma_accept: %s", strerror(errno));
 	/* rdma_accept() moved the QP to RTS: the requester may send as

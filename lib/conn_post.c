@@ -157,6 +157,17 @@ evrdma_conn_post_send_imm(struct evrdma_conn *conn, struct evrdma_mr *mr,
 	return post_send_common(conn, mr, off, len, 1, imm, cb, arg);
 }
 
+/* A READ or atomic needs the peer to serve one (review r46: one that
+ * agreed to none would leave it pending until the connection ends). */
+static int
+check_rd_out(const struct evrdma_conn *conn)
+{
+	if (conn->rd_out)
+		return 0;
+	return evrdma__fail(EOPNOTSUPP, "the peer serves no RDMA READ or "
+	    "atomic on this connection (it offered 0 responder resources)");
+}
+
 static int
 post_rdma(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
     size_t len, const struct evrdma_remote *rem, uint64_t roff,
@@ -167,7 +178,8 @@ post_rdma(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 
 	if (conn_check_post(conn, 0) < 0 ||
 	    check_local(conn, mr, off, len, is_read) < 0 ||
-	    check_remote(rem, roff, len, 0) < 0)
+	    check_remote(rem, roff, len, 0) < 0 ||
+	    (is_read && check_rd_out(conn) < 0))
 		return -1;
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = op;
@@ -220,6 +232,8 @@ post_atomic(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 		return evrdma__fail(EINVAL, "no memory region");
 	if (conn->dev->attr.atomic_cap == IBV_ATOMIC_NONE)
 		return evrdma__fail(EOPNOTSUPP, "device has no atomics");
+	if (check_rd_out(conn) < 0)
+		return -1;
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = op;
 	wr.wr.atomic.remote_addr = rem->addr + roff;

@@ -600,6 +600,10 @@ struct evrdma_conn {
 	int fin_due;			/* finaliser scheduled */
 	int td_polled;			/* teardown timeout: CQs polled */
 	uint8_t peer_rd, peer_init;	/* passive: requester's depths */
+	/* the RDMA READs and atomics we may have outstanding, as agreed
+	 * with the peer (its responder resources bound it): 0, the peer
+	 * serves none, and one posted would wait for ever */
+	uint8_t rd_out;
 	evrdma_conn_event_cb cb;
 	void *cb_arg;
 	const struct evrdma__owner_ops *owner_ops;
