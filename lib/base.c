@@ -159,13 +159,11 @@ fail:
 	return NULL;
 }
 
+static void base_release(struct evrdma_base *base);
+
 void
 evrdma_base_free(struct evrdma_base *base)
 {
-	struct evrdma_conn *conn;
-	struct evrdma_listener *lst;
-	struct evrdma__hook *c;
-
 	if (!base || base->freeing)
 		return;
 	if (evrdma__forked) {
@@ -178,6 +176,31 @@ evrdma_base_free(struct evrdma_base *base)
 	/* no user callback from here on; what the user still holds becomes
 	 * a husk that its own free call releases */
 	base->freeing = 1;
+	/* Inside an evrdma callback (review r46): the dispatch that runs it
+	 * holds what the release would destroy (an rdma_cm event not yet
+	 * acked, whose id's destruction would wait for it for ever; a
+	 * device being polled), so the release waits for it to return. */
+	if (base->depth) {
+		base->free_due = 1;
+		return;
+	}
+	base_release(base);
+}
+
+void
+evrdma__base_leave(struct evrdma_base *base)
+{
+	if (!--base->depth && base->free_due)
+		base_release(base);
+}
+
+static void
+base_release(struct evrdma_base *base)
+{
+	struct evrdma_conn *conn;
+	struct evrdma_listener *lst;
+	struct evrdma__hook *c;
+
 	pthread_mutex_lock(&all_bases_lock);
 	LIST_REMOVE(base, all_link);
 	pthread_mutex_unlock(&all_bases_lock);

@@ -53,7 +53,9 @@ evrdma__cm_drain(struct evrdma_base *base)
 
 	if (!base->cm_ch)
 		return;
-	while (EVRDMA_SYM(rdma_get_cm_event)(base->cm_ch, &ev) == 0) {
+	/* (a base being freed hears no more: evrdma_base_free()) */
+	while (!base->freeing &&
+	    EVRDMA_SYM(rdma_get_cm_event)(base->cm_ch, &ev) == 0) {
 		struct rdma_cm_id *id = ev->id;
 		const struct evrdma__cm_ops *ops = NULL;
 		struct evrdma__cm_owner *o;
@@ -77,7 +79,7 @@ evrdma__cm_drain(struct evrdma_base *base)
 		if (ops && ops->acked)
 			ops->acked(o);
 	}
-	if (errno != EAGAIN && errno != EWOULDBLOCK)
+	if (!base->freeing && errno != EAGAIN && errno != EWOULDBLOCK)
 		evrdma__log(EVRDMA_LOG_ERROR, "rdma_get_cm_event: %s",
 		    strerror(errno));
 }

@@ -505,7 +505,9 @@ dev_poll(struct evrdma_dev *dev)
 			for (i = 0; i < n; i++) {
 				struct evrdma_req *req = evrdma__req_lookup(
 				    &base->reqs, wc[i].wr_id);
-				if (req)
+				/* (none once the base is being freed: its
+				 * requests are cancelled unheard) */
+				if (req && !base->freeing)
 					evrdma__ep_complete(req, &wc[i]);
 				/* else: a late completion of a request that
 				 * teardown already cancelled. */
@@ -522,7 +524,7 @@ dev_poll(struct evrdma_dev *dev)
 			poll_later(dev);
 	}
 	/* what this pass's completions made due, before the loop sleeps */
-	if (!--base->work.in_poll)
+	if (!--base->work.in_poll && !base->freeing)
 		evrdma__work_run(base);
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {

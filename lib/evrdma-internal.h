@@ -805,7 +805,11 @@ struct evrdma_base {
 	unsigned fail_post_send;
 	int fail_post_send_on;
 	struct evrdma__workq work;
-	int freeing;			/* inside evrdma_base_free() */
+	int freeing;			/* evrdma_base_free() was called */
+	/* how many of its events' callbacks are running (lib/loop.c); an
+	 * evrdma_base_free() among them is due when the last returns */
+	unsigned depth;
+	int free_due;
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
 	 * only the bufferevent calls work (they make TCP bufferevents) */
@@ -860,7 +864,12 @@ void evrdma__cm_drain(struct evrdma_base *base);
  * EPERM (a forked child), ENODEV (no rdma_cm, no device). */
 int evrdma__rdma_check(void);
 
-/* Is a user callback allowed now? Never inside evrdma_base_free(). */
+/* One of the base's event callbacks returned (lib/loop.c): at the last,
+ * an evrdma_base_free() called inside them takes effect. */
+void evrdma__base_leave(struct evrdma_base *base);
+
+/* Is a user callback allowed now? Never once evrdma_base_free() was
+ * called. */
 static inline int
 evrdma__base_user_ok(const struct evrdma_base *base)
 {

@@ -33,6 +33,7 @@ struct ev_glue {
 	evrdma__timer_cb timer_cb;
 	void *arg;
 	struct event *ev;
+	struct evrdma_base *base;
 };
 
 /* In a forked child that runs the parent's event_base on (after
@@ -43,22 +44,29 @@ static void
 fd_trampoline(evutil_socket_t fd, short what, void *p)
 {
 	struct ev_glue *g = p;
+	struct evrdma_base *base = g->base;
 
 	if (evrdma__forked) {
 		event_del(g->ev);
 		return;
 	}
+	/* (the callback may free g: base is read before) */
+	base->depth++;
 	g->fd_cb((int)fd, g->arg);
+	evrdma__base_leave(base);
 }
 
 static void
 timer_trampoline(evutil_socket_t fd, short what, void *p)
 {
 	struct ev_glue *g = p;
+	struct evrdma_base *base = g->base;
 
 	if (evrdma__forked)
 		return;
+	base->depth++;
 	g->timer_cb(g->arg);
+	evrdma__base_leave(base);
 }
 
 struct event *
@@ -75,6 +83,7 @@ evrdma__ev_fd_new(struct evrdma_base *base, int fd, evrdma__fd_cb cb,
 	}
 	g->fd_cb = cb;
 	g->arg = arg;
+	g->base = base;
 	ev = event_new(base->eb, fd, EV_READ | EV_PERSIST, fd_trampoline, g);
 	if (ev == NULL) {
 		free(g);
@@ -104,6 +113,7 @@ evrdma__ev_timer_new(struct evrdma_base *base, evrdma__timer_cb cb, void *arg)
 	}
 	g->timer_cb = cb;
 	g->arg = arg;
+	g->base = base;
 	ev = evtimer_new(base->eb, timer_trampoline, g);
 	if (ev == NULL) {
 		free(g);
