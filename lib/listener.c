@@ -54,12 +54,12 @@ reject(struct evrdma_listener *lst, struct rdma_cm_id *id, int code)
 	struct evrdma__hs hs = { EVRDMA_HS_VERSION, EVRDMA_HS_REJECT, 0,
 	    (uint8_t)code };
 
+	(void)lst;
 	evrdma__log(EVRDMA_LOG_INFO, "rejecting a connect request (code %d)",
 	    code);
-	if (lst->flags & EVRDMA_LISTEN_RAW) {
-		EVRDMA_SYM(rdma_reject)(id, NULL, 0);
-		return;
-	}
+	/* A raw listener's too (review r46: listener.h promises the code):
+	 * an evrdma peer reads it, any other ignores a reject's private
+	 * data (rping, perftest). */
 	evrdma__hs_encode(buf, &hs);
 	EVRDMA_SYM(rdma_reject)(id, buf, sizeof(buf));
 }
