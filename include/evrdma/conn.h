@@ -241,8 +241,10 @@ EVRDMA_EXPORT struct evrdma_base *evrdma_conn_get_base(
  * (region lacks the needed access), ENOTCONN (not established; RECV is
  * allowed from the prepare callback / QP creation on), EPIPE (connection
  * failing or freed), EAGAIN (the send or receive queue is full: retry from
- * a completion callback), EXDEV (region of another device or base), or the
- * error returned by ibv_post_send()/ibv_post_recv().
+ * a completion callback), EXDEV (region of another device or base),
+ * EOPNOTSUPP (an RDMA READ or atomic that the device, or the peer, serves
+ * none of: a peer may offer 0 responder resources when it connects or
+ * accepts), or the error returned by ibv_post_send()/ibv_post_recv().
  * @{ */
 
 /** Post a receive into [off, off+len) of @p mr (needs LOCAL_WRITE). */
