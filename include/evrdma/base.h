@@ -76,7 +76,8 @@ EVRDMA_EXPORT struct evrdma_base *evrdma_base_new(struct event_base *eb,
  * it received) and that you free with their usual free call, before or
  * after event_base_free(). Objects you already freed but that were still
  * closing are finished here.
- * Must not be called from inside an evrdma callback.
+ * Called from inside an evrdma callback, it takes effect once that
+ * callback has returned to evrdma.
  * @param base the context; NULL is allowed
  */
 EVRDMA_EXPORT void evrdma_base_free(struct evrdma_base *base);
