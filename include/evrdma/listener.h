@@ -53,8 +53,10 @@ typedef void (*evrdma_accept_cb)(struct evrdma_listener *lst,
  * accepted: post receives here so that the peer's first SEND finds one.
  * @p conn is not yet established; do not free it here (return nonzero).
  * It may still be dropped before the accept callback (refused here, the
- * peer gone, the accept timeout): the application hears of that only as
- * ECANCELED on what it posted; what else it set up here for @p conn
+ * peer gone, the accept timeout, a request of its own that failed): the
+ * application hears of that only through what it posted, each request
+ * completing with ECANCELED or with the error that ended the connection,
+ * and no accept callback follows; what else it set up here for @p conn
  * (regions registered on it) is its own to release then.
  * @param pdata the peer's private data (without evrdma's header), may be NULL
  * @return 0 to accept, nonzero to reject (the peer sees
