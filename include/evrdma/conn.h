@@ -138,7 +138,9 @@ EVRDMA_EXPORT void *evrdma_conn_get_cb_arg(const struct evrdma_conn *conn);
  * after @p idle_ms without any completion, a zero-length RDMA WRITE probes
  * the peer; @p count intervals of @p interval_ms more without a completion
  * end the connection with EVRDMA_EV_ERROR and EVRDMA_REASON_PEER_DEAD. The
- * probe consumes no receive at the peer and calls no callback of yours.
+ * probe consumes no receive at the peer and calls no callback of yours;
+ * while it is out it takes one entry of the send queue (a post that finds
+ * the queue full fails with EAGAIN, as it would for a request of yours).
  * May be called at any time; off by default for raw connections.
  * @param idle_ms 0 turns it off
  * @return 0, or -1 with errno EINVAL (interval or count 0 with idle set)
