@@ -347,7 +347,7 @@ rp_connect_now(struct rawpeer *rp, const void *pdata, size_t len, int ms)
 	uint64_t end = now_ms() + (uint64_t)ms;
 
 	memset(&p, 0, sizeof(p));
-	p.responder_resources = 16;
+	p.responder_resources = rp->no_rd ? 0 : 16;
 	p.initiator_depth = 16;
 	p.retry_count = 6;	/* (7 is "for ever" on Soft-RoCE) */
 	p.rnr_retry_count = 7;

@@ -48,6 +48,7 @@ struct rawpeer {
 	struct ibv_mr *mr;		/* mem, local + remote read/write */
 	uint8_t *mem;
 	int no_qp;			/* connect without a QP (half-open) */
+	int no_rd;			/* offer 0 responder resources */
 	/* the QP's local ACK timeout, 4.096 us << ack_timeout (rdma_cm's
 	 * option); 0 keeps rdma_cm's default (about a second on rxe) */
 	int ack_timeout;

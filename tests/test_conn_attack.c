@@ -8,6 +8,7 @@
  */
 #include "devtest.h"
 #include "rawpeer.h"
+#include "victim.h"
 
 /* Run the loop (and the raw peer's own events) until *flag or @p ms. */
 static int
@@ -126,6 +127,42 @@ START_TEST(attack_no_read_credit)
 	ck_assert_int_eq(rd.done, rrc == 0 ? 1 : 0);
 	ck_assert_int_eq(fa.done, frc == 0 ? 1 : 0);
 	evrdma_mr_free(mr);
+	dt_env_fini(&env);
+}
+END_TEST
+
+/*
+ * The same peer to a channel listener, offering its send ring for pulls:
+ * every pull (an RDMA READ of its ring) would wait for ever, and the
+ * stream with it. The channel is refused as a protocol error once
+ * established: dropped before the application sees it, and logged.
+ */
+START_TEST(attack_pulls_without_read_credit)
+{
+	struct dt_env env;
+	struct victim v;
+	struct rawpeer rp;
+	struct rp_chs h = rp_hs();
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	memset(&v, 0, sizeof(v));
+	memset(&rp, 0, sizeof(rp));
+	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 64), 0);
+	dt_env_init(&env, cfg);
+	evrdma_config_free(cfg);
+	v_listen(&v, &env);
+	rp.no_rd = 1;
+	h.pull_min = 64;
+	h.src_rkey = 1;		/* (rp_open() offers its ring) */
+	ck_assert_int_eq(rp_open(&rp, &v, &h, 32, 32), 0);
+	ck_assert_int_eq(rp_wait_disconnect(&rp, 5000), 0);
+	rp_run(&rp, 100);
+	fprintf(stderr, "pulls offered without a READ credit: accepted %d, "
+	    "logged: %s\n", v.naccepted, v.log[0] ? v.log : "(nothing)");
+	ck_assert_int_eq(v.naccepted, 0);
+	ck_assert_ptr_nonnull(strstr(v.log, "serves no RDMA READ"));
+	rp_close(&rp);
+	v_close(&v);
 	dt_env_fini(&env);
 }
 END_TEST
@@ -315,6 +352,7 @@ dt_suite_conn_attack(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, attack_no_read_credit);
+	tcase_add_test(tc, attack_pulls_without_read_credit);
 	tcase_add_test(tc, attack_raw_reject_code);
 	suite_add_tcase(s, tc);
 	/* (a hang is what it finds: a short timeout) */

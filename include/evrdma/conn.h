@@ -49,7 +49,12 @@ struct evrdma_conn;
  * Connection event callback. Called once with EVRDMA_EV_CONNECTED when the
  * connection is established, and at most once with EVRDMA_EV_EOF or
  * EVRDMA_EV_ERROR when it ends (after which no further event arrives; the
- * user should then free it).
+ * user should then free it). rdma_cm reports the peer's disconnect apart
+ * from the completions: EVRDMA_EV_EOF may come before those of receives
+ * that the peer's last messages filled. They complete with their data
+ * while the connection is not freed (a free completes them ECANCELED):
+ * a raw connection's user that needs every byte frees it once its posted
+ * receives have completed. (Channels keep that order themselves.)
  * @param conn the connection
  * @param what one EVRDMA_EV_* flag
  * @param reason an evrdma_reason (see evrdma_reason_str())
