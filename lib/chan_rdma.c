@@ -324,8 +324,9 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 	if (rc->peer_src.rkey && !conn->rd_out) {
 		/* it offers its ring for our pulls and serves none of our
 		 * READs (review r46): every pull would wait for ever */
-		evrdma__log(EVRDMA_LOG_WARN, "channel %p: the peer offers "
-		    "pulls but serves no RDMA READ", (void *)rc);
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation "
+		    "by the peer: it offers pulls but serves no RDMA READ",
+		    (void *)rc);
 		return -1;
 	}
 	if (rc->pool && evrdma__rc_pool_join(rc) < 0) {

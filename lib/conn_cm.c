@@ -385,11 +385,13 @@ conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 	conn->state = EVRDMA_CONN_ESTABLISHED;
 	if (!conn->passive) {
 		/* (passive: both at the accept) the listener's reply says
-		 * how many of our READs and atomics it serves; the CM set
-		 * our QP's depth from it */
+		 * how many of our READs and atomics it serves (its
+		 * responder resources, given from our side as
+		 * initiator_depth, as in a request); the CM set our QP's
+		 * depth from it */
 		conn->rd_out = (uint8_t)rd_atom(conn->dev);
-		if (ev->param.conn.responder_resources < conn->rd_out)
-			conn->rd_out = ev->param.conn.responder_resources;
+		if (ev->param.conn.initiator_depth < conn->rd_out)
+			conn->rd_out = ev->param.conn.initiator_depth;
 		conn_set_min_rnr(conn);
 	}
 	conn->rts = 1;
@@ -524,7 +526,11 @@ evrdma__conn_setup_passive(struct evrdma_conn *conn, struct rdma_cm_id *id,
 		*code = EVRDMA_REJECT_RESOURCES;
 		return -1;
 	}
-	/* what the requester can take bounds what we offer */
+	/* What the requester can take bounds what we offer. rdma_cm gives
+	 * them from our side (the IB CM swaps the REQ's two): its
+	 * initiator_depth is what the requester serves of ours (its
+	 * responder resources), its responder_resources what the requester
+	 * may ask of us (its initiator depth). */
 	conn->peer_rd = param->initiator_depth;
 	conn->peer_init = param->responder_resources;
 	if (conn->owner_ops) {
@@ -552,10 +558,13 @@ evrdma__conn_accept(struct evrdma_conn *conn)
 		len = conn_pdata_out(conn, EVRDMA_HS_ACCEPT, buf,
 		    conn->pdata_len);
 	conn_param_init(conn, &p, len ? buf : NULL, len);
-	if (p.responder_resources > conn->peer_rd)
-		p.responder_resources = conn->peer_rd;
-	if (p.initiator_depth > conn->peer_init)
-		p.initiator_depth = conn->peer_init;
+	/* (review r46: these two were crossed, harmless while both sides
+	 * offer the same; a requester that served none of our READs was
+	 * answered with our full initiator depth) */
+	if (p.responder_resources > conn->peer_init)
+		p.responder_resources = conn->peer_init;
+	if (p.initiator_depth > conn->peer_rd)
+		p.initiator_depth = conn->peer_rd;
 	conn->rd_out = p.initiator_depth;
 	if (EVRDMA_SYM(rdma_accept)(conn->id, &p))
 		return evrdma__fail(errno, "rdma_accept: %s", strerror(errno));

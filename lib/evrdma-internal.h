@@ -599,7 +599,9 @@ struct evrdma_conn {
 					 * rdma_accept(), active established */
 	int fin_due;			/* finaliser scheduled */
 	int td_polled;			/* teardown timeout: CQs polled */
-	uint8_t peer_rd, peer_init;	/* passive: requester's depths */
+	/* passive: what the requester serves of our READs and atomics, and
+	 * how many of its own it may have outstanding at us */
+	uint8_t peer_rd, peer_init;
 	/* the RDMA READs and atomics we may have outstanding, as agreed
 	 * with the peer (its responder resources bound it): 0, the peer
 	 * serves none, and one posted would wait for ever */

@@ -143,7 +143,8 @@ START_TEST(attack_pulls_without_read_credit)
 	struct victim v;
 	struct rawpeer rp;
 	struct rp_chs h = rp_hs();
-	struct evrdma_config *cfg = evrdma_config_new();
+	/* (a ring small beside the send queue: the victim pulls) */
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
 
 	memset(&v, 0, sizeof(v));
 	memset(&rp, 0, sizeof(rp));
