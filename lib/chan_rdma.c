@@ -319,16 +319,8 @@ own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 			return -1;
 	}
 	rc->pullable = rc->peer_pull_min && rc->src_remote;
-	if (!rc->pull_min)
-		rc->peer_src.rkey = 0;	/* we never read it */
-	if (rc->peer_src.rkey && !conn->rd_out) {
-		/* it offers its ring for our pulls and serves none of our
-		 * READs (review r46): every pull would wait for ever */
-		evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation "
-		    "by the peer: it offers pulls but serves no RDMA READ",
-		    (void *)rc);
+	if (evrdma__rc_pull_setup(rc, conn) < 0)
 		return -1;
-	}
 	if (rc->pool && evrdma__rc_pool_join(rc) < 0) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
 		    evrdma_errmsg());

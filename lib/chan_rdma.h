@@ -454,6 +454,9 @@ void evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 int evrdma__rc_post_pulls(struct ch_rdma *rc);
 int evrdma__rc_waiting(struct ch_rdma *rc);
 int evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn);
+/* Established: the pulls we make, checked against what the peer serves:
+ * 0, or -1 (a protocol violation, logged). */
+int evrdma__rc_pull_setup(struct ch_rdma *rc, const struct evrdma_conn *conn);
 
 /* ---- send slots, writes, credit returns and loans (chan_tx.c) ---- */
 int evrdma__rc_send_all(struct ch_rdma *rc);

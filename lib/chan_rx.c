@@ -623,3 +623,18 @@ evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
 	free(args);
 	return r;
 }
+
+/* Established: whether we pull the peer's messages. One that offers its
+ * ring for our pulls must serve our READs (review r46: every pull would
+ * wait for ever): 0, or -1 (a protocol violation). */
+int
+evrdma__rc_pull_setup(struct ch_rdma *rc, const struct evrdma_conn *conn)
+{
+	if (!rc->pull_min)
+		rc->peer_src.rkey = 0;	/* we never read it */
+	if (!rc->peer_src.rkey || conn->rd_out)
+		return 0;
+	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
+	    "peer: it offers pulls but serves no RDMA READ", (void *)rc);
+	return -1;
+}

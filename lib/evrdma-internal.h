@@ -120,6 +120,10 @@ evrdma__ev_timer_start(struct event *ev, unsigned ms)
 void evrdma__ev_stop(struct event *ev);
 int evrdma__ev_pending(struct event *ev);
 void evrdma__ev_free(struct event *ev);
+/* Timer @p ev of @p base runs as soon as the callbacks of the base's
+ * events that are running now have returned (its own events' callbacks
+ * count in base->depth). */
+void evrdma__ev_after_dispatch(struct evrdma_base *base, struct event *ev);
 int evrdma__set_nonblock(int fd);
 /* Resolve host:port without blocking; cb gets 0 and the first address, or
  * an error with sa == NULL, always from @p base's loop (also when @p dns
@@ -808,10 +812,11 @@ struct evrdma_base {
 	int fail_post_send_on;
 	struct evrdma__workq work;
 	int freeing;			/* evrdma_base_free() was called */
-	/* how many of its events' callbacks are running (lib/loop.c); an
-	 * evrdma_base_free() among them is due when the last returns */
+	/* how many of its events' callbacks are running, and the event
+	 * that runs when the last returns (lib/loop.c): an
+	 * evrdma_base_free() called inside them */
 	unsigned depth;
-	int free_due;
+	struct event *after_ev, *free_ev;
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
 	 * only the bufferevent calls work (they make TCP bufferevents) */
@@ -865,10 +870,6 @@ void evrdma__cm_drain(struct evrdma_base *base);
 /* Can this process do RDMA at all (opening nothing)? 0, or -1 with errno
  * EPERM (a forked child), ENODEV (no rdma_cm, no device). */
 int evrdma__rdma_check(void);
-
-/* One of the base's event callbacks returned (lib/loop.c): at the last,
- * an evrdma_base_free() called inside them takes effect. */
-void evrdma__base_leave(struct evrdma_base *base);
 
 /* Is a user callback allowed now? Never once evrdma_base_free() was
  * called. */

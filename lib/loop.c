@@ -36,6 +36,32 @@ struct ev_glue {
 	struct evrdma_base *base;
 };
 
+/*
+ * The callbacks of a base's events that are running now (base->depth):
+ * one of them may start what must wait until none is, because the
+ * dispatch that called it holds what that would destroy (an rdma_cm
+ * event not yet acked; a device being polled). Such an event, given to
+ * evrdma__ev_after_dispatch(), runs as the last of them returns, before
+ * the loop goes on: evrdma_base_free() from inside a callback (base.c).
+ */
+static void
+base_left(struct evrdma_base *base)
+{
+	struct ev_glue *g;
+
+	if (--base->depth || !base->after_ev)
+		return;
+	g = event_get_callback_arg(base->after_ev);
+	base->after_ev = NULL;
+	g->timer_cb(g->arg);		/* (it may free the base) */
+}
+
+void
+evrdma__ev_after_dispatch(struct evrdma_base *base, struct event *ev)
+{
+	base->after_ev = ev;
+}
+
 /* In a forked child that runs the parent's event_base on (after
  * event_reinit(), as libevent requires), our events go quiet: each would
  * act on the parent's connections (rdma_sym.c says why), and an fd that
@@ -53,7 +79,7 @@ fd_trampoline(evutil_socket_t fd, short what, void *p)
 	/* (the callback may free g: base is read before) */
 	base->depth++;
 	g->fd_cb((int)fd, g->arg);
-	evrdma__base_leave(base);
+	base_left(base);
 }
 
 static void
@@ -66,7 +92,7 @@ timer_trampoline(evutil_socket_t fd, short what, void *p)
 		return;
 	base->depth++;
 	g->timer_cb(g->arg);
-	evrdma__base_leave(base);
+	base_left(base);
 }
 
 struct event *

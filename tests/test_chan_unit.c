@@ -28,14 +28,6 @@
 /* rdma_sym.c's, which this program leaves out: loop.c reads it */
 int evrdma__forked;
 
-/* base.c's, left out too: loop.c's events call it as each callback
- * returns (no base here is freed from a callback) */
-void
-evrdma__base_leave(struct evrdma_base *base)
-{
-	base->depth--;
-}
-
 /* ---- a transport that records ---- */
 
 static int kicks, aborts, abort_reason;
