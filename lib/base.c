@@ -182,12 +182,7 @@ evrdma_base_free(struct evrdma_base *base)
 	 * acked, whose id's destruction would wait for it for ever; a
 	 * device being polled), so the release waits for it to return. */
 	if (base->depth) {
-		base->free_ev = evrdma__ev_timer_new(base, base_free_due, base);
-		if (base->free_ev)
-			evrdma__ev_after_dispatch(base, base->free_ev);
-		else
-			evrdma__log(EVRDMA_LOG_ERROR, "evrdma_base_free: %s: "
-			    "the base stays", evrdma_errmsg());
+		evrdma__ev_after_dispatch(base, base_free_due, base);
 		return;
 	}
 	base_release(base);
@@ -222,7 +217,6 @@ base_release(struct evrdma_base *base)
 	evrdma__mr_release_all(base);
 	evrdma__dev_free_all(base);
 	evrdma__work_fini(base);
-	evrdma__ev_free(base->free_ev);
 	evrdma__ev_free(base->cm_ev);
 	if (base->cm_ch)
 		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);

@@ -120,10 +120,10 @@ evrdma__ev_timer_start(struct event *ev, unsigned ms)
 void evrdma__ev_stop(struct event *ev);
 int evrdma__ev_pending(struct event *ev);
 void evrdma__ev_free(struct event *ev);
-/* Timer @p ev of @p base runs as soon as the callbacks of the base's
- * events that are running now have returned (its own events' callbacks
- * count in base->depth). */
-void evrdma__ev_after_dispatch(struct evrdma_base *base, struct event *ev);
+/* @p cb(@p arg) runs as soon as the callbacks of @p base's events that
+ * are running now have returned (they count in base->depth). */
+void evrdma__ev_after_dispatch(struct evrdma_base *base, evrdma__timer_cb cb,
+    void *arg);
 int evrdma__set_nonblock(int fd);
 /* Resolve host:port without blocking; cb gets 0 and the first address, or
  * an error with sa == NULL, always from @p base's loop (also when @p dns
@@ -812,11 +812,12 @@ struct evrdma_base {
 	int fail_post_send_on;
 	struct evrdma__workq work;
 	int freeing;			/* evrdma_base_free() was called */
-	/* how many of its events' callbacks are running, and the event
-	 * that runs when the last returns (lib/loop.c): an
-	 * evrdma_base_free() called inside them */
+	/* how many of its events' callbacks are running, and what runs
+	 * when the last returns (lib/loop.c): an evrdma_base_free() called
+	 * inside them */
 	unsigned depth;
-	struct event *after_ev, *free_ev;
+	evrdma__timer_cb after_cb;
+	void *after_arg;
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
 	 * only the bufferevent calls work (they make TCP bufferevents) */

@@ -40,26 +40,27 @@ struct ev_glue {
  * The callbacks of a base's events that are running now (base->depth):
  * one of them may start what must wait until none is, because the
  * dispatch that called it holds what that would destroy (an rdma_cm
- * event not yet acked; a device being polled). Such an event, given to
+ * event not yet acked; a device being polled). Such a call, given to
  * evrdma__ev_after_dispatch(), runs as the last of them returns, before
  * the loop goes on: evrdma_base_free() from inside a callback (base.c).
  */
 static void
 base_left(struct evrdma_base *base)
 {
-	struct ev_glue *g;
+	evrdma__timer_cb cb = base->after_cb;
 
-	if (--base->depth || !base->after_ev)
+	if (--base->depth || !cb)
 		return;
-	g = event_get_callback_arg(base->after_ev);
-	base->after_ev = NULL;
-	g->timer_cb(g->arg);		/* (it may free the base) */
+	base->after_cb = NULL;
+	cb(base->after_arg);		/* (it may free the base) */
 }
 
 void
-evrdma__ev_after_dispatch(struct evrdma_base *base, struct event *ev)
+evrdma__ev_after_dispatch(struct evrdma_base *base, evrdma__timer_cb cb,
+    void *arg)
 {
-	base->after_ev = ev;
+	base->after_cb = cb;
+	base->after_arg = arg;
 }
 
 /* In a forked child that runs the parent's event_base on (after
