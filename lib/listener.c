@@ -48,13 +48,12 @@ now_ms(void)
 }
 
 static void
-reject(struct evrdma_listener *lst, struct rdma_cm_id *id, int code)
+reject(struct rdma_cm_id *id, int code)
 {
 	uint8_t buf[EVRDMA_HS_LEN];
 	struct evrdma__hs hs = { EVRDMA_HS_VERSION, EVRDMA_HS_REJECT, 0,
 	    (uint8_t)code };
 
-	(void)lst;
 	evrdma__log(EVRDMA_LOG_INFO, "rejecting a connect request (code %d)",
 	    code);
 	/* A raw listener's too (review r46: listener.h promises the code):
@@ -233,7 +232,7 @@ queued_reject(struct evrdma_listener *lst, struct evrdma__queued *q)
 	struct rdma_cm_id *id = q->id;
 
 	id->context = NULL;
-	reject(lst, id, EVRDMA_REJECT_RESOURCES);
+	reject(id, EVRDMA_REJECT_RESOURCES);
 	EVRDMA_SYM(rdma_destroy_id)(id);
 	lst->base->stats.cm_ids--;
 	queued_free(lst, q);
@@ -298,7 +297,7 @@ lst_serve_queue(struct evrdma_listener *lst)
 		if (serve_request(lst, q->id, &q->param,
 		    (struct sockaddr *)&q->peer, &code) < 0) {
 			q->id->context = NULL;
-			reject(lst, q->id, code);
+			reject(q->id, code);
 			EVRDMA_SYM(rdma_destroy_id)(q->id);
 			lst->base->stats.cm_ids--;
 		}
@@ -346,7 +345,7 @@ on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 	lst->base->stats.cm_ids++;	/* the new id */
 	if (lst->user_freed || !lst->id) {
 		ev->id->context = NULL;
-		reject(lst, ev->id, code);
+		reject(ev->id, code);
 		return 1;
 	}
 	/* (behind those already waiting: served in order; a place freed
@@ -361,13 +360,13 @@ on_connect_request(struct evrdma_listener *lst, struct rdma_cm_event *ev)
 		    (void *)lst, lst->n_half_open, lst->n_queued,
 		    lst->disabled ? ", disabled" : "");
 		ev->id->context = NULL;
-		reject(lst, ev->id, code);
+		reject(ev->id, code);
 		return 1;
 	}
 	if (serve_request(lst, ev->id, &ev->param.conn,
 	    rdma_get_peer_addr(ev->id), &code) < 0) {
 		ev->id->context = NULL;
-		reject(lst, ev->id, code);
+		reject(ev->id, code);
 		return 1;
 	}
 	return 0;
