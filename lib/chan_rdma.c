@@ -265,6 +265,22 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	return 0;
 }
 
+/*
+ * Our QP's RNR retries are ours to decide, whatever the peer asked
+ * (conn_cm.c): none toward a peer's own ring, whose credits guarantee a
+ * posted receive, so that an RNR fails the connection at once; for ever
+ * toward a pool, whose RNRs an honest peer meets while a violator's
+ * messages hold buffers promised to others, until the pool's next poll
+ * (doc/channel-protocol.md, "Lending"). A pool that never posts holds our
+ * sends as a TCP peer's closed window does; the keepalive ends that
+ * (EVRDMA_REASON_PEER_DEAD).
+ */
+static void
+rc_rnr_retry(struct ch_rdma *rc, struct evrdma_conn *conn)
+{
+	evrdma__conn_set_rnr_retry(conn, rc->peer_lends ? 7 : 0);
+}
+
 static int
 own_prepare(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
     size_t peer_len, uint8_t *out, size_t *len, int *code)
@@ -272,9 +288,12 @@ own_prepare(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 	struct ch_rdma *rc = owner;
 
 	*code = EVRDMA_REJECT_RESOURCES;
-	if (peer && rc_hs_in(rc, peer, peer_len, code) < 0) {
-		errno = EPROTO;
-		return -1;
+	if (peer) {
+		if (rc_hs_in(rc, peer, peer_len, code) < 0) {
+			errno = EPROTO;
+			return -1;
+		}
+		rc_rnr_retry(rc, conn);
 	}
 	/* the requester offers its send ring only if it may be read; the
 	 * listener knows already whether its peer will pull */
@@ -304,20 +323,27 @@ rc_unexpose(struct ch_rdma *rc, struct evrdma_conn *conn)
 	return 0;
 }
 
+/* Active side: the listener's reply, before our QP may send. */
 static int
-own_established(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
+own_reply(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
     size_t peer_len)
 {
 	struct ch_rdma *rc = owner;
 	int code;
 
-	if (!rc->passive) {
-		if (rc_hs_in(rc, peer, peer_len, &code) < 0)
-			return -1;
-		if (!rc->peer_pull_min && rc->src_remote &&
-		    rc_unexpose(rc, conn) < 0)
-			return -1;
-	}
+	if (rc_hs_in(rc, peer, peer_len, &code) < 0)
+		return -1;
+	rc_rnr_retry(rc, conn);
+	if (!rc->peer_pull_min && rc->src_remote && rc_unexpose(rc, conn) < 0)
+		return -1;
+	return 0;
+}
+
+static int
+own_established(void *owner, struct evrdma_conn *conn)
+{
+	struct ch_rdma *rc = owner;
+
 	rc->pullable = rc->peer_pull_min && rc->src_remote;
 	if (evrdma__rc_pull_setup(rc, conn) < 0)
 		return -1;
@@ -410,6 +436,7 @@ own_closed(void *owner, int husk)
 
 static const struct evrdma__owner_ops rc_owner_ops = {
 	.prepare = own_prepare,
+	.reply = own_reply,
 	.established = own_established,
 	.ended = own_ended,
 	.closed = own_closed,
@@ -760,18 +787,19 @@ nomem:
 	return NULL;
 }
 
-/* The channel owns @p conn: its credits guarantee a posted receive, so
- * an RNR is a protocol bug that must fail at once, not stall for retries
- * (on a queue's pool, a violator's SENDs may take another peer's buffer
- * for a moment: that peer retries for ever, RNR retry 7); and a channel
- * keeps its connection alive (or learns it is dead). */
+/* The channel owns @p conn: it asks its peer for no RNR retry, as its
+ * credits guarantee a posted receive (on a queue's pool, a violator's
+ * SENDs may take another peer's buffer for a moment: it asks for 7, for
+ * ever; our own QP's count follows the peer's handshake, rc_hs_in()); and
+ * a channel keeps its connection alive (or learns it is dead). */
 void
 evrdma__rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
 	const struct evrdma_config *cfg = &rc->ch.base->cfg;
 
 	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
-	evrdma__conn_set_rnr_retry(conn, rc->pool ? 7 : 0);
+	evrdma__conn_set_rnr_ask(conn, rc->pool ? 7 : 0);
+	evrdma__conn_set_rnr_retry(conn, 0);
 	evrdma_conn_set_keepalive(conn, cfg->ka_idle_ms, cfg->ka_interval_ms,
 	    cfg->ka_count);
 }

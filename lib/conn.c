@@ -111,7 +111,7 @@ evrdma__conn_alloc(struct evrdma_base *base, int flags)
 	conn->flags = flags;
 	conn->sq_depth = base->cfg.sq_depth;
 	conn->rq_depth = base->cfg.rq_depth;
-	conn->rnr_retry = (uint8_t)base->cfg.rnr_retry;
+	conn->rnr_retry = conn->rnr_ask = (uint8_t)base->cfg.rnr_retry;
 	conn->timer = evrdma__ev_timer_new(base, conn_timer_cb, conn);
 	conn->fin_ev = evrdma__ev_timer_new(base, conn_fin_cb, conn);
 	conn->ka_ev = evrdma__ev_timer_new(base, conn_ka_cb, conn);
@@ -422,7 +422,8 @@ conn_destroy_qp(struct evrdma_conn *conn)
 {
 	evrdma__srq_detach(conn);
 	if (conn->qp) {
-		EVRDMA_SYM(rdma_destroy_qp)(conn->id);
+		if (EVRDMA_SYM(ibv_destroy_qp)(conn->qp))
+			evrdma__log(EVRDMA_LOG_WARN, "ibv_destroy_qp failed");
 		conn->qp = conn->ep.qp = NULL;
 		conn->base->stats.qps--;
 	}
@@ -669,6 +670,12 @@ void
 evrdma__conn_set_rnr_retry(struct evrdma_conn *conn, unsigned count)
 {
 	conn->rnr_retry = (uint8_t)count;
+}
+
+void
+evrdma__conn_set_rnr_ask(struct evrdma_conn *conn, unsigned count)
+{
+	conn->rnr_ask = (uint8_t)count;
 }
 
 void *

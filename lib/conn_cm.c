@@ -22,6 +22,7 @@
 #include "conn.h"
 
 static const struct evrdma__cm_ops conn_cm_ops;
+static void conn_established(struct evrdma_conn *conn);
 
 /* ---- QP ---- */
 
@@ -37,7 +38,109 @@ rd_atom(const struct evrdma_dev *dev)
 	return n > 0 ? (unsigned)n : 0;
 }
 
-/* The device, a protection domain of our own, room in a CQ, the QP. */
+/*
+ * A QP whose receives come from a shared queue can meet a missing receive
+ * through no fault of its peer's (another peer's messages took the
+ * queue's buffers for a moment): the RNR NAK it then sends tells the peer
+ * to wait the QP's min_rnr_timer, which rdma_cm leaves at 0, the IB code
+ * for 655 ms. 0.64 ms instead (code 12; Soft-RoCE rounds it up to a
+ * jiffy): an honest peer retries about when the buffers are posted again
+ * (measured: test_chan_attack's attack_pool_burst).
+ */
+#define EVRDMA__SRQ_MIN_RNR_TIMER	12
+
+/*
+ * The ACK timeout (4.096 us * 2^n) when the configuration leaves it to
+ * rdma_cm: what rdma_cm derived (from the path, and from the peer's
+ * request or reply), kept within these bounds. 0 means "never time out",
+ * and a peer asking for 31 would make a dead peer take hours to find; 12
+ * is 17 ms, 20 is 4.3 s (rdma_cm gives 0.5 to 2 s on RoCE and IB paths).
+ */
+#define EVRDMA__ACK_TIMEOUT_MIN		12
+#define EVRDMA__ACK_TIMEOUT_MAX		20
+
+static uint8_t
+conn_ack_timeout(const struct evrdma_conn *conn, uint8_t cm)
+{
+	if (conn->base->cfg.ack_timeout)
+		return (uint8_t)conn->base->cfg.ack_timeout;
+	if (cm < EVRDMA__ACK_TIMEOUT_MIN)
+		return EVRDMA__ACK_TIMEOUT_MIN;
+	return cm > EVRDMA__ACK_TIMEOUT_MAX ? EVRDMA__ACK_TIMEOUT_MAX : cm;
+}
+
+/*
+ * The QP is ours, not rdma_cm's (ibv_create_qp(), not rdma_create_qp()):
+ * rdma_cm would move it to RTR and RTS itself, inside rdma_accept() and
+ * inside its reading of the reply, with the retry counts and the ACK
+ * timeout that the peer's request or reply asked for (the IB CM hands
+ * each side the other's choice). A peer could so pick our RNR retries (7:
+ * for ever) or an ACK timeout of 0 (never time out). Each move takes
+ * rdma_cm's attributes for the state (rdma_init_qp_attr(): the path, the
+ * PSNs, the peer's QP number) and sets ours on top (doc/SECURITY.md
+ * lists what a peer can influence): our RNR retries (conn->rnr_retry, as
+ * the owner decided), our transport retries, an ACK timeout within
+ * bounds, the READ and atomic depths agreed at the handshake, and our
+ * own min_rnr_timer. 0, or -1 with errno.
+ */
+static int
+conn_qp_to(struct evrdma_conn *conn, enum ibv_qp_state state)
+{
+	struct ibv_qp_attr a;
+	int mask = 0, err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = state;
+	if (EVRDMA_SYM(rdma_init_qp_attr)(conn->id, &a, &mask))
+		return evrdma__fail(errno ? errno : EINVAL, "rdma_init_qp_attr"
+		    ": %s", strerror(errno));
+	switch (state) {
+	case IBV_QPS_RTR:
+		/* (bits 21-23: rdma_cm's own, once leaked by old kernels;
+		 * librdmacm masks them too) */
+		mask &= ~0xe00000;
+		a.max_dest_rd_atomic = conn->rd_in;
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC;
+		if (conn->srq) {
+			a.min_rnr_timer = EVRDMA__SRQ_MIN_RNR_TIMER;
+			mask |= IBV_QP_MIN_RNR_TIMER;
+		}
+		break;
+	case IBV_QPS_RTS:
+		a.rnr_retry = conn->rnr_retry;
+		a.retry_cnt = (uint8_t)conn->base->cfg.retry_count;
+		a.timeout = conn_ack_timeout(conn, a.timeout);
+		a.max_rd_atomic = conn->rd_out;
+		mask |= IBV_QP_RNR_RETRY | IBV_QP_RETRY_CNT | IBV_QP_TIMEOUT |
+		    IBV_QP_MAX_QP_RD_ATOMIC;
+		break;
+	default:
+		break;
+	}
+	err = EVRDMA_SYM(ibv_modify_qp)(conn->qp, &a, mask);
+	if (err)
+		return evrdma__fail(err, "ibv_modify_qp(%s): %s",
+		    state == IBV_QPS_INIT ? "INIT" : state == IBV_QPS_RTR ?
+		    "RTR" : "RTS", strerror(err));
+	return 0;
+}
+
+/* RTR, then RTS: the peer's request (passive) or reply (active) is in.
+ * INIT again first, as librdmacm does: the access flags now follow what
+ * the handshake agreed (remote READs and atomics where we serve them). */
+static int
+conn_qp_ready(struct evrdma_conn *conn)
+{
+	if (conn_qp_to(conn, IBV_QPS_INIT) < 0 ||
+	    conn_qp_to(conn, IBV_QPS_RTR) < 0 ||
+	    conn_qp_to(conn, IBV_QPS_RTS) < 0)
+		return -1;
+	conn->rts = 1;
+	return 0;
+}
+
+/* The device, a protection domain of our own, room in a CQ, the QP (in
+ * INIT: receives may be posted). */
 static int
 conn_create_qp(struct evrdma_conn *conn)
 {
@@ -74,25 +177,16 @@ conn_create_qp(struct evrdma_conn *conn)
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = inl;
-		if (EVRDMA_SYM(rdma_create_qp)(conn->id, conn->pd->pd,
-		    &attr) == 0)
+		conn->qp = EVRDMA_SYM(ibv_create_qp)(conn->pd->pd, &attr);
+		if (conn->qp)
 			break;
 		if (!inl)
 			return evrdma__fail(errno ? errno : ENOMEM,
-			    "rdma_create_qp failed: %s", strerror(errno));
+			    "ibv_create_qp failed: %s", strerror(errno));
 		/* the device may not do inline at all: try without */
 		inl = 0;
 	}
-	conn->qp = conn->id->qp;
-	if (conn->base->cfg.ack_timeout) {
-		uint8_t t = (uint8_t)conn->base->cfg.ack_timeout;
-
-		/* before the QP reaches RTS, which takes it from the id */
-		if (EVRDMA_SYM(rdma_set_option)(conn->id, RDMA_OPTION_ID,
-		    RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
-			evrdma__log(EVRDMA_LOG_WARN, "rdma_set_option(ACK_"
-			    "TIMEOUT): %s", strerror(errno));
-	}
+	conn->base->stats.qps++;
 	conn->ep.qp = conn->qp;
 	conn->ep.cq = conn->cq->cq;
 	conn->ep.qp_num = conn->qp->qp_num;
@@ -104,35 +198,7 @@ conn_create_qp(struct evrdma_conn *conn)
 	conn->ep.max_inline = attr.cap.max_inline_data < inl ?
 	    attr.cap.max_inline_data : inl;
 	evrdma__dev_attach(conn->dev, &conn->ep);
-	conn->base->stats.qps++;
-	return 0;
-}
-
-/*
- * A QP whose receives come from a shared queue can meet a missing receive
- * through no fault of its peer's (another peer's messages took the
- * queue's buffers for a moment): the RNR NAK it then sends tells the peer
- * to wait the QP's min_rnr_timer, which rdma_cm leaves at 0, the IB code
- * for 655 ms. 0.64 ms instead (code 12; Soft-RoCE rounds it up to a
- * jiffy): an honest peer retries about when the buffers are posted again
- * (measured: test_chan_attack's attack_pool_burst). It can be set only in
- * RTS (RTR and RTS come from rdma_cm), so it takes effect an instant after
- * the peer may first send.
- */
-#define EVRDMA__SRQ_MIN_RNR_TIMER	12
-
-static void
-conn_set_min_rnr(struct evrdma_conn *conn)
-{
-	struct ibv_qp_attr attr;
-
-	if (!conn->srq || !conn->qp)
-		return;
-	memset(&attr, 0, sizeof(attr));
-	attr.min_rnr_timer = EVRDMA__SRQ_MIN_RNR_TIMER;
-	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_MIN_RNR_TIMER))
-		evrdma__log(EVRDMA_LOG_WARN, "connection %p: ibv_modify_qp("
-		    "min_rnr_timer): %s", (void *)conn, strerror(errno));
+	return conn_qp_to(conn, IBV_QPS_INIT);
 }
 
 static void
@@ -144,10 +210,14 @@ conn_param_init(struct evrdma_conn *conn, struct rdma_conn_param *p,
 	memset(p, 0, sizeof(*p));
 	p->responder_resources = (uint8_t)rd;
 	p->initiator_depth = (uint8_t)rd;
+	/* what we ask of the peer's QP: an evrdma peer decides its own,
+	 * as we do (conn_qp_to()) */
 	p->retry_count = (uint8_t)conn->base->cfg.retry_count;
-	p->rnr_retry_count = conn->rnr_retry;
+	p->rnr_retry_count = conn->rnr_ask;
 	p->private_data = pdata;
 	p->private_data_len = (uint8_t)len;
+	p->qp_num = conn->qp->qp_num;
+	p->srq = conn->srq != NULL;
 }
 
 /*
@@ -367,41 +437,60 @@ conn_on_route_resolved(struct evrdma_conn *conn)
 	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_CONNECT]);
 }
 
+/*
+ * Active side: the listener's reply. Our QP goes to RTS with what we
+ * decide (the owner checks the reply first, and decides our RNR retries
+ * from it), then rdma_establish() tells the listener (RTU): rdma_cm
+ * moves no QP of ours (conn_create_qp()), so this comes instead of an
+ * ESTABLISHED event.
+ */
 static void
-conn_on_established(struct evrdma_conn *conn, struct rdma_cm_event *ev)
+conn_on_response(struct evrdma_conn *conn, struct rdma_cm_event *ev)
 {
 	int code = 0;
 
-	if (conn->state != EVRDMA_CONN_CONNECTING &&
-	    conn->state != EVRDMA_CONN_ACCEPTING)
+	if (conn->state != EVRDMA_CONN_CONNECTING)
 		return;
-	if (!conn->passive && conn_take_pdata(conn,
-	    ev->param.conn.private_data, ev->param.conn.private_data_len,
-	    EVRDMA_HS_ACCEPT, &code) < 0) {
+	if (conn_take_pdata(conn, ev->param.conn.private_data,
+	    ev->param.conn.private_data_len, EVRDMA_HS_ACCEPT, &code) < 0 ||
+	    (conn->owner_ops && conn->owner_ops->reply(conn->owner, conn,
+	    conn->peer_pdata, conn->peer_pdata_len) < 0)) {
 		evrdma__conn_fail(conn, EVRDMA_REASON_PROTOCOL, EPROTO);
 		return;
 	}
+	/* the reply says how many of our READs and atomics the listener
+	 * serves (its responder resources, given from our side as
+	 * initiator_depth, as in a request) */
+	conn->rd_in = (uint8_t)rd_atom(conn->dev);	/* as we offered */
+	conn->rd_out = conn->rd_in;
+	if (ev->param.conn.initiator_depth < conn->rd_out)
+		conn->rd_out = ev->param.conn.initiator_depth;
+	if (conn_qp_ready(conn) < 0 || EVRDMA_SYM(rdma_establish)(conn->id)) {
+		evrdma__conn_fail(conn, EVRDMA_REASON_CONNECT_ERROR, errno);
+		return;
+	}
+	conn_established(conn);
+}
+
+static void
+conn_on_established(struct evrdma_conn *conn)
+{
+	if (conn->passive && conn->state == EVRDMA_CONN_ACCEPTING)
+		conn_established(conn);
+}
+
+/* Both sides: the connection is up. */
+static void
+conn_established(struct evrdma_conn *conn)
+{
 	evrdma__ev_stop(conn->timer);
 	conn->state = EVRDMA_CONN_ESTABLISHED;
-	if (!conn->passive) {
-		/* (passive: both at the accept) the listener's reply says
-		 * how many of our READs and atomics it serves (its
-		 * responder resources, given from our side as
-		 * initiator_depth, as in a request); the CM set our QP's
-		 * depth from it */
-		conn->rd_out = (uint8_t)rd_atom(conn->dev);
-		if (ev->param.conn.initiator_depth < conn->rd_out)
-			conn->rd_out = ev->param.conn.initiator_depth;
-		conn_set_min_rnr(conn);
-	}
-	conn->rts = 1;
 	if (conn->ka_idle_ms) {
 		conn->ka_seen = conn->ep.activity;
 		evrdma__ev_timer_start(conn->ka_ev, conn->ka_idle_ms);
 	}
-	if (conn->owner_ops && conn->owner_ops->established(conn->owner, conn,
-	    conn->passive ? NULL : conn->peer_pdata,
-	    conn->passive ? 0 : conn->peer_pdata_len) < 0) {
+	if (conn->owner_ops &&
+	    conn->owner_ops->established(conn->owner, conn) < 0) {
 		evrdma__conn_fail(conn, EVRDMA_REASON_PROTOCOL, EPROTO);
 		return;
 	}
@@ -477,8 +566,11 @@ conn_cm_event(struct evrdma__cm_owner *o, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 		conn_on_rejected(conn, ev);
 		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		conn_on_response(conn, ev);
+		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		conn_on_established(conn, ev);
+		conn_on_established(conn);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
@@ -566,13 +658,14 @@ evrdma__conn_accept(struct evrdma_conn *conn)
 	if (p.initiator_depth > conn->peer_rd)
 		p.initiator_depth = conn->peer_rd;
 	conn->rd_out = p.initiator_depth;
+	conn->rd_in = p.responder_resources;
+	/* RTS before the reply goes: the requester may send as soon as it
+	 * has the reply, before our ESTABLISHED is read, and a reply to
+	 * that may go at once */
+	if (conn_qp_ready(conn) < 0)
+		return -1;
 	if (EVRDMA_SYM(rdma_accept)(conn->id, &p))
 		return evrdma__fail(errno, "rdma_accept: %s", strerror(errno));
-	/* rdma_accept() moved the QP to RTS: the requester may send as
-	 * soon as it has the reply, before our ESTABLISHED is read, and a
-	 * reply to that may go at once */
-	conn->rts = 1;
-	conn_set_min_rnr(conn);
 	evrdma__ev_timer_start(conn->timer,
 	    conn->base->cfg.timeout_ms[EVRDMA_TIMEOUT_ACCEPT]);
 	return 0;

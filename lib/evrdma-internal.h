@@ -562,10 +562,13 @@ struct evrdma__owner_ops {
 	int (*prepare)(void *owner, struct evrdma_conn *conn,
 	    const uint8_t *peer, size_t peer_len, uint8_t *out, size_t *len,
 	    int *code);
-	/* Established. Active side: the accept reply's data, which the
-	 * owner may refuse (-1: the connection fails, PROTOCOL). */
-	int (*established)(void *owner, struct evrdma_conn *conn,
+	/* Active side: the accept reply's data, before our QP may send,
+	 * which the owner may refuse (-1: the connection fails, PROTOCOL);
+	 * it sets what our QP needs from it (evrdma__conn_set_rnr_retry). */
+	int (*reply)(void *owner, struct evrdma_conn *conn,
 	    const uint8_t *peer, size_t peer_len);
+	/* Established (-1: the connection fails, PROTOCOL). */
+	int (*established)(void *owner, struct evrdma_conn *conn);
 	/* The connection ended (once): EVRDMA_REASON_DISCONNECTED when the
 	 * peer disconnected, else a failure. Requests still complete
 	 * (flushed) until closed(). */
@@ -610,6 +613,9 @@ struct evrdma_conn {
 	 * with the peer (its responder resources bound it): 0, the peer
 	 * serves none, and one posted would wait for ever */
 	uint8_t rd_out;
+	/* the READs and atomics of the peer's we serve at once (our QP's
+	 * max_dest_rd_atomic): what we offered, bounded by its request */
+	uint8_t rd_in;
 	evrdma_conn_event_cb cb;
 	void *cb_arg;
 	const struct evrdma__owner_ops *owner_ops;
@@ -617,7 +623,10 @@ struct evrdma_conn {
 	const struct evrdma__parent_ops *parent_ops;
 	void *parent;
 	unsigned sq_depth, rq_depth;
-	uint8_t rnr_retry;		/* into the connection parameters */
+	/* our QP's RNR retries (the owner's decision, or the
+	 * configuration's), and what we ask the peer's QP for (the
+	 * connection parameters: a peer decides its own) */
+	uint8_t rnr_retry, rnr_ask;
 	struct event *timer;		/* step timeout / teardown timeout */
 	struct event *fin_ev;		/* deferred finalisation */
 	/* keepalive (evrdma_conn_set_keepalive) */
@@ -690,8 +699,12 @@ const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
 /* The connection's protection domain (NULL before its QP exists). */
 struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
 unsigned evrdma__conn_sq_depth(const struct evrdma_conn *conn);
-/* An owner whose credits guarantee a posted receive (before connect). */
+/* Our QP's RNR retries (0..7, 7: for ever): an owner whose credits
+ * guarantee a posted receive sets 0, before the QP goes to RTS (passive:
+ * in prepare; active: in reply); and what the connection parameters ask
+ * of the peer's QP (before connect or accept). */
 void evrdma__conn_set_rnr_retry(struct evrdma_conn *conn, unsigned count);
+void evrdma__conn_set_rnr_ask(struct evrdma_conn *conn, unsigned count);
 void *evrdma__conn_owner(const struct evrdma_conn *conn);
 
 static inline void

@@ -30,6 +30,8 @@
 	X(ibv, struct ibv_mr *, ibv_reg_mr, (struct ibv_pd *, void *, size_t, int)) \
 	X(ibv, int, ibv_dereg_mr, (struct ibv_mr *)) \
 	X(ibv, int, ibv_query_device, (struct ibv_context *, struct ibv_device_attr *)) \
+	X(ibv, struct ibv_qp *, ibv_create_qp, (struct ibv_pd *, struct ibv_qp_init_attr *)) \
+	X(ibv, int, ibv_destroy_qp, (struct ibv_qp *)) \
 	X(ibv, int, ibv_modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int)) \
 	X(ibv, int, ibv_query_qp, (struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *)) \
 	X(ibv, struct ibv_srq *, ibv_create_srq, (struct ibv_pd *, struct ibv_srq_init_attr *)) \
@@ -51,8 +53,8 @@
 	X(cm, int, rdma_listen, (struct rdma_cm_id *, int)) \
 	X(cm, int, rdma_resolve_addr, (struct rdma_cm_id *, struct sockaddr *, struct sockaddr *, int)) \
 	X(cm, int, rdma_resolve_route, (struct rdma_cm_id *, int)) \
-	X(cm, int, rdma_create_qp, (struct rdma_cm_id *, struct ibv_pd *, struct ibv_qp_init_attr *)) \
-	X(cm, void, rdma_destroy_qp, (struct rdma_cm_id *)) \
+	X(cm, int, rdma_init_qp_attr, (struct rdma_cm_id *, struct ibv_qp_attr *, int *)) \
+	X(cm, int, rdma_establish, (struct rdma_cm_id *)) \
 	X(cm, int, rdma_connect, (struct rdma_cm_id *, struct rdma_conn_param *)) \
 	X(cm, int, rdma_accept, (struct rdma_cm_id *, struct rdma_conn_param *)) \
 	X(cm, int, rdma_reject, (struct rdma_cm_id *, const void *, uint8_t)) \

@@ -167,15 +167,15 @@ EVRDMA_EXPORT int evrdma_config_set_keepalive(struct evrdma_config *cfg,
 /**
  * The RC transport's retry budget: how long a request waits for the
  * peer's acknowledgement before it is resent (rounded up to what the
- * transport can express, 4.096 us * 2^n; 0 leaves rdma_cm's default,
- * about 0.5 s on Soft-RoCE), and how many times (0..7, default 6). A
- * request whose retries run out fails with ETIMEDOUT and ends its
- * connection with EVRDMA_REASON_PEER_DEAD: a busy connection to a dead
- * peer learns it within about ack_timeout * (retries + 1). Two caveats:
- * Soft-RoCE (rxe) takes 7 to mean "retry for ever", so that only the
- * keepalive finds a dead peer then; and an accepted connection retries as
- * often as its requester asked (rdma_cm takes the count from the connect
- * request), so a listener relies on its keepalive, which it has.
+ * transport can express, 4.096 us * 2^n; 0 leaves it to rdma_cm, which
+ * derives it from the path, about 0.5 s on Soft-RoCE, kept between 17 ms
+ * and 4.3 s whatever the peer's request or reply says), and how many
+ * times (0..7, default 6). A request whose retries run out fails with
+ * ETIMEDOUT and ends its connection with EVRDMA_REASON_PEER_DEAD: a busy
+ * connection to a dead peer learns it within about ack_timeout *
+ * (retries + 1). Both sides of a connection use their own budget, never
+ * what the peer asked for. Soft-RoCE (rxe) takes 7 to mean "retry for
+ * ever", so that only the keepalive finds a dead peer then.
  * @param ack_timeout_ms 0..60000
  * @param retries 0..7
  * @return 0, or -1 with errno EINVAL
@@ -184,8 +184,15 @@ EVRDMA_EXPORT int evrdma_config_set_transport_retry(
     struct evrdma_config *cfg, unsigned ack_timeout_ms, unsigned retries);
 
 /**
- * Set the RNR retry count put into the connection parameters (0..7, 7 means
- * retry forever). The raw core leaves flow control to the user.
+ * Set the RNR retry count of raw connections (0..7, 7 means retry for
+ * ever, the default): how often a SEND that finds no receive posted at
+ * the peer is retried before it fails. The raw core leaves flow control
+ * to the user. A connection's QP uses its own count, never what the
+ * peer's request or reply asks for (this count is also what a connection
+ * asks of its peer). Channels decide their own: none toward a peer's own
+ * ring, whose credits guarantee a receive, so that an RNR fails the
+ * connection at once; for ever toward a peer on a shared receive queue
+ * (evrdma/srq.h), which its keepalive bounds.
  * @return 0, or -1 with errno EINVAL
  */
 EVRDMA_EXPORT int evrdma_config_set_rnr_retry(struct evrdma_config *cfg,
