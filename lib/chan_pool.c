@@ -85,8 +85,7 @@ pool_room(const struct evrdma__chpool *pool)
 static unsigned
 pool_share(const struct evrdma__chpool *pool)
 {
-	unsigned long fixed = (unsigned long)pool->reserve + pool->ctrl_sum +
-	    pool->orphans;
+	unsigned long fixed = (unsigned long)pool->reserve + pool->orphans;
 	unsigned avail = fixed < pool->nbuf ? (unsigned)(pool->nbuf - fixed) :
 	    0;
 	unsigned n = pool->nchan + (pool->join_due ? 1 : 0);
@@ -199,8 +198,17 @@ evrdma__pool_tick(void *arg)
 	}
 	for (rc = LIST_FIRST(&pool->chans); rc; rc = next) {
 		unsigned lent = rc->slots - rc->withheld;
+		unsigned long long act = rc->rx_msgs + rc->tx_msgs;
 
 		next = LIST_NEXT(rc, pool_link);
+		/* idle: no message either way since the last tick (counted
+		 * here, not on the message's path) */
+		if (act == rc->act_mark) {
+			rc->idle_ticks++;
+		} else {
+			rc->idle_ticks = 0;
+			rc->act_mark = act;
+		}
 		if (rc->reclaim_want || rc->reclaim_out) {
 			if (++rc->reclaim_ticks >= POOL_RECLAIM_TICKS) {
 				rc->reclaim_want = rc->reclaim_out = 0;
@@ -217,7 +225,7 @@ evrdma__pool_tick(void *arg)
 		}
 		rc->rx_recent = 0;
 	}
-	if (busy)
+	if (busy || (pool->evict_ticks && pool->nchan))
 		pool_tick_arm(pool);
 }
 
@@ -239,14 +247,54 @@ evrdma__rc_pool_taker(struct evrdma__chpool *pool, struct evrdma_conn *c,
 	return rc;
 }
 
-/* Whether the pool has room for one more channel: its control credits
- * and one data credit. If not, those over their share are asked for what
- * they hold beyond it, so that a later request may find room. */
-static int
-pool_admits(struct evrdma__chpool *pool, unsigned ctrl)
+/* Tell the application what admission did (it may free the queue: the
+ * caller holds a reference on it). */
+static void
+pool_tell(struct evrdma__chpool *pool, int what, struct evrdma_conn *conn)
 {
-	if (pool_room(pool) >= ctrl + 1)
+	const struct sockaddr *sa = (const struct sockaddr *)&conn->peer_addr;
+
+	if (pool->adm_cb && evrdma__base_user_ok(pool->base))
+		pool->adm_cb(pool->srq, what, sa, sa->sa_family == AF_INET6 ?
+		    (int)sizeof(struct sockaddr_in6) :
+		    (int)sizeof(struct sockaddr_in), pool->adm_arg);
+}
+
+/* Whether @p a and @p b are the same host (port aside). */
+static int
+same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
+	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
+
+	if (a->ss_family != b->ss_family)
 		return 0;
+	if (a->ss_family == AF_INET)
+		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return a->ss_family == AF_INET6 && !memcmp(&a6->sin6_addr,
+	    &b6->sin6_addr, sizeof(a6->sin6_addr));
+}
+
+/* The joined channel idle longest, for evict_ticks at least, or NULL. */
+static struct ch_rdma *
+pool_idlest(const struct evrdma__chpool *pool)
+{
+	struct ch_rdma *rc, *best = NULL;
+
+	if (!pool->evict_ticks)
+		return NULL;
+	LIST_FOREACH(rc, &pool->chans, pool_link)
+		if (rc->idle_ticks >= pool->evict_ticks && rc_up(rc) &&
+		    (!best || rc->idle_ticks > best->idle_ticks))
+			best = rc;
+	return best;
+}
+
+/* Refuse @p conn: no room (those over their share are asked for what
+ * they hold beyond it, so that a later request may find room). */
+static int
+pool_refuse(struct evrdma__chpool *pool, struct evrdma_conn *conn)
+{
 	/* The refused one counts in the share for a while, so that those
 	 * at the share of the joined are over it (found by review: peers
 	 * that were never idle for a tick kept a full pool's shares, and
@@ -255,9 +303,59 @@ pool_admits(struct evrdma__chpool *pool, unsigned ctrl)
 	pool->join_due = POOL_RECLAIM_TICKS + 1;
 	pool_tick_arm(pool);
 	pool_reclaim_over_share(pool);
+	pool_tell(pool, EVRDMA_ADMISSION_REFUSED, conn);
 	return evrdma__fail(ENOBUFS, "the channel queue has no room for "
-	    "another channel (%u of %u buffers promised)",
-	    pool->committed + pool->orphans + pool->reserve, pool->nbuf);
+	    "another channel (%u of %u buffers promised, none idle to "
+	    "evict)", pool->committed + pool->orphans + pool->reserve,
+	    pool->nbuf);
+}
+
+/*
+ * A connect request on the pool (nothing is committed for it yet): refused
+ * when its address holds the queue's limit, or when the pool has no room
+ * and nobody idle enough to make room for it at its join.
+ */
+static int
+pool_admits(struct evrdma__chpool *pool, struct evrdma_conn *conn)
+{
+	struct ch_rdma *rc;
+	unsigned n = 0;
+
+	if (pool->per_addr) {
+		LIST_FOREACH(rc, &pool->chans, pool_link)
+			if (rc->conn && same_host(&rc->conn->peer_addr,
+			    &conn->peer_addr))
+				n++;
+		if (n >= pool->per_addr) {
+			pool_tell(pool, EVRDMA_ADMISSION_REFUSED_ADDRESS,
+			    conn);
+			return evrdma__fail(ENOBUFS, "the channel queue "
+			    "holds %u channels of that address, its limit",
+			    n);
+		}
+	}
+	if (pool_room(pool) || pool_idlest(pool))
+		return 0;
+	return pool_refuse(pool, conn);
+}
+
+/* Make room for a newcomer that is established: the channel idle longest
+ * is cut off, and its credits are the pool's at once (its QP is in the
+ * error state: its peer sends nothing more). 0, or -1 with none to evict. */
+static int
+pool_evict(struct evrdma__chpool *pool)
+{
+	struct ch_rdma *rc = pool_idlest(pool);
+
+	if (!rc)
+		return -1;
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: idle for %u s, evicted "
+	    "from its queue to make room for a newcomer", (void *)rc,
+	    rc->idle_ticks * POOL_TICK_MS / 1000);
+	pool_tell(pool, EVRDMA_ADMISSION_EVICTED, rc->conn);
+	evrdma__rc_pool_depart(rc);
+	evrdma__conn_abort(rc->conn, EVRDMA_REASON_EVICTED);
+	return 0;
 }
 
 /*
@@ -272,7 +370,7 @@ evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 	rc->pull_cap = 0;
 	rc->pull_min = 0;
 	rc->src_remote = 0;
-	if (pool_admits(rc->pool, rc->ctrl) < 0)
+	if (pool_admits(rc->pool, conn) < 0)
 		return -1;
 	if (evrdma__mem_pin_check(rc->sring->len) < 0)
 		return -1;
@@ -284,18 +382,19 @@ evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 	return evrdma__pool_post(rc->pool);
 }
 
-/* Established: the channel takes its place in the pool (its control
- * credits and one data credit), and grants that credit to the peer.
- * 0, or -1 (ENOBUFS) when the pool has no room any more. */
+/* Established: the channel takes its place in the pool (one data
+ * credit: its control credits have no buffers of their own), and grants
+ * that credit to the peer. 0, or -1 (ENOBUFS) when the pool has no room
+ * any more, and nobody idle enough to evict. */
 int
 evrdma__rc_pool_join(struct ch_rdma *rc)
 {
 	struct evrdma__chpool *pool = rc->pool;
 
-	if (pool_admits(pool, rc->ctrl) < 0)
-		return -1;
-	pool->committed += rc->ctrl + 1;
-	pool->ctrl_sum += rc->ctrl;
+	while (!pool_room(pool))
+		if (pool_evict(pool) < 0)
+			return pool_refuse(pool, rc->conn);
+	pool->committed++;
 	pool->nchan++;
 	pool->join_due = 0;	/* (it is counted now) */
 	LIST_INSERT_HEAD(&pool->chans, rc, pool_link);
@@ -303,6 +402,10 @@ evrdma__rc_pool_join(struct ch_rdma *rc)
 	rc->withheld = rc->slots - 1;
 	rc->ret_data++;
 	rc->grant_due = 1;	/* it has nothing: the grant goes at once */
+	rc->idle_ticks = 0;
+	rc->act_mark = rc->rx_msgs + rc->tx_msgs;
+	if (pool->evict_ticks)
+		pool_tick_arm(pool);
 	rc_schedule(rc);
 	return 0;
 }
@@ -323,8 +426,6 @@ evrdma__rc_pool_depart(struct ch_rdma *rc)
 		pool->committed -= lent - rc->held;
 		rc->withheld = rc->slots - rc->held;
 	}
-	pool->committed -= rc->ctrl;
-	pool->ctrl_sum -= rc->ctrl;
 	pool->nchan--;
 	LIST_REMOVE(rc, pool_link);
 	rc->pool_joined = 0;
@@ -489,3 +590,101 @@ const struct evrdma__chpool_ops evrdma__rc_chpool_ops = {
 	.fini = chpool_fini,
 	.free = evrdma__chpool_free,
 };
+
+int
+evrdma_channel_srq_set_admission(struct evrdma_srq *srq,
+    unsigned evict_idle_ms, unsigned per_address, evrdma_admission_cb cb,
+    void *arg)
+{
+	struct evrdma__chpool *pool = srq ? evrdma__srq_chpool(srq) : NULL;
+
+	if (!pool || evict_idle_ms > 3600000)
+		return evrdma__fail(EINVAL, "%s: not a queue of channels "
+		    "(evrdma_channel_srq_new), or an idle time over an hour",
+		    __func__);
+	if (!evrdma__srq_alive(srq))
+		return evrdma__fail(EPIPE, "%s: the queue was freed",
+		    __func__);
+	pool->evict_ticks = (evict_idle_ms + POOL_TICK_MS - 1) / POOL_TICK_MS;
+	pool->per_addr = per_address;
+	pool->adm_cb = cb;
+	pool->adm_arg = arg;
+	if (pool->evict_ticks && pool->nchan)
+		pool_tick_arm(pool);
+	return 0;
+}
+
+struct evrdma_srq *
+evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
+    unsigned nbuf)
+{
+	struct evrdma_srq *srq;
+	struct evrdma__chpool *pool;
+	void **args = NULL;
+	unsigned i;
+	int err;
+
+	if (evrdma__base_rdma(base, __func__) < 0)
+		return NULL;
+	if (nbuf < 16) {
+		evrdma__fail(EINVAL, "evrdma_channel_srq_new: %u buffers (16 "
+		    "at least)", nbuf);
+		return NULL;
+	}
+	srq = evrdma_srq_new(base, device, nbuf);
+	if (!srq)
+		return NULL;
+	pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		goto nomem;
+	pool->srq = srq;
+	pool->base = base;
+	pool->nbuf = nbuf;
+	/* against a violator's burst: what it takes out of turn before its
+	 * connection is torn down (its send queue's worth: a few dozen) */
+	pool->reserve = nbuf / 16 < 64 ? nbuf / 16 : 64;
+	pool->evict_ticks = 1;		/* a second idle: evictable */
+	pool->slot_size = base->cfg.ch_slot_size;
+	pool->post_work.fn = evrdma__pool_post_work;
+	LIST_INIT(&pool->chans);
+	pool->tick_ev = evrdma__ev_timer_new(base, evrdma__pool_tick, pool);
+	pool->ring = evrdma__ring_new(NULL, nbuf, pool->slot_size, 0);
+	pool->rb = calloc(nbuf, sizeof(*pool->rb));
+	pool->own = calloc(nbuf, sizeof(*pool->own));
+	pool->free = calloc(nbuf, sizeof(*pool->free));
+	args = malloc(nbuf * sizeof(*args));
+	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args ||
+	    !pool->tick_ev)
+		goto nomem;
+	pool->ring->pool = pool;
+	evrdma__srq_set_chpool(srq, pool, &evrdma__rc_chpool_ops);
+	if (evrdma__mem_pin_check(pool->ring->len) < 0)
+		goto fail;
+	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
+	    pool->ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
+	if (!pool->mr)
+		goto fail;
+	for (i = 0; i < nbuf; i++)
+		args[i] = &pool->ring->slot[i];
+	if (evrdma__ep_ring_init(evrdma__srq_ep(srq), pool->mr,
+	    pool->slot_size, nbuf, evrdma__rc_recv_cb, args) < 0)
+		goto fail;
+	free(args);
+	for (i = 0; i < nbuf; i++)
+		pool->free[pool->nfree++] = nbuf - 1 - i;
+	if (evrdma__pool_post(pool) < 0) {
+		args = NULL;
+		goto fail;
+	}
+	return srq;
+nomem:
+	evrdma__fail(ENOMEM, "out of memory");
+fail:
+	err = errno;
+	free(args);
+	if (pool && !evrdma__srq_chpool(srq))
+		evrdma__chpool_free(pool);	/* else with the queue */
+	evrdma_srq_free(srq);
+	errno = err;
+	return NULL;
+}

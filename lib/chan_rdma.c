@@ -827,82 +827,8 @@ evrdma_channel_set_srq(struct evrdma_channel *ch, struct evrdma_srq *srq)
 	if (evrdma__srq_use(rc->conn, srq) < 0 ||
 	    evrdma__rc_use_pool(rc, srq) < 0)
 		return -1;
-	evrdma__conn_set_rnr_retry(rc->conn, 7);
+	evrdma__conn_set_rnr_ask(rc->conn, 7);
 	return 0;
-}
-
-struct evrdma_srq *
-evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
-    unsigned nbuf)
-{
-	struct evrdma_srq *srq;
-	struct evrdma__chpool *pool;
-	void **args = NULL;
-	unsigned i;
-	int err;
-
-	if (evrdma__base_rdma(base, __func__) < 0)
-		return NULL;
-	if (nbuf < 16) {
-		evrdma__fail(EINVAL, "evrdma_channel_srq_new: %u buffers (16 "
-		    "at least)", nbuf);
-		return NULL;
-	}
-	srq = evrdma_srq_new(base, device, nbuf);
-	if (!srq)
-		return NULL;
-	pool = calloc(1, sizeof(*pool));
-	if (!pool)
-		goto nomem;
-	pool->srq = srq;
-	pool->base = base;
-	pool->nbuf = nbuf;
-	/* against a violator's burst: what it takes out of turn before its
-	 * connection is torn down (its send queue's worth: a few dozen) */
-	pool->reserve = nbuf / 16 < 64 ? nbuf / 16 : 64;
-	pool->slot_size = base->cfg.ch_slot_size;
-	pool->post_work.fn = evrdma__pool_post_work;
-	LIST_INIT(&pool->chans);
-	pool->tick_ev = evrdma__ev_timer_new(base, evrdma__pool_tick, pool);
-	pool->ring = evrdma__ring_new(NULL, nbuf, pool->slot_size, 0);
-	pool->rb = calloc(nbuf, sizeof(*pool->rb));
-	pool->own = calloc(nbuf, sizeof(*pool->own));
-	pool->free = calloc(nbuf, sizeof(*pool->free));
-	args = malloc(nbuf * sizeof(*args));
-	if (!pool->ring || !pool->rb || !pool->own || !pool->free || !args ||
-	    !pool->tick_ev)
-		goto nomem;
-	pool->ring->pool = pool;
-	evrdma__srq_set_chpool(srq, pool, &evrdma__rc_chpool_ops);
-	if (evrdma__mem_pin_check(pool->ring->len) < 0)
-		goto fail;
-	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
-	    pool->ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
-	if (!pool->mr)
-		goto fail;
-	for (i = 0; i < nbuf; i++)
-		args[i] = &pool->ring->slot[i];
-	if (evrdma__ep_ring_init(evrdma__srq_ep(srq), pool->mr,
-	    pool->slot_size, nbuf, evrdma__rc_recv_cb, args) < 0)
-		goto fail;
-	free(args);
-	for (i = 0; i < nbuf; i++)
-		pool->free[pool->nfree++] = nbuf - 1 - i;
-	if (evrdma__pool_post(pool) < 0) {
-		args = NULL;
-		goto fail;
-	}
-	return srq;
-nomem:
-	evrdma__fail(ENOMEM, "out of memory");
-fail:
-	err = errno;
-	free(args);
-	if (pool && !evrdma__srq_chpool(srq))
-		evrdma__chpool_free(pool);	/* else with the queue */
-	evrdma_srq_free(srq);
-	errno = err;
-	return NULL;
 }
 
 struct evrdma_channel *

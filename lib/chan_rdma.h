@@ -241,6 +241,8 @@ struct ch_rdma {
 	unsigned long drain_mark;	/* the CQ's emptied count at the end */
 	unsigned withheld;		/* of our R, credits not lent */
 	uint8_t rx_recent;		/* DATA arrived since the pool's tick */
+	unsigned idle_ticks;		/* pool ticks without a message, */
+	unsigned long long act_mark;	/* ... messages at the last tick */
 	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
 	unsigned reclaim_out;		/* sent: its YIELD is due */
 	unsigned reclaim_ret;		/* data credits returned since */
@@ -275,10 +277,24 @@ struct ch_rdma {
  *    share when the pool runs out for another channel; the peer answers
  *    with a YIELD of what it holds unused, and one that does not answer
  *    within POOL_RECLAIM_TICKS is cut off (a protocol violation).
- *  - committed counts every credit lent and every control credit of the
- *    joined channels; it never exceeds the buffers less a reserve, so the
- *    pool backs every promise (the buffers of a gone channel that the
- *    application still references, orphans, count against it too).
+ *  - committed counts every data credit lent; it never exceeds the
+ *    buffers less a reserve, so the pool backs every data credit (the
+ *    buffers of a gone channel that the application still references,
+ *    orphans, count against it too). Control credits have no buffers of
+ *    their own: a control message holds its buffer only until the poll
+ *    that takes it, so they draw on the buffers nobody was promised and
+ *    the reserve, and a moment when many arrive together makes others'
+ *    messages meet an RNR, which they retry (below). Committed, they
+ *    made an idle channel cost three buffers, and a pool of N admit N/3
+ *    channels (review r47).
+ *  - When the pool has no room for a newcomer's first credit, the
+ *    channel idle longest (no message either way for at least
+ *    evict_ticks ticks) is cut off to make room (EVRDMA_REASON_EVICTED),
+ *    at the newcomer's join, never at its request (a half-open flood
+ *    must not evict anyone); with none idle so long, the newcomer is
+ *    refused. A queue may also limit the channels of one address
+ *    (per_addr: requests beyond are refused). The application hears of
+ *    each (adm_cb).
  *  - A peer that sends beyond its credits is a violation, as on a ring;
  *    what its extra SENDs took from the pool meanwhile makes honest peers
  *    meet an RNR, which they retry (a pool channel asks its peer for
@@ -296,13 +312,19 @@ struct evrdma__chpool {
 	unsigned *free, nfree;
 	unsigned nbuf, reserve;
 	uint32_t slot_size;
-	unsigned committed, orphans, nchan, ctrl_sum;
+	unsigned committed, orphans, nchan;
+	/* admission (evrdma_channel_srq_set_admission()) */
+	unsigned evict_ticks;		/* 0: never evict */
+	unsigned per_addr;		/* 0: no limit */
+	evrdma_admission_cb adm_cb;
+	void *adm_arg;
 	struct evrdma_base *base;
 	struct evrdma__work post_work;	/* post the free buffers */
 	LIST_HEAD(, ch_rdma) chans;	/* the joined channels */
 	struct event *tick_ev;		/* evrdma__pool_tick(), while
 					 * anything is lent beyond one
-					 * credit or reclaimed */
+					 * credit or reclaimed, or idle
+					 * channels are counted */
 	uint8_t tick_armed;
 	uint8_t want_room;		/* a starved channel found none */
 	uint8_t join_due;		/* ticks a refused join still counts

@@ -149,6 +149,8 @@ evrdma__reason_errno(int reason)
 		return EPROTO;
 	case EVRDMA_REASON_MISUSE:
 		return EINVAL;
+	case EVRDMA_REASON_EVICTED:
+		return ECONNABORTED;
 	case EVRDMA_REASON_QP_FATAL:
 	case EVRDMA_REASON_DEVICE_FATAL:
 	case EVRDMA_REASON_INTERNAL:
@@ -197,6 +199,8 @@ evrdma_reason_str(int reason)
 		return "the peer stopped answering";
 	case EVRDMA_REASON_INTERNAL:
 		return "internal error in evrdma";
+	case EVRDMA_REASON_EVICTED:
+		return "evicted, idle, to make room for a newcomer";
 	}
 	return "unknown reason";
 }

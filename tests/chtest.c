@@ -248,7 +248,7 @@ chl_accept(struct evrdma_listener *l, struct evrdma_channel *ch,
 	ck_assert_ptr_nonnull(ch);
 	ck_assert_ptr_nonnull(peer);
 	ck_assert_int_gt(socklen, 0);
-	ck_assert_int_lt(c->naccepted, 8);
+	ck_assert_int_lt(c->naccepted, CHL_MAX);
 	if (c->accept_free) {
 		c->naccepted++;
 		evrdma_channel_free(ch);

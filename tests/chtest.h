@@ -269,8 +269,9 @@ struct chl {
 	struct evrdma_listener *lst;
 	struct sockaddr_storage ss;	/* where to connect */
 	int sslen;
-	struct ep acc[8];		/* accepted channels, in order */
-	int read[8];			/* enable EV_READ on acc[i] */
+#define CHL_MAX	20
+	struct ep acc[CHL_MAX];		/* accepted channels, in order */
+	int read[CHL_MAX];		/* enable EV_READ on acc[i] */
 	int naccepted;
 	int accept_free;	/* 1: free each new channel, 2: and the listener */
 };

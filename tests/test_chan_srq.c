@@ -139,8 +139,13 @@ START_TEST(chsrq_streams)
 }
 END_TEST
 
+/* A pool of 16 buffers (1 kept back) has room for 15 channels (one data
+ * credit each: control messages draw on the free buffers). */
+#define FULL_N	15
+
 /* The full pool's bed: a base, a pool of 16 buffers and a stream
- * listener whose channels read. */
+ * listener whose channels read; what is tested is the pool's room, so
+ * nobody idle is evicted for a newcomer (test_strangers.c). */
 static struct evrdma_srq *
 full_setup(struct dt_env *env, struct chl *l)
 {
@@ -151,20 +156,22 @@ full_setup(struct dt_env *env, struct chl *l)
 	srq_env(env, SLOT);
 	srq = evrdma_channel_srq_new(env->base, NULL, 16);
 	ck_assert_ptr_nonnull(srq);
-	for (i = 0; i < 8; i++)
+	ck_assert_int_eq(evrdma_channel_srq_set_admission(srq, 0, 0, NULL,
+	    NULL), 0);
+	for (i = 0; i < FULL_N + 2; i++)
 		l->read[i] = 1;
 	chl_listen(l, env, EVRDMA_CHANNEL_STREAM);
 	return srq;
 }
 
-/* The 5 channels a full pool holds each move 64 KiB; with one credit
+/* The channels a full pool holds each move 64 KiB; with one credit
  * each, and none to lend: slow, but whole. */
 static void
 full_xfer(struct dt_env *env, struct ep *cli, struct chl *l)
 {
 	int i;
 
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < FULL_N; i++)
 		ep_xfer(env, &cli[i], &l->acc[i], 64 * KiB, 20000);
 }
 
@@ -183,21 +190,21 @@ full_done(struct dt_env *env, struct chl *l, struct ep *cli, int n,
 	dt_env_fini(env);
 }
 
-/* A pool of 16 buffers (1 kept back) has room for 5 channels (2 control
- * credits and 1 data credit each): the 6th is rejected, the 5 move data,
- * and once one of them goes a new one is accepted. */
+/* A pool of 16 buffers has room for FULL_N channels: the next is
+ * rejected, those move data, and once one of them goes a new one is
+ * accepted. */
 START_TEST(chsrq_full)
 {
 	struct dt_env env;
 	struct chl l;
-	struct ep cli[7];
+	struct ep cli[FULL_N + 2];
 	struct evrdma_srq *srq;
 	int i;
 
 	memset(cli, 0, sizeof(cli));
 	srq = full_setup(&env, &l);
 	ck_assert_int_eq(evrdma_listener_set_srq(l.lst, srq), 0);
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < FULL_N; i++) {
 		cli[i].tx_seed = 0xf0110000u + (unsigned)i;
 		ep_connect(&env, &cli[i], "client", &l.ss, l.sslen,
 		    EVRDMA_CHANNEL_STREAM, 1);
@@ -205,60 +212,60 @@ START_TEST(chsrq_full)
 		    cli[i].ends, 15000);
 		ck_assert_int_eq(cli[i].connected, 1);
 	}
-	ep_connect(&env, &cli[5], "refused", &l.ss, l.sslen,
+	ep_connect(&env, &cli[FULL_N], "refused", &l.ss, l.sslen,
 	    EVRDMA_CHANNEL_STREAM, 1);
-	CH_WAIT(env.eb, cli[5].connected || cli[5].ends, 15000);
-	ck_assert_int_eq(cli[5].connected, 0);
-	ck_assert_int_eq(cli[5].error, 1);
-	ck_assert_int_eq(cli[5].reason, EVRDMA_REASON_REJECTED);
-	ck_assert_int_eq(l.naccepted, 5);
+	CH_WAIT(env.eb, cli[FULL_N].connected || cli[FULL_N].ends, 15000);
+	ck_assert_int_eq(cli[FULL_N].connected, 0);
+	ck_assert_int_eq(cli[FULL_N].error, 1);
+	ck_assert_int_eq(cli[FULL_N].reason, EVRDMA_REASON_REJECTED);
+	ck_assert_int_eq(l.naccepted, FULL_N);
 	full_xfer(&env, cli, &l);
 	/* one goes: its place is free again */
 	ep_free(&cli[0]);
 	CH_WAIT(env.eb, l.acc[0].ends, 10000);
 	ep_free(&l.acc[0]);
 	ch_loop_for(env.eb, 200);
-	cli[6].tx_seed = 0xf0114444u;
-	ep_connect(&env, &cli[6], "again", &l.ss, l.sslen,
+	cli[FULL_N + 1].tx_seed = 0xf0114444u;
+	ep_connect(&env, &cli[FULL_N + 1], "again", &l.ss, l.sslen,
 	    EVRDMA_CHANNEL_STREAM, 1);
-	CH_WAIT(env.eb, (cli[6].connected && l.naccepted == 6) ||
-	    cli[6].ends, 15000);
-	ck_assert_int_eq(cli[6].connected, 1);
-	ep_xfer(&env, &cli[6], &l.acc[5], 64 * KiB, 20000);
-	full_done(&env, &l, cli, 7, srq);
+	CH_WAIT(env.eb, (cli[FULL_N + 1].connected &&
+	    l.naccepted == FULL_N + 1) || cli[FULL_N + 1].ends, 15000);
+	ck_assert_int_eq(cli[FULL_N + 1].connected, 1);
+	ep_xfer(&env, &cli[FULL_N + 1], &l.acc[FULL_N], 64 * KiB, 20000);
+	full_done(&env, &l, cli, FULL_N + 2, srq);
 }
 END_TEST
 
-/* The active side: 5 clients fill their pool of 16 buffers, the 6th
- * cannot join it and its connect fails with RESOURCE (the server, without
- * a pool, never sees it); the 5 move data. */
+/* The active side: FULL_N clients fill their pool of 16 buffers, the
+ * next cannot join it and its connect fails with RESOURCE (the server,
+ * without a pool, never sees it); the others move data. */
 START_TEST(chsrq_full_active)
 {
 	struct dt_env env;
 	struct chl l;
-	struct ep cli[6];
+	struct ep cli[FULL_N + 1];
 	struct evrdma_srq *srq;
 	int i;
 
 	memset(cli, 0, sizeof(cli));
 	srq = full_setup(&env, &l);
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < FULL_N + 1; i++) {
 		cli[i].tx_seed = 0xf0120000u + (unsigned)i;
 		cli[i].srq = srq;
-		ep_connect(&env, &cli[i], i < 5 ? "client" : "no room",
+		ep_connect(&env, &cli[i], i < FULL_N ? "client" : "no room",
 		    &l.ss, l.sslen, EVRDMA_CHANNEL_STREAM, 1);
 		CH_WAIT(env.eb, (cli[i].connected && l.naccepted == i + 1) ||
 		    cli[i].ends, 15000);
 	}
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < FULL_N; i++)
 		ck_assert_int_eq(cli[i].connected, 1);
-	ck_assert_int_eq(cli[5].connected, 0);
-	ck_assert_int_eq(cli[5].error, 1);
-	ck_assert_int_eq(cli[5].reason, EVRDMA_REASON_RESOURCE);
+	ck_assert_int_eq(cli[FULL_N].connected, 0);
+	ck_assert_int_eq(cli[FULL_N].error, 1);
+	ck_assert_int_eq(cli[FULL_N].reason, EVRDMA_REASON_RESOURCE);
 	ch_loop_for(env.eb, 200);
-	ck_assert_int_eq(l.naccepted, 5);
+	ck_assert_int_eq(l.naccepted, FULL_N);
 	full_xfer(&env, cli, &l);
-	full_done(&env, &l, cli, 6, srq);
+	full_done(&env, &l, cli, FULL_N + 1, srq);
 }
 END_TEST
 
@@ -488,7 +495,7 @@ END_TEST
 /* ---- bufferevents on a queue: the server of the drop-in ---- */
 
 struct bsrv {
-	struct bufferevent *bev[6];
+	struct bufferevent *bev[FULL_N + 2];
 	int n, ends;
 };
 
@@ -518,7 +525,7 @@ bsrv_accept(struct evrdma_listener *lst, struct bufferevent *bev,
 	(void)lst;
 	(void)peer;
 	(void)socklen;
-	ck_assert_int_lt(b->n, 6);
+	ck_assert_int_lt(b->n, FULL_N + 2);
 	b->bev[b->n++] = bev;
 	bufferevent_setcb(bev, bsrv_read, NULL, bsrv_event, b);
 	bufferevent_enable(bev, EV_READ);
@@ -573,9 +580,11 @@ START_TEST(chsrq_bufferevents)
 	srq = evrdma_channel_srq_new(env.base, NULL, POOL);
 	ck_assert_ptr_nonnull(srq);
 	if (_i) {
-		/* 16 buffers: room for 5 channels (see chsrq_full) */
+		/* 16 buffers: room for FULL_N channels (see chsrq_full) */
 		csrq = evrdma_channel_srq_new(env.base, NULL, 16);
 		ck_assert_ptr_nonnull(csrq);
+		ck_assert_int_eq(evrdma_channel_srq_set_admission(csrq, 0, 0,
+		    NULL, NULL), 0);
 	}
 	len = dt_sockaddr(&ss, dt_addr(), 0);
 	lst = evrdma_bufferevent_listener_new(env.base, bsrv_accept, &b, 0, 8,
@@ -620,14 +629,14 @@ START_TEST(chsrq_bufferevents)
 		ck_assert_int_eq(errno, EINVAL);
 	}
 	if (csrq) {
-		/* the clients really are on their queue: it holds 3 more
-		 * (before any was lent more than it joined with), and a 6th
-		 * bufferevent on it cannot connect; the 3 go again */
-		struct bufferevent *more[4];
-		struct bcli mc[4];
+		/* the clients really are on their queue: it holds FULL_N - 2
+		 * more (before any was lent more than it joined with), and
+		 * one more bufferevent on it cannot connect; they go again */
+		struct bufferevent *more[FULL_N - 1];
+		struct bcli mc[FULL_N - 1];
 
 		memset(mc, 0, sizeof(mc));
-		for (i = 0; i < 4; i++) {
+		for (i = 0; i < FULL_N - 1; i++) {
 			more[i] = evrdma_bufferevent_new(env.base, 0);
 			ck_assert_ptr_nonnull(more[i]);
 			bufferevent_setcb(more[i], NULL, NULL, bcli_event,
@@ -638,16 +647,16 @@ START_TEST(chsrq_bufferevents)
 			    (struct sockaddr *)&ss, len), 0);
 			CH_WAIT(env.eb, mc[i].connected || mc[i].ends, 15000);
 		}
-		for (i = 0; i < 3; i++)
+		for (i = 0; i < FULL_N - 2; i++)
 			ck_assert_int_eq(mc[i].connected, 1);
-		ck_assert_int_eq(mc[3].connected, 0);
-		ck_assert_int_eq(mc[3].ends, 1);
-		ck_assert_int_eq(evrdma_bufferevent_get_error(more[3]),
-		    EVRDMA_REASON_RESOURCE);
-		for (i = 0; i < 4; i++)
+		ck_assert_int_eq(mc[FULL_N - 2].connected, 0);
+		ck_assert_int_eq(mc[FULL_N - 2].ends, 1);
+		ck_assert_int_eq(evrdma_bufferevent_get_error(
+		    more[FULL_N - 2]), EVRDMA_REASON_RESOURCE);
+		for (i = 0; i < FULL_N - 1; i++)
 			bufferevent_free(more[i]);
-		CH_WAIT(env.eb, b.ends == 3, 10000);
-		ck_assert_int_eq(b.ends, 3);
+		CH_WAIT(env.eb, b.ends == FULL_N - 2, 10000);
+		ck_assert_int_eq(b.ends, FULL_N - 2);
 	}
 	ends0 = b.ends;
 	for (i = 0; i < 2; i++) {

@@ -500,16 +500,16 @@ END_TEST
 
 START_TEST(test_reason_strings)
 {
-	const char *s[EVRDMA_REASON_INTERNAL + 1];
+	const char *s[EVRDMA_REASON_EVICTED + 1];
 	const char *unknown = evrdma_reason_str(-1);
 	int i, j;
 
 	ck_assert_ptr_nonnull(unknown);
 	ck_assert_str_eq(unknown, "unknown reason");
-	ck_assert_str_eq(evrdma_reason_str(EVRDMA_REASON_INTERNAL + 1),
+	ck_assert_str_eq(evrdma_reason_str(EVRDMA_REASON_EVICTED + 1),
 	    "unknown reason");
 	ck_assert_str_eq(evrdma_reason_str(1000000), "unknown reason");
-	for (i = EVRDMA_REASON_NONE; i <= EVRDMA_REASON_INTERNAL; i++) {
+	for (i = EVRDMA_REASON_NONE; i <= EVRDMA_REASON_EVICTED; i++) {
 		s[i] = evrdma_reason_str(i);
 		ck_assert_ptr_nonnull(s[i]);
 		ck_assert_uint_gt(strlen(s[i]), 0);

@@ -60,6 +60,7 @@ extern "C" {
 struct evrdma_base;
 struct evrdma_listener;
 struct evrdma_mr;
+struct sockaddr;
 
 /** An opaque shared receive queue. */
 struct evrdma_srq;
@@ -169,12 +170,20 @@ EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
  * holding a receive ring of its own (doc/channel-protocol.md, "Lending").
  * What the pool promises, whatever its peers do:
  *  - A connection commits nothing of the pool until it is established:
- *    then its channel takes 2 control credits and one data credit (3
- *    buffers: control messages take a buffer too). A connect that finds
- *    no room fails (EVRDMA_REASON_RESOURCE; a listener rejects it,
- *    EVRDMA_REASON_REJECTED at the requester), and those holding more
- *    than their share are asked for it back, so that a later one may
- *    find room.
+ *    then its channel takes one data credit, one buffer (its control
+ *    messages, rare and held only until the next poll, draw on the
+ *    buffers nobody was promised). So a queue of @p nbuf buffers holds
+ *    about @p nbuf - @p nbuf / 16 channels, idle or not.
+ *  - When there is no room for another, the channel idle longest (no
+ *    message either way for a second, by default) is cut off to make
+ *    room (EVRDMA_REASON_EVICTED), once the newcomer is established: a
+ *    newcomer gets in whatever idle connections strangers hold. With
+ *    nobody idle so long, a connect fails (EVRDMA_REASON_RESOURCE; a
+ *    listener rejects it, EVRDMA_REASON_REJECTED at the requester), and
+ *    those holding more than their share are asked for it back, so that
+ *    a later one may find room. evrdma_channel_srq_set_admission() sets
+ *    the idle time, a limit per address, and a callback that hears of
+ *    each refusal and eviction.
  *  - A peer is lent more (up to its ring's R) when it runs short, while
  *    the pool has buffers nobody was promised, toward an even share; a
  *    sixteenth of the buffers, at most 64, is kept back.
@@ -185,10 +194,12 @@ EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
  *    A channel whose connection ended keeps only the buffers its
  *    application still holds.
  *  - A peer that breaks the credit rules is cut off when its messages are
- *    polled; until then its extra messages may take buffers promised to
- *    others, whose peers then retry (a channel on a queue asks its peer
- *    to retry an RNR for ever, after 0.64 ms each time, not rdma_cm's
- *    655): an honest channel waits about one poll of the queue, not more
+ *    polled; until then its extra messages (or many control messages
+ *    at once) may take buffers promised to others, whose peers then
+ *    retry (an evrdma peer of a queue retries an RNR for ever, after
+ *    0.64 ms each time, not rdma_cm's 655; its keepalive ends a queue
+ *    that never posts): an honest channel waits about one poll of the
+ *    queue, not more
  *    (measured in the Soft-RoCE guest: 9-53 ms for a 64-byte echo while
  *    a 200-message burst was caught, 2-20 ms without; test_chan_isolation.c).
  * Channels on a queue do not pull large messages (their regions share the
@@ -200,6 +211,43 @@ EVRDMA_EXPORT int evrdma_listener_set_srq(struct evrdma_listener *lst,
  */
 EVRDMA_EXPORT struct evrdma_srq *evrdma_channel_srq_new(
     struct evrdma_base *base, const char *device, unsigned nbuf);
+
+/** What a channel queue's admission did (evrdma_admission_cb). */
+enum evrdma_admission_event {
+	/** a connect refused: no room, and nobody idle long enough */
+	EVRDMA_ADMISSION_REFUSED = 1,
+	/** a connect refused: its address holds the per-address limit */
+	EVRDMA_ADMISSION_REFUSED_ADDRESS,
+	/** a channel idle longest cut off to make room for a newcomer (its
+	 * event callback gets BEV_EVENT_ERROR, EVRDMA_REASON_EVICTED) */
+	EVRDMA_ADMISSION_EVICTED
+};
+
+/**
+ * Called (from the loop) when a channel queue refuses a connect or
+ * evicts a channel: @p event is an evrdma_admission_event, @p peer the
+ * address of the refused or evicted channel's peer. The queue may be
+ * freed from inside.
+ */
+typedef void (*evrdma_admission_cb)(struct evrdma_srq *srq, int event,
+    const struct sockaddr *peer, int socklen, void *arg);
+
+/**
+ * Choose who goes when the channel queue @p srq (evrdma_channel_srq_new())
+ * is full, and hear of it.
+ * @param evict_idle_ms a newcomer that finds no room evicts the channel
+ *   whose connection carried no message, either way, for longest, once
+ *   that is at least this long (rounded up to whole seconds); 0: never
+ *   evict (the newcomer is refused). Default 1000.
+ * @param per_address the most channels on the queue whose peers share one
+ *   IP address (connects beyond are refused); 0: no limit (the default)
+ * @param cb called for each refusal and eviction, or NULL
+ * @return 0, or -1 with errno EINVAL (not a queue of channels,
+ *   @p evict_idle_ms over 3600000), EPIPE (the queue was freed)
+ */
+EVRDMA_EXPORT int evrdma_channel_srq_set_admission(struct evrdma_srq *srq,
+    unsigned evict_idle_ms, unsigned per_address, evrdma_admission_cb cb,
+    void *arg);
 
 /**
  * Make the channel @p ch draw its receives from @p srq (a queue of

@@ -45,7 +45,8 @@ enum evrdma_reason {
 	EVRDMA_REASON_PROTOCOL,		/**< the peer broke the evrdma protocol (handshake or channel messages) */
 	EVRDMA_REASON_MISUSE,		/**< the application broke a documented rule of the API (e.g. drained a message channel's output directly) */
 	EVRDMA_REASON_PEER_DEAD,	/**< the peer stopped answering: keepalive probes, or a request's transport retries, went unanswered (its host died, hangs, or the path is cut) */
-	EVRDMA_REASON_INTERNAL		/**< evrdma found its own state of the connection inconsistent (a bug in evrdma: please report it); the connection ends, nothing is freed twice */
+	EVRDMA_REASON_INTERNAL,		/**< evrdma found its own state of the connection inconsistent (a bug in evrdma: please report it); the connection ends, nothing is freed twice */
+	EVRDMA_REASON_EVICTED		/**< a channel on a shared receive queue that was idle longest was cut off to make room for a newcomer (evrdma_channel_srq_set_admission()) */
 };
 
 /** What carries a connection's bytes (evrdma_bufferevent_get_transport(),
