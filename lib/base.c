@@ -138,6 +138,12 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		free(base);
 		return NULL;
 	}
+	if (evrdma__linger_init(base) < 0) {
+		evrdma__work_fini(base);
+		free(base);
+		evrdma__fail(ENOMEM, "evrdma_base_new: out of memory");
+		return NULL;
+	}
 	/* with the fallback, a host without rdma-core or without a device
 	 * still gets a base (TCP bufferevents); a forked child (EPERM) fails
 	 * as without it: what it lacks is not RDMA on this host but the
@@ -153,6 +159,7 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 	return base_ready(base);
 fail:
 	err = errno;
+	evrdma__linger_fini(base);
 	evrdma__work_fini(base);
 	free(base);
 	errno = err;
@@ -205,6 +212,7 @@ base_release(struct evrdma_base *base)
 	pthread_mutex_lock(&all_bases_lock);
 	LIST_REMOVE(base, all_link);
 	pthread_mutex_unlock(&all_bases_lock);
+	evrdma__linger_fini(base);
 	while ((c = LIST_FIRST(&base->hooks))) {
 		LIST_REMOVE(c, link);
 		c->base_gone(c);

@@ -42,6 +42,8 @@ evrdma__bev_tcp_adapters(void)
 static void
 ad_linger_done(struct ad *ad)
 {
+	if (ad->lg.on)
+		evrdma__linger_stop(ad->base, &ad->lg);
 	evrdma__ad_tp_free(ad);
 	ad_destroy(ad);
 }
@@ -68,6 +70,20 @@ ad_linger_timeout(evutil_socket_t fd, short what, void *arg)
 		    "bytes the peer did not take: a reset", left);
 		ad->reset_due = 1;
 	}
+	ad_linger_done(ad);
+}
+
+/* The base's linger bound, or its cap (linger.c): the output the peer did
+ * not take in time is lost, and the end is a reset. */
+static void
+ad_linger_expire(struct evrdma__linger *lg)
+{
+	struct ad *ad = (struct ad *)((char *)lg - offsetof(struct ad, lg));
+
+	evrdma__log(EVRDMA_LOG_INFO, "bufferevent closed with %zu bytes the "
+	    "peer did not take within the linger bound: a reset",
+	    evbuffer_get_length(tp_out(ad)));
+	ad->reset_due = 1;
 	ad_linger_done(ad);
 }
 
@@ -141,6 +157,7 @@ ad_close(struct ad *ad)
 	tv.tv_sec = ad->teardown_ms / 1000;
 	tv.tv_usec = (suseconds_t)(ad->teardown_ms % 1000) * 1000;
 	evtimer_add(ad->linger, &tv);
+	evrdma__linger_start(ad->base, &ad->lg, ad_linger_expire);
 }
 
 /* bufferevent_free() by the user, once libevent is done with it (its

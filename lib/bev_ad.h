@@ -125,6 +125,7 @@ struct ad {
 	unsigned resume_ms;
 	struct event *linger;		/* closing: bounded wait for output */
 	size_t linger_left;
+	struct evrdma__linger lg;	/* the base's bound on that wait */
 };
 
 /* The adapter's transport's input and output (while it has one). */

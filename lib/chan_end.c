@@ -84,6 +84,8 @@ evrdma__rc_internal(struct ch_rdma *rc, const char *what)
 void
 evrdma__rc_conn_free(struct ch_rdma *rc)
 {
+	if (rc->lg.on)
+		evrdma__linger_stop(rc->ch.base, &rc->lg);
 	if (rc->conn && !(rc->st & RC_CONN_FREED)) {
 		rc->st |= RC_CONN_FREED;
 		evrdma__ev_stop(rc->linger_ev);

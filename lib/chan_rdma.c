@@ -407,6 +407,8 @@ own_closed(void *owner, int husk)
 	if (rc->conn)
 		rc->ka_probes = rc->conn->ka_probes;
 	rc->conn = NULL;
+	if (rc->lg.on)
+		evrdma__linger_stop(ch->base, &rc->lg);
 	evrdma__ev_free(rc->linger_ev);
 	evrdma__ev_free(rc->ret_ev);
 	rc->linger_ev = rc->ret_ev = NULL;
@@ -485,6 +487,8 @@ rc_linger_left(const struct ch_rdma *rc)	/* output, its open write */
 	return rc->ch.out_len + (rc->wopen >= 0 ? rc->wopen_len : 0);
 }
 
+static void rc_linger_expire(struct evrdma__linger *lg);
+
 static void
 op_close(struct evrdma_channel *ch)
 {
@@ -523,6 +527,7 @@ op_close(struct evrdma_channel *ch)
 	rc->linger_left = rc_linger_left(rc);
 	evrdma__ev_timer_start(rc->linger_ev,
 	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
+	evrdma__linger_start(ch->base, &rc->lg, rc_linger_expire);
 	if (!(rc->st & (RC_PRE_SEND | RC_FAILING)) &&
 	    evrdma__rc_send_all(rc) < 0)
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
@@ -534,37 +539,59 @@ op_close(struct evrdma_channel *ch)
  * for (its reader stopped): those bytes are lost, so the end must not read
  * as an orderly one (found by review: the peer got EOF after a short
  * stream). The output goes and the end becomes a RESET, which takes
- * control credits only, with one more teardown timeout to arrive; after
- * that, or without a control credit, the connection just closes. A
- * timeout in which output shrank gives another, as over TCP (found by
- * review: a slow reader that never stopped got a RESET 2 s after the free).
+ * control credits only, with one more teardown timeout to arrive: 1. 0
+ * when the connection must just close (no control credit, or the end
+ * was sent already).
  */
+static int
+rc_linger_reset(struct ch_rdma *rc)
+{
+	struct evrdma_channel *ch = &rc->ch;
+
+	if (rc->eof_sent || !rc_up(rc) || (rc->st & RC_FAILING) ||
+	    (!ch->out_len && rc->wopen < 0))
+		return 0;
+	evrdma__log(EVRDMA_LOG_INFO, "channel %p: %zu bytes the peer did not "
+	    "take in time: its end is a reset", (void *)rc, ch->out_len);
+	rc->st |= RC_RESET_DUE;
+	evrdma__rc_drop_pending_writes(rc);
+	evrdma__chan_output_discard(ch);
+	return evrdma__rc_send_all(rc) >= 0 && rc->eof_sent &&
+	    evrdma__ev_timer_start(rc->linger_ev,
+	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0;
+}
+
+/* A timeout in which output shrank gives another, as over TCP (found by
+ * review: a slow reader that never stopped got a RESET 2 s after the
+ * free), up to the base's linger bound (rc_linger_expire()). */
 static void
 rc_linger_timeout(void *arg)
 {
 	struct ch_rdma *rc = arg;
-	struct evrdma_channel *ch = &rc->ch;
 	size_t left = rc_linger_left(rc);
 	int live = !rc->eof_sent && rc_up(rc) && !(rc->st & RC_FAILING);
 
 	if (live && left && left < rc->linger_left &&
 	    evrdma__ev_timer_start(rc->linger_ev,
-	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0) {
+	    rc->ch.base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0) {
 		rc->linger_left = left;
 		return;
 	}
-	if (live && (ch->out_len || rc->wopen >= 0)) {
-		evrdma__log(EVRDMA_LOG_INFO, "channel %p: %zu bytes the peer "
-		    "did not take in time: its end is a reset", (void *)rc,
-		    ch->out_len);
-		rc->st |= RC_RESET_DUE;
-		evrdma__rc_drop_pending_writes(rc);
-		evrdma__chan_output_discard(ch);
-		if (evrdma__rc_send_all(rc) >= 0 && rc->eof_sent &&
-		    evrdma__ev_timer_start(rc->linger_ev,
-		    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0)
-			return;
-	}
+	if (rc_linger_reset(rc))
+		return;
+	evrdma__rc_linger_timeout(rc);
+}
+
+/* The base's linger bound, or its cap on lingering connections (linger.c):
+ * the peer had long enough; reset. */
+static void
+rc_linger_expire(struct evrdma__linger *lg)
+{
+	struct ch_rdma *rc = (struct ch_rdma *)((char *)lg -
+	    offsetof(struct ch_rdma, lg));
+
+	if (rc_linger_reset(rc))
+		return;
 	evrdma__rc_linger_timeout(rc);
 }
 
@@ -676,6 +703,8 @@ op_destruct(struct evrdma_channel *ch)
 
 	if (ch->base)
 		evrdma__work_cancel(ch->base, &rc->pump_work);
+	if (rc->lg.on)
+		evrdma__linger_stop(ch->base, &rc->lg);
 	evrdma__ev_free(rc->linger_ev);
 	evrdma__ev_free(rc->ret_ev);
 	/* the evbuffers' cleanups must not reach us any more */

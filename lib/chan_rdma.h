@@ -172,6 +172,7 @@ struct ch_rdma {
 	struct evrdma__work pump_work;
 	struct event *linger_ev;
 	size_t linger_left;	/* output at the linger's start or last tick */
+	struct evrdma__linger lg;	/* the base's bound on the linger */
 	/* credits owed after an idle moment: returned then, so that a peer
 	 * that ends knows we consumed its bytes (own_ended()) */
 	struct event *ret_ev;

@@ -61,6 +61,8 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->ka_interval_ms = 1000;
 	cfg->ka_count = 3;
 	cfg->retry_count = 6;	/* (Soft-RoCE takes 7 for "for ever") */
+	cfg->linger_ms = 30000;
+	cfg->linger_max = 1024;
 }
 
 struct evrdma_config *
@@ -187,6 +189,19 @@ evrdma_config_set_transport_retry(struct evrdma_config *cfg,
 	}
 	cfg->ack_timeout = exp;
 	cfg->retry_count = retries;
+	return 0;
+}
+
+int
+evrdma_config_set_linger(struct evrdma_config *cfg, unsigned max_ms,
+    unsigned max_count)
+{
+	if (cfg_check(cfg, __func__, max_ms, 1, TIMEOUT_MAX_MS, " ms") < 0 ||
+	    cfg_check(cfg, __func__, max_count, 1, 1u << 20, " connections") <
+	    0)
+		return -1;
+	cfg->linger_ms = max_ms;
+	cfg->linger_max = max_count;
 	return 0;
 }
 

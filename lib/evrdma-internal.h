@@ -86,6 +86,8 @@ struct evrdma_config {
 	size_t ch_max_input;
 	unsigned ch_pull_min;		/* pull DATA of this size on; 0: never */
 	int tcp_fallback;		/* a base without RDMA serves TCP */
+	unsigned linger_ms;		/* a freed connection's life, at most */
+	unsigned linger_max;		/* freed connections still ending */
 	/* the test knob EVRDMA_TEST_SLOW_PATH=1, read at evrdma_base_new():
 	 * channels take the general path where a fast one exists (prepared
 	 * sends, the read callback's open write, large writes staged
@@ -804,6 +806,27 @@ void evrdma__listener_error(struct evrdma_listener *lst, int reason,
     int err);
 void evrdma__listener_release_now(struct evrdma_listener *lst);
 
+/* ---- freed connections still ending (linger.c) ---- */
+
+/*
+ * A freed connection that still waits for its peer (a channel, a
+ * bufferevent over TCP) embeds one while it lingers: the base ends it
+ * (expire: reset now, without a user callback) at the linger bound after
+ * the free, or earlier when more than the cap linger and it is the
+ * oldest. Its owner stops it when it ends by itself.
+ */
+struct evrdma__linger {
+	void (*expire)(struct evrdma__linger *lg);
+	uint64_t deadline;		/* evrdma__now_us() */
+	int on;
+	TAILQ_ENTRY(evrdma__linger) link;
+};
+int evrdma__linger_init(struct evrdma_base *base);
+void evrdma__linger_fini(struct evrdma_base *base);
+void evrdma__linger_start(struct evrdma_base *base, struct evrdma__linger *lg,
+    void (*expire)(struct evrdma__linger *lg));
+void evrdma__linger_stop(struct evrdma_base *base, struct evrdma__linger *lg);
+
 /* ---- the base (base.c) ---- */
 struct evrdma_base {
 	struct event_base *eb;
@@ -824,6 +847,9 @@ struct evrdma_base {
 	unsigned fail_post_send;
 	int fail_post_send_on;
 	struct evrdma__workq work;
+	/* freed connections still ending, oldest first (linger.c) */
+	TAILQ_HEAD(, evrdma__linger) lingering;
+	struct event *linger_ev;
 	int freeing;			/* evrdma_base_free() was called */
 	/* how many of its events' callbacks are running, and what runs
 	 * when the last returns (lib/loop.c): an evrdma_base_free() called

@@ -109,6 +109,12 @@ struct evrdma_stats {
 	/** RDMA bufferevents (evrdma/bufferevent.h) not yet gone: held by
 	 * their user, or still sending after bufferevent_free() */
 	unsigned bevs;
+	/** freed channels and bufferevents still ending: their peers have
+	 * yet to take their output (evrdma_config_set_linger()) */
+	unsigned lingering;
+	/** of those, how many the linger bound or the cap reset, since the
+	 * base was made */
+	unsigned long long linger_resets;
 };
 
 /**

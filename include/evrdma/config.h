@@ -199,6 +199,25 @@ EVRDMA_EXPORT int evrdma_config_set_rnr_retry(struct evrdma_config *cfg,
     unsigned count);
 
 /**
+ * Bound the channels and bufferevents that the application freed while
+ * their peers had yet to take their output (lingering, as a closed
+ * socket's kernel still sends what it accepted). Each waits while its peer
+ * makes progress, a teardown timeout (EVRDMA_TIMEOUT_TEARDOWN) at a time,
+ * but never longer than @p max_ms after the free: then its output is
+ * dropped and it is reset (the peer sees an error, never a clean end of a
+ * cut stream), gone a teardown timeout later at the most. And at most
+ * @p max_count of a base linger: past that, the oldest is reset. The
+ * base's statistics count both (evrdma_base_get_stats()). A peer that
+ * takes a byte now and then therefore cannot keep a freed connection, its
+ * QP and its memory, for longer, nor more of them.
+ * @param max_ms 1..600000 (default 30000)
+ * @param max_count 1..1048576 (default 1024)
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_linger(struct evrdma_config *cfg,
+    unsigned max_ms, unsigned max_count);
+
+/**
  * Set the channel ring of a configuration (used by every channel of a base
  * made with it): @p slots receive slots of @p slot_size bytes each, the same
  * again for sending, and @p max_input bytes that may be copied into input
