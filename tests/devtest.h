@@ -441,5 +441,6 @@ Suite *dt_suite_fork(void);		/* test_fork.c */
 Suite *dt_suite_devices(void);		/* test_devices.c */
 Suite *dt_suite_storm(void);		/* test_storm.c */
 Suite *dt_suite_conn_attack(void);	/* test_conn_attack.c */
+Suite *dt_suite_strangers(void);	/* test_strangers.c */
 
 #endif /* EVRDMA_DEVTEST_H_INCLUDED_ */

@@ -148,6 +148,19 @@ rp_cm_poll(struct rawpeer *rp)
 		case RDMA_CM_EVENT_ADDR_RESOLVED:
 		case RDMA_CM_EVENT_ROUTE_RESOLVED:
 			break;
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			if (rp->id) {	/* one connection at a time */
+				rdma_reject(ev->id, NULL, 0);
+				break;
+			}
+			rp->id = ev->id;
+			rp->req_len = ev->param.conn.private_data_len;
+			if (rp->req_len > sizeof(rp->req))
+				rp->req_len = sizeof(rp->req);
+			if (ev->param.conn.private_data)
+				memcpy(rp->req, ev->param.conn.private_data,
+				    rp->req_len);
+			break;
 		default:
 			rp->failed = 1;
 			break;
@@ -292,28 +305,12 @@ rp_wait_step(struct rawpeer *rp, enum rdma_cm_event_type want, int ms)
 	}
 }
 
-int
-rp_prepare(struct rawpeer *rp, struct event_base *eb,
-    const struct sockaddr *sa, int salen)
+/* The PD, CQ, memory and QP of rp->id (resolved, or a request's). */
+static int
+rp_resources(struct rawpeer *rp)
 {
 	struct ibv_qp_init_attr qa;
-	int fl;
 
-	rp->eb = eb;
-	rp->reject_code = -1;
-	rp->cm = rdma_create_event_channel();
-	if (!rp->cm)
-		return -1;
-	fl = fcntl(rp->cm->fd, F_GETFL);
-	fcntl(rp->cm->fd, F_SETFL, fl | O_NONBLOCK);
-	if (rdma_create_id(rp->cm, &rp->id, rp, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(rp->id, NULL, (struct sockaddr *)sa, 2000) ||
-	    rp_wait_step(rp, RDMA_CM_EVENT_ADDR_RESOLVED, 5000) ||
-	    rdma_resolve_route(rp->id, 2000) ||
-	    rp_wait_step(rp, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000))
-		return -1;
-	if (rp->no_qp)
-		return 0;	/* a half-open connect needs nothing more */
 	rp->pd = ibv_alloc_pd(rp->id->verbs);
 	rp->cq = ibv_create_cq(rp->id->verbs, 1024, NULL, NULL, 0);
 	if (!rp->pd || !rp->cq)
@@ -338,6 +335,31 @@ rp_prepare(struct rawpeer *rp, struct event_base *eb,
 		return -1;
 	rp->qp = rp->id->qp;
 	return 0;
+}
+
+int
+rp_prepare(struct rawpeer *rp, struct event_base *eb,
+    const struct sockaddr *sa, int salen)
+{
+	int fl;
+
+	rp->eb = eb;
+	rp->reject_code = -1;
+	rp->cm = rdma_create_event_channel();
+	if (!rp->cm)
+		return -1;
+	fl = fcntl(rp->cm->fd, F_GETFL);
+	fcntl(rp->cm->fd, F_SETFL, fl | O_NONBLOCK);
+	if (rdma_create_id(rp->cm, &rp->id, rp, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(rp->id, (struct sockaddr *)rp->src,
+	    (struct sockaddr *)sa, 2000) ||
+	    rp_wait_step(rp, RDMA_CM_EVENT_ADDR_RESOLVED, 5000) ||
+	    rdma_resolve_route(rp->id, 2000) ||
+	    rp_wait_step(rp, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000))
+		return -1;
+	if (rp->no_qp)
+		return 0;	/* a half-open connect needs nothing more */
+	return rp_resources(rp);
 }
 
 int
@@ -474,6 +496,56 @@ rp_fadd(struct rawpeer *rp, size_t off, uint64_t raddr, uint32_t rkey)
 	return rp_post(rp, &wr, off, 8);
 }
 
+int
+rp_listen(struct rawpeer *rp, struct event_base *eb,
+    const struct sockaddr *sa)
+{
+	int fl;
+
+	rp->eb = eb;
+	rp->reject_code = -1;
+	rp->cm = rdma_create_event_channel();
+	if (!rp->cm)
+		return -1;
+	fl = fcntl(rp->cm->fd, F_GETFL);
+	fcntl(rp->cm->fd, F_SETFL, fl | O_NONBLOCK);
+	if (rdma_create_id(rp->cm, &rp->lid, rp, RDMA_PS_TCP) ||
+	    rdma_bind_addr(rp->lid, (struct sockaddr *)sa) ||
+	    rdma_listen(rp->lid, 8))
+		return -1;
+	return ntohs(rdma_get_src_port(rp->lid));
+}
+
+int
+rp_wait_request(struct rawpeer *rp, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	while (!rp->id) {
+		if (now_ms() >= end)
+			return -1;
+		rp_round(rp);
+	}
+	return 0;
+}
+
+int
+rp_accept(struct rawpeer *rp, const void *pdata, size_t len, int rnr_retry)
+{
+	struct rdma_conn_param p;
+
+	if (!rp->id || rp_resources(rp) < 0)
+		return -1;
+	memset(&p, 0, sizeof(p));
+	p.responder_resources = 16;
+	p.initiator_depth = 16;
+	p.retry_count = 7;
+	p.rnr_retry_count = (uint8_t)rnr_retry;
+	p.private_data = pdata;
+	p.private_data_len = (uint8_t)len;
+	return rdma_accept(rp->id, &p);
+}
+
 void
 rp_close(struct rawpeer *rp)
 {
@@ -489,6 +561,8 @@ rp_close(struct rawpeer *rp)
 		ibv_dealloc_pd(rp->pd);
 	if (rp->id)
 		rdma_destroy_id(rp->id);
+	if (rp->lid)
+		rdma_destroy_id(rp->lid);
 	if (rp->cm)
 		rdma_destroy_event_channel(rp->cm);
 	free(rp->mem);

@@ -53,6 +53,13 @@ struct rawpeer {
 	 * option); 0 keeps rdma_cm's default (about a second on rxe) */
 	int ack_timeout;
 	int cm_skip;			/* rp_connect() reads its own events */
+	/* the source address to connect from (NULL: the route's) */
+	const struct sockaddr *src;
+	/* a raw listener (rp_listen()): its id; rp->id is the one request
+	 * it took, with that request's private data */
+	struct rdma_cm_id *lid;
+	uint8_t req[64];
+	size_t req_len;
 	/* connection outcome */
 	int established, rejected, disconnected, failed;
 	int reject_code;		/* evrdma reject code, -1 if none */
@@ -125,6 +132,19 @@ int rp_read(struct rawpeer *rp, size_t off, size_t len, uint64_t raddr,
 int rp_write(struct rawpeer *rp, size_t off, size_t len, uint64_t raddr,
     uint32_t rkey, int with_imm, uint32_t imm);
 int rp_fadd(struct rawpeer *rp, size_t off, uint64_t raddr, uint32_t rkey);
+
+/*
+ * A raw listener, the hostile server: listen on @p sa (its port 0: any);
+ * returns the port, or -1. rp_wait_request() runs the loop until a connect
+ * request came (rp->id, its private data in rp->req), then rp_accept()
+ * makes the PD, CQ, memory and QP and accepts with @p pdata, asking the
+ * requester's QP for @p rnr_retry (0..7) and 7 transport retries.
+ */
+int rp_listen(struct rawpeer *rp, struct event_base *eb,
+    const struct sockaddr *sa);
+int rp_wait_request(struct rawpeer *rp, int ms);
+int rp_accept(struct rawpeer *rp, const void *pdata, size_t len,
+    int rnr_retry);
 
 /* Disconnect (if connected) and free everything. */
 void rp_close(struct rawpeer *rp);
