@@ -298,9 +298,10 @@ struct ch_rdma {
  *    each (adm_cb).
  *  - A peer that sends beyond its credits is a violation, as on a ring;
  *    what its extra SENDs took from the pool meanwhile makes honest peers
- *    meet an RNR, which they retry (a pool channel asks its peer for
- *    rnr_retry 7, and its QP says wait 0.64 ms, not rdma_cm's 655: see
- *    conn.c) until the poll that catches the violator posts them again.
+ *    meet an RNR, which they retry (a pool channel's peer sets rnr_retry
+ *    7 on seeing LEND, and our QP says wait 0.64 ms, not rdma_cm's 655:
+ *    see conn_cm.c) until the poll that catches the violator posts them
+ *    again.
  */
 #define POOL_TICK_MS		1000
 #define POOL_RECLAIM_TICKS	3

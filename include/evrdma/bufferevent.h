@@ -52,11 +52,13 @@
  *  - Written bytes go to the channel (up to twice its ring) even when the
  *    bufferevent is freed right after the write, and are sent; a socket
  *    bufferevent frees what it had not yet written to the kernel. After
- *    the free they are sent for as long as the peer takes them: when it
- *    takes nothing for the teardown timeout (evrdma_config_set_timeout()),
- *    the rest is dropped and the connection ends with a reset, so the
- *    peer gets BEV_EVENT_ERROR after what arrived, never EOF after a
- *    stream cut short (a kernel would go on sending).
+ *    the free they are sent while the peer takes them, up to the linger
+ *    bound (evrdma_config_set_linger(), default 30 s after the free):
+ *    when it takes nothing for the teardown timeout
+ *    (evrdma_config_set_timeout()), or at the bound, the rest is dropped
+ *    and the connection ends with a reset, so the peer gets
+ *    BEV_EVENT_ERROR after what arrived, never EOF after a stream cut
+ *    short (a kernel would go on sending).
  *  - bufferevent_getfd() returns -1. To shut down writing (the peer gets
  *    EOF after the data, reading goes on) call
  *    bufferevent_flush(bev, EV_WRITE, BEV_FINISHED), as on a pair; over

@@ -448,9 +448,11 @@ EVRDMA_EXPORT int evrdma_channel_get_stats(struct evrdma_channel *ch,
  *  - the connection stays open in the background until the peer has our
  *    end (and has pulled what it was to pull, see
  *    evrdma_config_set_channel_pull()), at most the teardown timeout; a
- *    channel whose peer reset it goes at once. Output still waiting for
- *    the peer's room then (the bufferevent adapter's, which a free sends)
- *    is dropped, and the end is a RESET.
+ *    channel whose peer reset it goes at once. Output that a free sends
+ *    (the bufferevent adapter's) is sent while the peer takes it, a
+ *    teardown timeout at a time, up to the linger bound after the free
+ *    (evrdma_config_set_linger()); what is left then is dropped, and the
+ *    end is a RESET.
  * No callback runs after this call. After evrdma_base_free() this frees
  * the closed husk.
  */
