@@ -26,6 +26,7 @@ struct bs {
 	struct bt_env env;
 	struct bt_listener l;
 	int fd[3];		/* BT_ADAPTER: the reader is a bare socket */
+	struct evrdma_base *cbase;	/* BT_RDMA: the reader's base */
 	struct bufferevent *srv[3];
 	int nsrv, srv_freed[3];
 	uint64_t freed_ms[3];
@@ -150,6 +151,17 @@ bs_init(struct bs *t, int backend, unsigned teardown, unsigned bound,
 	bt_env_init(&t->env, backend, cfg);
 	evrdma_config_free(cfg);
 	bt_listen(&t->l, &t->env, bs_accept, t, 0);
+	if (backend == BT_RDMA) {
+		/* a reader that holds what it did not take: a small ring,
+		 * nothing copied into its channel's input */
+		cfg = evrdma_config_new();
+		ck_assert_ptr_nonnull(cfg);
+		ck_assert_int_eq(evrdma_config_set_channel_ring(cfg, 8, 4096,
+		    0), 0);
+		t->cbase = evrdma_base_new(t->env.eb, cfg);
+		evrdma_config_free(cfg);
+		ck_assert_ptr_nonnull(t->cbase);
+	}
 }
 
 /*
@@ -180,8 +192,11 @@ bs_client(struct bs *t, int i)
 		BT_WAIT(t->env.eb, t->srv_freed[i], 15000);
 		return;
 	}
-	t->cli[i] = bt_new(&t->env, 0);
+	t->cli[i] = evrdma_bufferevent_new(t->cbase, 0);
+	ck_assert_ptr_nonnull(t->cli[i]);
 	bufferevent_setcb(t->cli[i], bs_c_read, NULL, bs_c_event, t);
+	/* (the adapter moves nothing past it into the bufferevent) */
+	bufferevent_setwatermark(t->cli[i], EV_READ, 0, BS_TAKE);
 	bt_connect(&t->l, t->cli[i], 0);
 	BT_WAIT(t->env.eb, t->c_up[i] || t->c_ends[i], 15000);
 	ck_assert_int_eq(t->c_up[i], 1);
@@ -242,6 +257,20 @@ bs_fini(struct bs *t)
 			bufferevent_free(t->cli[i]);
 		if (t->fd[i])
 			close(t->fd[i]);
+	}
+	if (t->cbase) {
+		struct evrdma_stats st;
+		uint64_t dl = tu_now_ms() + 20000;
+
+		for (;;) {
+			evrdma_base_get_stats(t->cbase, &st, sizeof(st));
+			if (!st.bevs && !st.conns && !st.qps)
+				break;
+			ck_assert_msg(tu_now_ms() < dl, "the reader's base "
+			    "keeps %u bufferevents", st.bevs);
+			bt_step(t->env.eb, 10);
+		}
+		evrdma_base_free(t->cbase);
 	}
 	bt_listener_free(&t->l);
 	bt_env_fini(&t->env);
