@@ -312,7 +312,7 @@ chl_close(struct chl *c)
 {
 	int i;
 
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < CHL_MAX; i++)
 		ep_free(&c->acc[i]);
 	evrdma_listener_free(c->lst);
 	c->lst = NULL;
