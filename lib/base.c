@@ -230,6 +230,7 @@ base_release(struct evrdma_base *base)
 		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);
 	evrdma__resolver_free(base->resolver);
 	evrdma__reqtab_fini(&base->reqs);
+	evrdma__rings_fini(base);
 	if (base->no_rdma) {
 		pthread_mutex_lock(&tcp_bases_lock);
 		LIST_REMOVE(base, tcp_link);

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "chan_rdma.h"
-#include "ep_send.h"
 
 /* A rule of the protocol broken: the peer loses its access at once. */
 void
@@ -30,22 +29,15 @@ evrdma__rc_violation(struct ch_rdma *rc, const char *why)
 		evrdma__conn_abort(rc->conn, EVRDMA_REASON_PROTOCOL);
 }
 
-static void
-rc_reset_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_rdma *rc = arg;
-
-	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED)))
-		evrdma__conn_abort(rc->conn, rc->fail_reason);
-}
-
 /*
  * End the connection for a failure of ours (a resource, the user's
  * misuse, an impossible state), not for the peer's violation: a RESET
  * goes first, so that the peer reports an error and not the orderly end
  * that a bare disconnect with nothing unconsumed reads as (own_ended());
- * the abort follows once it went, or at once with no control credit in
- * hand. Nothing else is sent meanwhile (rc_up()).
+ * the abort follows once it went (RC_RESET_WENT: the pass,
+ * evrdma__rc_reset_went()), or at once with no control credit in hand.
+ * Nothing else is sent meanwhile (rc_up()); the RESET goes with the
+ * pass's chain, or with the next pass's.
  */
 void
 evrdma__rc_fail(struct ch_rdma *rc, int reason)
@@ -56,18 +48,27 @@ evrdma__rc_fail(struct ch_rdma *rc, int reason)
 		return;
 	rc->st |= RC_FAILING;
 	rc->fail_reason = reason;
-	if (!rc->eof_sent && rc->c_credits) {
+	if (!rc->eof_sent && rc->c_credits && evrdma__sq_room(rc)) {
 		memset(&m, 0, sizeof(m));
 		m.type = EVRDMA_CH_EOF;
 		m.reset = 1;
-		if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
-		    evrdma__ch_imm_encode(&m), rc_reset_cb, rc) == 0) {
-			rc->c_credits--;
-			rc->eof_sent = 1;
-			return;
-		}
+		evrdma__sq_add(rc, NULL, 0, 0, evrdma__ch_imm_encode(&m),
+		    RC_SQ_RESET, 0);
+		rc->c_credits--;
+		rc->eof_sent = 1;
+		rc_schedule(rc);
+		return;
 	}
 	evrdma__conn_abort(rc->conn, reason);
+}
+
+/* Our failure's RESET went (or could not): now the abort. */
+void
+evrdma__rc_reset_went(struct ch_rdma *rc)
+{
+	rc->st &= ~RC_RESET_WENT;
+	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED)))
+		evrdma__conn_abort(rc->conn, rc->fail_reason);
 }
 
 /* An impossible state of our own: the connection ends, nothing more is

@@ -376,8 +376,7 @@ evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 		return -1;
 	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
 	    rc->sring->mem, rc->sring->len, 0);
-	if (!rc->smr || (!rc->ch.base->cfg.slow_path &&
-	    evrdma__conn_sring_init(conn, RC_DEFER(rc)) < 0))
+	if (!rc->smr)
 		return -1;
 	return evrdma__pool_post(rc->pool);
 }
@@ -614,9 +613,12 @@ evrdma_channel_srq_set_admission(struct evrdma_srq *srq,
 	return 0;
 }
 
+/* evrdma_channel_srq_new(), whose buffers' receives complete with
+ * @p recv_cb (chan_rx.c's, which calls this file: chan_rdma.c passes
+ * it). */
 struct evrdma_srq *
-evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
-    unsigned nbuf)
+evrdma__chpool_srq_new(struct evrdma_base *base, const char *device,
+    unsigned nbuf, evrdma_req_cb recv_cb)
 {
 	struct evrdma_srq *srq;
 	struct evrdma__chpool *pool;
@@ -667,7 +669,7 @@ evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
 	for (i = 0; i < nbuf; i++)
 		args[i] = &pool->ring->slot[i];
 	if (evrdma__ep_ring_init(evrdma__srq_ep(srq), pool->mr,
-	    pool->slot_size, nbuf, evrdma__rc_recv_cb, args) < 0)
+	    pool->slot_size, nbuf, recv_cb, args) < 0)
 		goto fail;
 	free(args);
 	for (i = 0; i < nbuf; i++)

@@ -46,6 +46,8 @@ rc_pass_rare(struct ch_rdma *rc, int sent)
 {
 	struct evrdma_channel *ch = &rc->ch;
 
+	if (rc->st & RC_RESET_WENT)
+		evrdma__rc_reset_went(rc);
 	/* The peer reset the connection: nothing more comes; once what we
 	 * pull of its messages is in, ours ends too (what output holds
 	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
@@ -128,6 +130,9 @@ rc_pass(struct ch_rdma *rc)
 			evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		}
 	}
+	/* a RESET (evrdma__rc_fail()) chained where no sends of a pass ran */
+	if (rc->sq_head && rc->conn)
+		(void)evrdma__sq_flush(rc, 0, evrdma__rc_sq_release);
 	if ((rc->st & RC_PASS_RARE) ||
 	    (ch->end & (CHE_PEER_RESET | CHE_PEER_EOF | CHE_GONE)))
 		sent = rc_pass_rare(rc, sent);
@@ -180,6 +185,46 @@ rc_pump_work(struct evrdma__work *w)
 	    offsetof(struct ch_rdma, pump_work)));
 }
 
+/* A completion of the channel's own work requests (rings.c). */
+static void
+rc_ring_complete(void *owner, const struct ibv_wc *wc, unsigned kind,
+    unsigned idx)
+{
+	struct ch_rdma *rc = owner;
+
+	if (kind == RC_WR_SEND)
+		evrdma__rc_send_done(rc, idx, wc);
+	else
+		evrdma__rc_recv_done(rc, idx, wc);
+}
+
+static const struct evrdma__rings_ops rc_rings_ops = {
+	.complete = rc_ring_complete,
+};
+
+/* The QP is in the error state: our sends' flushes are to come, and one
+ * signaled send tells that those left unsignaled are done. */
+static void
+own_drain(void *owner, struct evrdma_conn *conn)
+{
+	evrdma__sq_drain(owner);
+}
+
+/* The teardown stops waiting: what the rings posted is forgotten, each
+ * slot and buffer released once, and no completion of theirs comes here
+ * any more. */
+static void
+own_cancel(void *owner, struct evrdma_conn *conn)
+{
+	struct ch_rdma *rc = owner;
+
+	evrdma__sq_forget(rc, evrdma__rc_sq_release);
+	evrdma__rc_rx_forget(rc);
+	if (rc->tag && rc->ch.base)
+		evrdma__rings_del(rc->ch.base, rc->tag);
+	rc->tag = 0;
+}
+
 /* Register the rings and post the receives. */
 static int
 rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
@@ -189,6 +234,9 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	const struct ibv_device_attr *da = evrdma__conn_dev_attr(conn);
 	unsigned sq = evrdma__conn_sq_depth(conn);
 
+	rc->tag = evrdma__rings_add(base, &rc_rings_ops, rc);
+	if (!rc->tag || evrdma__sq_init(rc, conn) < 0)
+		return -1;
 	/* We pull when the device can issue READs and the send queue has
 	 * room for them beside our own messages (slots + ctrl at most). */
 	if (rc->pool)
@@ -206,9 +254,7 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	    EVRDMA_ACCESS_LOCAL_WRITE);
 	rc->smr = evrdma__mr_reg(base, pd, rc->sring->mem, rc->sring->len,
 	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
-	if (!rc->rmr || !rc->smr || evrdma__rc_recv_ring(rc, conn) < 0 ||
-	    (!base->cfg.slow_path &&
-	    evrdma__conn_sring_init(conn, RC_DEFER(rc)) < 0))
+	if (!rc->rmr || !rc->smr || evrdma__rc_rx_init(rc) < 0)
 		return -1;
 	return evrdma__rc_post_free(rc);
 }
@@ -407,6 +453,10 @@ own_closed(void *owner, int husk)
 	if (rc->conn)
 		rc->ka_probes = rc->conn->ka_probes;
 	rc->conn = NULL;
+	/* (the QP is gone: nothing more completes) */
+	if (rc->tag && ch->base)
+		evrdma__rings_del(ch->base, rc->tag);
+	rc->tag = 0;
 	if (rc->lg.on)
 		evrdma__linger_stop(ch->base, &rc->lg);
 	evrdma__ev_free(rc->linger_ev);
@@ -442,6 +492,8 @@ static const struct evrdma__owner_ops rc_owner_ops = {
 	.established = own_established,
 	.ended = own_ended,
 	.closed = own_closed,
+	.drain = own_drain,
+	.cancel = own_cancel,
 };
 
 static void
@@ -728,7 +780,9 @@ op_destruct(struct evrdma_channel *ch)
 	free(rc->rxq);
 	free(rc->sstate);
 	free(rc->sflags);
-	free(rc->sfifo);
+	evrdma__sq_fini(rc);
+	free(rc->rwr);
+	free(rc->rsge);
 	free(rc->spq);
 	if (rc->srq)
 		evrdma__srq_drop(rc->srq);
@@ -797,12 +851,11 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
 	rc->sstate = calloc(rc->slots, 1);
 	rc->sflags = calloc(rc->slots, 1);
-	rc->sfifo = calloc(rc->slots, sizeof(*rc->sfifo));
 	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
 	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
 	rc->ret_ev = evrdma__ev_timer_new(base, rc_ret_idle, rc);
 	if (!rc->sring || !rc->rxq || !rc->sstate || !rc->sflags ||
-	    !rc->sfifo || !rc->spq || !rc->linger_ev || !rc->ret_ev)
+	    !rc->spq || !rc->linger_ev || !rc->ret_ev)
 		goto nomem;
 	rc->sfree = rc->slots;
 	return rc;
@@ -858,6 +911,13 @@ evrdma_channel_set_srq(struct evrdma_channel *ch, struct evrdma_srq *srq)
 		return -1;
 	evrdma__conn_set_rnr_ask(rc->conn, 7);
 	return 0;
+}
+
+struct evrdma_srq *
+evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
+    unsigned nbuf)
+{
+	return evrdma__chpool_srq_new(base, device, nbuf, evrdma__rc_recv_cb);
 }
 
 struct evrdma_channel *

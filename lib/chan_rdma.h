@@ -20,6 +20,7 @@
 #ifndef EVRDMA_CHAN_RDMA_H_INCLUDED_
 #define EVRDMA_CHAN_RDMA_H_INCLUDED_
 
+#include <arpa/inet.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -41,9 +42,20 @@
 /* control receives of a channel on a ring of its own (R + C) */
 #define RC_CTRL		4
 /* How many DATA messages may wait for a later send's completion
- * (evrdma__ep_sring_init): a slot is reused only when its send completed,
- * so half the slots at most, and the other half keeps output moving. */
+ * (unsignaled, evrdma__sq_flush()): a slot is reused only when its send
+ * completed, so half the slots at most, and the other half keeps output
+ * moving. */
 #define RC_DEFER(rc)	((rc)->slots / 2)
+
+/* The kinds of the channel's own work requests (their wr_id, rings.c). */
+enum { RC_WR_RECV = 0, RC_WR_SEND = 1 };
+/* What a send ring entry carried (rc->swhat): a send slot's index, a
+ * spill chunk's (RC_SPILL_TAG), or a control message */
+#define RC_SQ_CTRL	0x40000000u
+#define RC_SQ_CREDIT	(RC_SQ_CTRL | 0)	/* CREDIT or LOAN */
+#define RC_SQ_EOF	(RC_SQ_CTRL | 1)
+#define RC_SQ_RESET	(RC_SQ_CTRL | 2)	/* our failure's RESET */
+#define RC_SQ_DRAIN	(RC_SQ_CTRL | 3)	/* teardown's last, signaled */
 /* after the send slots: a pull descriptor for each */
 #define RC_SRING_EXTRA(slots)	((size_t)(slots) * EVRDMA_CH_PULL_DESC_LEN)
 
@@ -156,11 +168,13 @@ struct ch_rbuf {
 #define RC_RESV_WANTED	0x400	/* a reserve failed (EAGAIN): a free
 				 * slot is owed the write callback */
 #define RC_IN_SEND	0x800	/* inside evrdma__rc_send_all(): see there */
+#define RC_RESET_WENT	0x1000	/* our failure's RESET was sent: abort */
 /* of these, only RC_EST: data may be sent (rc_up()) */
 #define RC_UP_MASK	(RC_EST | RC_ENDED | RC_CONN_FREED | RC_FAILING)
 /* what the pass's end looks at beyond the steady state (rc_pass_rare(),
  * besides the channel's end flags) */
-#define RC_PASS_RARE	(RC_ENDED | RC_FLUSH_SENT | RC_RESV_WANTED)
+#define RC_PASS_RARE	(RC_ENDED | RC_FLUSH_SENT | RC_RESV_WANTED | \
+			 RC_RESET_WENT)
 
 struct ch_rdma {
 	struct evrdma_channel ch;	/* first */
@@ -212,7 +226,29 @@ struct ch_rdma {
 	int src_remote;			/* smr is readable by the peer */
 	int pullable;			/* the peer pulls, and may */
 	uint8_t *sstate, *sflags;
-	unsigned *sfifo, sfifo_head, sfifo_n;	/* posted DATA, in order */
+	/* The send ring: a work request per send queue entry, made once
+	 * (chan_sq.c); a message sets its buffer, length, immediate and
+	 * flags, joins the pass's chain, and one ibv_post_send() a pass
+	 * posts the chain. Sends complete in order, so a completion (every
+	 * 16th is signaled, and the last of a pass unless it may wait) is
+	 * that of every entry before it: the entries from sq_done on are
+	 * outstanding, sq_out of them, and sq_chained of those not posted
+	 * yet. DATA messages among them: sq_data (at most slots). */
+	struct ibv_send_wr *swr;
+	struct ibv_sge *ssge;
+	uint32_t *swhat;			/* RC_SQ_* or a slot */
+	unsigned sq_n, sq_pos, sq_done, sq_out, sq_chained, sq_data;
+	unsigned sq_unsig;			/* since the last signaled */
+	uint8_t sq_firm;		/* one of them must not wait */
+	uint8_t reset_went;		/* our RESET's send completed */
+	struct ibv_send_wr *sq_head, *sq_tail;
+	unsigned max_inline;
+	/* the rings' tag (rings.c): their completions come to
+	 * evrdma__rc_ring_complete() */
+	uint64_t tag;
+	/* the receive ring's work requests, one per buffer, made once */
+	struct ibv_recv_wr *rwr;
+	struct ibv_sge *rsge;
 	unsigned *spq, spq_head, spq_n;		/* pulls not reported done */
 	/* the spill: chunks of large writes beyond the free slots */
 	struct ch_spill *spill;
@@ -430,6 +466,7 @@ void evrdma__spill_end(struct ch_rdma *rc);
 /* ---- the end: violations, our own failures, the linger (chan_end.c) ---- */
 void evrdma__rc_violation(struct ch_rdma *rc, const char *why);
 void evrdma__rc_fail(struct ch_rdma *rc, int reason);
+void evrdma__rc_reset_went(struct ch_rdma *rc);
 void evrdma__rc_internal(struct ch_rdma *rc, const char *what);
 void evrdma__rc_conn_free(struct ch_rdma *rc);
 void evrdma__rc_linger_check(struct ch_rdma *rc);
@@ -453,6 +490,8 @@ void evrdma__rc_pool_pass(struct ch_rdma *rc);
 int evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m);
 void evrdma__chpool_free(struct evrdma__chpool *pool);
 int evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq);
+struct evrdma_srq *evrdma__chpool_srq_new(struct evrdma_base *base,
+    const char *device, unsigned nbuf, evrdma_req_cb recv_cb);
 extern const struct evrdma__chpool_ops evrdma__rc_chpool_ops;
 
 /* ---- receives, delivery and pulls (chan_rx.c) ---- */
@@ -475,20 +514,102 @@ evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
 void evrdma__rc_deliver(struct ch_rdma *rc);
 void evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
     void *arg);
+void evrdma__rc_recv_done(struct ch_rdma *rc, unsigned idx,
+    const struct ibv_wc *wc);
+int evrdma__rc_rx_init(struct ch_rdma *rc);
+void evrdma__rc_rx_forget(struct ch_rdma *rc);
 int evrdma__rc_post_pulls(struct ch_rdma *rc);
 int evrdma__rc_waiting(struct ch_rdma *rc);
-int evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn);
 /* Established: the pulls we make, checked against what the peer serves:
  * 0, or -1 (a protocol violation, logged). */
 int evrdma__rc_pull_setup(struct ch_rdma *rc, const struct evrdma_conn *conn);
 
 /* ---- send slots, writes, credit returns and loans (chan_tx.c) ---- */
 int evrdma__rc_send_all(struct ch_rdma *rc);
+void evrdma__rc_sq_release(struct ch_rdma *rc, uint32_t what, int failed);
+void evrdma__rc_send_done(struct ch_rdma *rc, unsigned e,
+    const struct ibv_wc *wc);
 void evrdma__rc_drop_pending_writes(struct ch_rdma *rc);
 void evrdma__rc_wopen_settle(struct ch_rdma *rc);
 int evrdma__op_write(struct evrdma_channel *ch, const void *data, size_t len);
 void *evrdma__op_reserve(struct evrdma_channel *ch, size_t len);
 int evrdma__op_commit(struct evrdma_channel *ch, size_t len);
+
+/* ---- the send ring (chan_sq.c) ---- */
+int evrdma__sq_init(struct ch_rdma *rc, struct evrdma_conn *conn);
+void evrdma__sq_fini(struct ch_rdma *rc);
+/* May the ring take one more message now (room in its send queue)? */
+static inline int
+evrdma__sq_room(const struct ch_rdma *rc)
+{
+	return rc->sq_out < rc->sq_n;
+}
+/* Chain a message of the channel's for the pass's post: @p len bytes at
+ * @p va of @p mr (device address @p iova: an SGE's), with immediate
+ * @p imm, carrying @p what. The caller checked evrdma__sq_room(). (Inline:
+ * once per message.) */
+static inline void
+evrdma__sq_add(struct ch_rdma *rc, const struct evrdma_mr *mr, size_t off,
+    size_t len, uint32_t imm, uint32_t what, int deferrable)
+{
+	unsigned e = rc->sq_pos;
+	struct ibv_send_wr *w = &rc->swr[e];
+	struct ibv_sge *g = &rc->ssge[e];
+
+	rc->sq_pos = e + 1 == rc->sq_n ? 0 : e + 1;
+	rc->sq_out++;
+	rc->sq_chained++;
+	rc->swhat[e] = what;
+	w->next = NULL;
+	w->imm_data = htonl(imm);
+	if (len) {
+		/* (inline data is copied by the provider from the process's
+		 * address; otherwise the device's: zero-based regions
+		 * differ) */
+		if (len <= rc->max_inline) {
+			g->addr = (uintptr_t)mr->addr + off;
+			w->send_flags = IBV_SEND_INLINE;
+		} else {
+			g->addr = evrdma__mr_sge_addr(mr, off);
+			w->send_flags = 0;
+		}
+		g->length = (uint32_t)len;
+		g->lkey = mr->mr->lkey;
+		w->num_sge = 1;
+	} else {
+		w->send_flags = 0;
+		w->num_sge = 0;
+	}
+	if (!deferrable)
+		rc->sq_firm = 1;
+	if (++rc->sq_unsig >= 16) {
+		w->send_flags |= IBV_SEND_SIGNALED;
+		rc->sq_unsig = 0;
+		rc->sq_firm = 0;
+	}
+	if (rc->sq_tail)
+		rc->sq_tail->next = w;
+	else
+		rc->sq_head = w;
+	rc->sq_tail = w;
+}
+/* Post the chain (@p may_defer: its last may stay unsignaled, within
+ * RC_DEFER). 0, or -1 with errno: what the provider refused went back
+ * (to @p fn, failed) and the caller fails the connection. */
+int evrdma__sq_flush(struct ch_rdma *rc, int may_defer,
+    void (*fn)(struct ch_rdma *rc, uint32_t what, int failed));
+/* The entries up to and including @p e completed: how many, each of them
+ * to @p fn (the last with @p failed). -1: @p e is not outstanding (an
+ * impossible state). */
+int evrdma__sq_complete(struct ch_rdma *rc, unsigned e, int failed,
+    void (*fn)(struct ch_rdma *rc, uint32_t what, int failed));
+/* The QP is in the error state: a signaled send whose flush says that
+ * everything before it is done. */
+void evrdma__sq_drain(struct ch_rdma *rc);
+/* The teardown gave up: what is outstanding goes to @p fn, failed,
+ * without a completion. */
+void evrdma__sq_forget(struct ch_rdma *rc,
+    void (*fn)(struct ch_rdma *rc, uint32_t what, int failed));
 
 /* ---- the channel object, its pass, owner ops, close (chan_rdma.c) ---- */
 struct ch_rdma *evrdma__rc_new(struct evrdma_base *base, int flags,

@@ -14,25 +14,39 @@
 
 #include "chan_rdma.h"
 
+/*
+ * Post every free buffer of the ring, in one ibv_post_recv(): their work
+ * requests were made once (evrdma__rc_rx_init()) and are only linked.
+ */
 int
 evrdma__rc_post_free(struct ch_rdma *rc)
 {
-	unsigned idx[64], n, i;
-	int k;
+	struct ibv_recv_wr *head = NULL, **link = &head, *bad = NULL, *w;
+	struct ibv_qp *qp = rc->conn ? evrdma__conn_qp(rc->conn) : NULL;
+	unsigned n = rc->nfree, i, k;
+	int err;
 
-	while (rc->nfree) {
-		n = rc->nfree < 64 ? rc->nfree : 64;
-		for (i = 0; i < n; i++)
-			idx[i] = rc->rfree[rc->nfree - 1 - i];
-		k = evrdma__conn_ring_post(rc->conn, idx, n);
-		if (k < 0)
-			return -1;
-		for (i = 0; i < (unsigned)k; i++)
-			rc->rb[rc->rfree[--rc->nfree]].state = RB_POSTED;
-		rc->posted += (unsigned)k;
-		if ((unsigned)k < n)
-			return evrdma__fail(ENOMEM, "cannot post receives");
+	if (!n)
+		return 0;
+	if (!qp || evrdma__forked || !rc->rwr)
+		return evrdma__fail(EPIPE, "the connection is gone");
+	for (i = 0; i < n; i++) {
+		w = &rc->rwr[rc->rfree[n - 1 - i]];
+		*link = w;
+		link = &w->next;
 	}
+	*link = NULL;
+	err = ibv_post_recv(qp, head, &bad);
+	k = n;
+	if (err)	/* the provider posted those before bad */
+		for (k = 0, w = head; w && w != bad; w = w->next)
+			k++;
+	for (i = 0; i < k; i++)
+		rc->rb[rc->rfree[--rc->nfree]].state = RB_POSTED;
+	rc->posted += k;
+	evrdma__ep_ring_posted(&rc->conn->ep, 0, k);
+	if (err)
+		return evrdma__fail(err, "ibv_post_recv: %s", strerror(err));
 	return 0;
 }
 
@@ -420,25 +434,22 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	}
 }
 
-/* A message (or a failed receive) in buffer ref->idx: of the channel's
- * own ring (owner set), or of a queue's pool (owner NULL). */
-void
-evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
-    void *arg)
+/* What a receive's completion says, from the ring's poll (an ibv_wc) or
+ * a queue's pool (the request layer's evrdma_wc). */
+struct rc_wc {
+	int status;		/* an errno: 0 arrived */
+	int send_imm;		/* a SEND with immediate */
+	uint32_t imm;		/* host order */
+	uint32_t byte_len;
+};
+
+/* A message (or a failed receive) in buffer @p idx. */
+static void
+rc_arrived(struct ch_rdma *rc, unsigned idx, const struct rc_wc *wc)
 {
-	struct ch_slotref *ref = arg;
-	struct ch_rdma *rc = ref->ring->owner;
-	unsigned idx = ref->idx;
 	struct evrdma__ch_imm m;
 	int r;
 
-	if (rc) {
-		rc->posted--;
-	} else {
-		rc = evrdma__rc_pool_taker(ref->ring->pool, c, wc, idx);
-		if (!rc)
-			return;
-	}
 	if (wc->status) {
 		/* flushed (the connection is ending) or failed (it ends); the
 		 * last of them tells that everything that arrived is in */
@@ -451,12 +462,12 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		rb_free(rc, idx);
 		return;
 	}
-	if (wc->opcode != EVRDMA_OP_RECV || !wc->has_imm) {
+	if (!wc->send_imm) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "not a SEND with immediate");
 		return;
 	}
-	if (evrdma__ch_imm_decode(wc->imm_data, &m) < 0) {
+	if (evrdma__ch_imm_decode(wc->imm, &m) < 0) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "bad immediate");
 		return;
@@ -514,6 +525,50 @@ evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 	 * (measured: unfair with 200 channels), and one pass per poll
 	 * batches what all of its completions made due. */
 	rc_schedule(rc);
+}
+
+/* A completion of the channel's own receive ring (its poll). */
+void
+evrdma__rc_recv_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc)
+{
+	struct rc_wc w;
+
+	if (idx >= rc->nbuf || rc->rb[idx].state != RB_POSTED) {
+		evrdma__rc_internal(rc, "a receive completed that was not "
+		    "posted");
+		return;
+	}
+	rc->posted--;
+	/* (with an error status, only the status is valid) */
+	w.status = wc->status ? evrdma__wc_errno(wc->status) : 0;
+	if (!w.status) {
+		w.send_imm = wc->opcode == IBV_WC_RECV &&
+		    (wc->wc_flags & IBV_WC_WITH_IMM);
+		w.imm = ntohl(wc->imm_data);
+		w.byte_len = wc->byte_len;
+	}
+	rc_arrived(rc, idx, &w);
+	evrdma__ep_ring_done(&rc->conn->ep, 0, 1, w.status);
+}
+
+/* A receive of a queue's pool (the request layer's), which landed in
+ * buffer ref->idx of the pool's ring. */
+void
+evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc;
+	struct rc_wc w;
+
+	rc = evrdma__rc_pool_taker(ref->ring->pool, c, wc, ref->idx);
+	if (!rc)
+		return;
+	w.status = wc->status;
+	w.send_imm = wc->opcode == EVRDMA_OP_RECV && wc->has_imm;
+	w.imm = wc->imm_data;
+	w.byte_len = wc->byte_len;
+	rc_arrived(rc, ref->idx, &w);
 }
 
 static void
@@ -605,23 +660,45 @@ evrdma__rc_waiting(struct ch_rdma *rc)
 	return 0;
 }
 
-/* The receive buffers are posted again and again, each with a request of
- * its own made once (req.c's receive ring). */
+/* The receive ring's work requests, made once (the QP exists, the ring
+ * is registered): buffer i's SGE, and a wr_id that names it; a post only
+ * links them (evrdma__rc_post_free()). */
 int
-evrdma__rc_recv_ring(struct ch_rdma *rc, struct evrdma_conn *conn)
+evrdma__rc_rx_init(struct ch_rdma *rc)
 {
-	void **args = malloc(rc->nbuf * sizeof(*args));
 	unsigned i;
-	int r;
 
-	if (!args)
+	rc->rwr = calloc(rc->nbuf, sizeof(*rc->rwr));
+	rc->rsge = calloc(rc->nbuf, sizeof(*rc->rsge));
+	if (!rc->rwr || !rc->rsge)
 		return evrdma__fail(ENOMEM, "out of memory");
+	for (i = 0; i < rc->nbuf; i++) {
+		rc->rsge[i].addr = evrdma__mr_sge_addr(rc->rmr,
+		    (size_t)i * rc->slot_size);
+		rc->rsge[i].length = rc->slot_size;
+		rc->rsge[i].lkey = rc->rmr->mr->lkey;
+		rc->rwr[i].wr_id = evrdma__wr_ring(rc->tag, RC_WR_RECV, i);
+		rc->rwr[i].sg_list = &rc->rsge[i];
+		rc->rwr[i].num_sge = 1;
+	}
+	return 0;
+}
+
+/* The teardown gave up on the ring's receives: each buffer posted is free
+ * again, without a completion. */
+void
+evrdma__rc_rx_forget(struct ch_rdma *rc)
+{
+	unsigned i;
+
+	if (rc->pool || !rc->rwr)
+		return;
+	if (rc->conn)
+		evrdma__ep_ring_forget(&rc->conn->ep, 0, rc->posted);
 	for (i = 0; i < rc->nbuf; i++)
-		args[i] = &rc->rring->slot[i];
-	r = evrdma__conn_ring_init(conn, rc->rmr, rc->slot_size, rc->nbuf,
-	    evrdma__rc_recv_cb, args);
-	free(args);
-	return r;
+		if (rc->rb[i].state == RB_POSTED)
+			rb_free(rc, i);
+	rc->posted = 0;
 }
 
 /* Established: whether we pull the peer's messages. One that offers its

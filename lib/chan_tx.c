@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "chan_rdma.h"
-#include "ep_send.h"
 
 /* The immediate of a message of @p type, carrying what we owe. (Inlined:
  * every message takes it.) */
@@ -58,39 +57,23 @@ rc_take_returns(struct ch_rdma *rc, int type, struct evrdma__ch_imm *m)
 	return 0;
 }
 
-static void
-rc_ctrl_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-}
-
-static void
-rc_eof_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_rdma *rc = arg;
-
-	if (!wc->status) {
-		rc->eof_done = 1;
-		evrdma__rc_linger_check(rc);
-	}
-}
-
-/* A CREDIT, EOF or RESET (an EOF with @p reset): 1 posted, 0 no control
- * credit in hand, -1 failed. */
+/* A CREDIT, EOF or RESET (an EOF with @p reset), chained for the pass's
+ * post: 1, 0 no control credit in hand (or no room in the send queue),
+ * -1 failed. */
 static int
 rc_post_ctrl(struct ch_rdma *rc, int type, int starved, int reset)
 {
 	struct evrdma__ch_imm m;
 	int eof = type == EVRDMA_CH_EOF;
 
-	if (!rc->c_credits)
+	if (!rc->c_credits || !evrdma__sq_room(rc))
 		return 0;
 	if (rc_take_returns(rc, type, &m) < 0)
 		return -1;
 	m.starved = (uint8_t)starved;
 	m.reset = (uint8_t)reset;
-	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
-	    evrdma__ch_imm_encode(&m), eof ? rc_eof_cb : rc_ctrl_cb, rc) < 0)
-		return -1;
+	evrdma__sq_add(rc, NULL, 0, 0, evrdma__ch_imm_encode(&m),
+	    eof ? RC_SQ_EOF : RC_SQ_CREDIT, 0);
 	rc->c_credits--;
 	return 1;
 }
@@ -103,7 +86,7 @@ rc_post_loan(struct ch_rdma *rc, int yield, unsigned n)
 {
 	struct evrdma__ch_imm m;
 
-	if (!rc->c_credits)
+	if (!rc->c_credits || !evrdma__sq_room(rc))
 		return 0;
 	if (evrdma__rc_returns_ready(rc, rc->ret_data, 0) < 0)
 		return -1;
@@ -112,9 +95,8 @@ rc_post_loan(struct ch_rdma *rc, int yield, unsigned n)
 	m.yield = (uint8_t)yield;
 	m.loan = (uint16_t)n;
 	m.cret = (uint8_t)rc->ret_ctrl;
-	if (evrdma__conn_post_send_imm(rc->conn, NULL, 0, 0,
-	    evrdma__ch_imm_encode(&m), rc_ctrl_cb, rc) < 0)
-		return -1;
+	evrdma__sq_add(rc, NULL, 0, 0, evrdma__ch_imm_encode(&m),
+	    RC_SQ_CREDIT, 0);
 	rc->ret_ctrl = 0;
 	rc->c_credits--;
 	return 1;
@@ -188,51 +170,58 @@ slot_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx, size_t len)
 	return 0;
 }
 
-/* A message's send completed: a free slot (or room for one more message
- * in flight) matters only to output waiting for one, or to a reservation
- * that found none; send queue room to waiting pulls. */
-static inline void
-rc_send_done(struct ch_rdma *rc, const struct evrdma_wc *wc)
+/*
+ * What a send ring entry carried is done with (@p failed: its send failed,
+ * was flushed, or never left): a DATA message's slot (once the peer also
+ * did its pull) or spill chunk, our EOF (the linger's end is the pass's
+ * to judge), our failure's RESET (the pass aborts the connection then).
+ */
+void
+evrdma__rc_sq_release(struct ch_rdma *rc, uint32_t what, int failed)
 {
-	if (!wc->status && (rc->ch.out_len ||
-	    (rc->st & RC_RESV_WANTED) || rc->pull_wait))
-		rc_schedule(rc);
-}
-
-static void
-rc_send_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_rdma *rc = arg;
-	unsigned idx = rc->sfifo[rc->sfifo_head];
-
-	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
-	rc->sfifo_n--;
-	/* a pull's slot is free once the peer has also done the pull */
-	rc->sflags[idx] |= SF_SENT;
-	if (!(rc->sflags[idx] & SF_PULL) || (rc->sflags[idx] & SF_PULLED) ||
-	    wc->status)
-		evrdma__slot_release(rc, idx);
-	rc_send_done(rc, wc);
-}
-
-/* A spilled message's send completed (rc_post_spill). (A callback of its
- * own: the slots' one runs for every message and tests nothing more.) */
-static void
-rc_spill_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
-{
-	struct ch_rdma *rc = arg;
-	unsigned tag = rc->sfifo[rc->sfifo_head];
-
-	(void)c;
-	rc->sfifo_head = (rc->sfifo_head + 1) % rc->slots;
-	rc->sfifo_n--;
-	if (!(tag & RC_SPILL_TAG) ||
-	    evrdma__spill_sent(rc, tag & ~RC_SPILL_TAG, wc->status != 0) < 0) {
-		evrdma__rc_internal(rc, "a spill chunk's send completed, not "
-		    "in flight");
+	if (what & RC_SQ_CTRL) {
+		if (what == RC_SQ_EOF && !failed) {
+			rc->eof_done = 1;
+			rc_schedule(rc);
+		} else if (what == RC_SQ_RESET) {
+			rc->st |= RC_RESET_WENT;
+			rc_schedule(rc);
+		}
 		return;
 	}
-	rc_send_done(rc, wc);
+	rc->sq_data--;
+	if (what & RC_SPILL_TAG) {
+		if (evrdma__spill_sent(rc, what & ~RC_SPILL_TAG, failed) < 0)
+			evrdma__rc_internal(rc, "a spill chunk's send "
+			    "completed, not in flight");
+		return;
+	}
+	/* a pull's slot is free once the peer has also done the pull */
+	rc->sflags[what] |= SF_SENT;
+	if (!(rc->sflags[what] & SF_PULL) || (rc->sflags[what] & SF_PULLED) ||
+	    failed)
+		evrdma__slot_release(rc, what);
+}
+
+/* A completion of the send ring: entry @p e and those before it are done.
+ * A free slot (or room for one more message in flight) matters only to
+ * output waiting for one, to a reservation that found none, and send
+ * queue room to waiting pulls. */
+void
+evrdma__rc_send_done(struct ch_rdma *rc, unsigned e, const struct ibv_wc *wc)
+{
+	int status = wc->status ? evrdma__wc_errno(wc->status) : 0;
+	int n = evrdma__sq_complete(rc, e, status != 0, evrdma__rc_sq_release);
+
+	if (n < 0) {
+		evrdma__rc_internal(rc, "a send completed that was not "
+		    "outstanding");
+		return;
+	}
+	if (!status && (rc->ch.out_len || (rc->st & RC_RESV_WANTED) ||
+	    rc->pull_wait))
+		rc_schedule(rc);
+	evrdma__ep_ring_done(&rc->conn->ep, (unsigned)n, 0, status);
 }
 
 /*
@@ -256,15 +245,15 @@ rc_pull_limit(const struct ch_rdma *rc)
 }
 
 /*
- * Post @p n bytes at @p off of @p mr as the next DATA message (a pull's
+ * Chain @p n bytes at @p off of @p mr as the next DATA message (a pull's
  * descriptor when @p pull), with the credits we owe; the caller checked
- * the peer's credits. @p tag goes to sfifo (and spq) and @p cb gets its
- * completion; @p len is what it carries. (Inlined: every message comes
- * here.)
+ * the peer's credits and the send queue's room. @p tag is what the send
+ * ring entry carries (and spq, for a pull); @p len is what it carries.
+ * (Inlined: every message comes here.)
  */
 static inline __attribute__((always_inline)) int
 rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
-    size_t len, unsigned tag, int pull, evrdma_req_cb cb)
+    size_t len, unsigned tag, int pull)
 {
 	struct evrdma__ch_imm m;
 
@@ -276,10 +265,8 @@ rc_post_msg(struct ch_rdma *rc, struct evrdma_mr *mr, size_t off, size_t n,
 	 * slots */
 	m.starved = rc->s_credits == 1 || (!rc->sfree && (pull || rc->spq_n));
 	m.pull = (uint8_t)pull;
-	if (evrdma__conn_post_send_imm(rc->conn, mr, off, n,
-	    evrdma__ch_imm_encode(&m), cb, rc) < 0)
-		return -1;
-	rc->sfifo[(rc->sfifo_head + rc->sfifo_n++) % rc->slots] = tag;
+	evrdma__sq_add(rc, mr, off, n, evrdma__ch_imm_encode(&m), tag, 1);
+	rc->sq_data++;
 	if (pull)
 		rc->spq[(rc->spq_head + rc->spq_n++) % rc->slots] = tag;
 	rc->s_credits--;
@@ -326,7 +313,7 @@ rc_post_slot(struct ch_rdma *rc, unsigned idx, size_t n)
 		    (size_t)idx * EVRDMA_CH_PULL_DESC_LEN;
 		n = evrdma__ch_pull_encode(rc->sring->mem + off, &d);
 	}
-	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull, rc_send_cb);
+	return rc_post_msg(rc, rc->smr, off, n, len, idx, pull);
 }
 
 /*
@@ -356,8 +343,7 @@ rc_post_spill(struct ch_rdma *rc, unsigned k, size_t n)
 		off = s->ring->len - EVRDMA_CH_PULL_WIDE_LEN;
 		n = evrdma__ch_pull_encode(s->ring->mem + off, &d);
 	}
-	return rc_post_msg(rc, s->mr, off, n, len, k | RC_SPILL_TAG, pull,
-	    rc_spill_cb);
+	return rc_post_msg(rc, s->mr, off, n, len, k | RC_SPILL_TAG, pull);
 }
 
 /* The staged send slot whose bytes begin at @p p, or -1. */
@@ -424,20 +410,21 @@ rc_send_data(struct ch_rdma *rc)
 		sent = 1;
 	}
 	while (((ch->enabled & EV_WRITE) || (rc->st & RC_CLOSING)) &&
-	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len)) {
+	    evrdma__ch_can_send(rc->s_credits) && (olen = ch->out_len) &&
+	    evrdma__sq_room(rc)) {
 		struct evbuffer_iovec v;
 		size_t n;
 		int idx = -1;
 
 		/* Every message in flight has a slot, or is spilled: with
 		 * spilled ones out, as many as there are slots at most (the
-		 * bound of sfifo and spq, and of the send queue's room for
+		 * bound of spq, and of the send queue's room for
 		 * DATA). (Not a slot's worth of room taken per spilled
 		 * message instead: slots staged behind spilled output then
 		 * held the room the output's front waited for, with nothing
 		 * in flight.) With that many out, their sends' completions
 		 * come: at most defer_max of them wait unsignaled. */
-		if (rc->spill_busy && rc->sfifo_n >= rc->slots)
+		if (rc->spill_busy && rc->sq_data >= rc->slots)
 			break;	/* a completion resumes */
 		n = evrdma__chan_output_next(ch, rc_chunk(rc));
 		if (evrdma__chan_messages(ch)) {
@@ -531,7 +518,6 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 		return 0;
 	}
 	rc->st |= RC_IN_SEND;
-	evrdma__conn_cork(rc->conn);
 	if (rc->pull_wait && evrdma__rc_post_pulls(rc) < 0)
 		sent = -1;
 	/* (a freed channel sends what its user was told is written: the
@@ -579,8 +565,9 @@ evrdma__rc_send_all(struct ch_rdma *rc)
 	 * of one of these, and without the completion no send follows
 	 * (test_chan_stream's channel_copy_behind_staged_slots stood still).
 	 */
-	evrdma__conn_uncork(rc->conn, (rc->ch.base->cfg.busy_poll_us > 0 ||
-	    ch->out_len > 0) && rc->sfree > 0);
+	if (evrdma__sq_flush(rc, (rc->ch.base->cfg.busy_poll_us > 0 ||
+	    ch->out_len > 0) && rc->sfree > 0, evrdma__rc_sq_release) < 0)
+		sent = -1;
 	rc->st &= ~RC_IN_SEND;
 	return sent;
 }
@@ -618,7 +605,7 @@ rc_write_open(struct ch_rdma *rc, const void *data, size_t len)
 	}
 	if (!rc_up(rc) || !(ch->enabled & EV_WRITE) ||
 	    !evrdma__ch_can_send(rc->s_credits) || len > rc_chunk(rc) ||
-	    (rc->spill_busy && rc->sfifo_n >= rc->slots))
+	    (rc->spill_busy && rc->sq_data >= rc->slots))
 		return -1;
 	idx = evrdma__slot_copy(rc, data, len);
 	if (idx < 0)

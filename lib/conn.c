@@ -222,6 +222,8 @@ conn_qp_error(struct evrdma_conn *conn)
 	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_STATE) == 0) {
 		conn->qp_in_error = 1;
 		evrdma__ep_drain(&conn->ep);
+		if (conn->owner_ops && conn->owner_ops->drain)
+			conn->owner_ops->drain(conn->owner, conn);
 	} else {
 		evrdma__log(EVRDMA_LOG_WARN, "ibv_modify_qp(ERR) failed");
 	}
@@ -399,6 +401,20 @@ evrdma__conn_abort(struct evrdma_conn *conn, int reason)
 
 /* ---- teardown ---- */
 
+/* Stop waiting for what is outstanding on the QP: the requests complete
+ * with ECANCELED (or, @p husk, unheard), and the owner forgets what its
+ * own rings posted. */
+static void
+conn_cancel_all(struct evrdma_conn *conn, int husk)
+{
+	if (husk)
+		evrdma__ep_drop_all(&conn->ep);
+	else
+		evrdma__ep_cancel_all(&conn->ep);
+	if (conn->owner_ops && conn->owner_ops->cancel)
+		conn->owner_ops->cancel(conn->owner, conn);
+}
+
 /* Requests posted on a QP about to be destroyed, and the finaliser. */
 static void
 conn_schedule_fin(struct evrdma_conn *conn)
@@ -442,7 +458,7 @@ evrdma__conn_abort_passive(struct evrdma_conn *conn)
 	conn->user_freed = 1;
 	conn->state = EVRDMA_CONN_CLOSING;
 	conn->ep.quiet = 1;
-	evrdma__ep_cancel_all(&conn->ep);
+	conn_cancel_all(conn, 0);
 	if (conn->id) {
 		conn->id->context = NULL;
 		conn_destroy_qp(conn);
@@ -484,7 +500,7 @@ conn_timer_cb(void *arg)
 		    "timeout, %u requests cancelled", (void *)conn,
 		    conn->ep.sq_out + conn->ep.rq_out);
 		conn->await_disconnect = 0;
-		evrdma__ep_cancel_all(&conn->ep);
+		conn_cancel_all(conn, 0);
 		conn_schedule_fin(conn);
 		return;
 	}
@@ -579,10 +595,7 @@ conn_destroy(struct evrdma_conn *conn, int husk)
 	struct evrdma_base *base = conn->base;
 
 	conn->ep.quiet = 1;
-	if (husk)
-		evrdma__ep_drop_all(&conn->ep);
-	else
-		evrdma__ep_cancel_all(&conn->ep);
+	conn_cancel_all(conn, husk);
 	if (conn->dns_req) {
 		evrdma__resolve_cancel(conn->dns_req);
 		conn->dns_req = NULL;

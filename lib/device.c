@@ -503,8 +503,16 @@ dev_poll(struct evrdma_dev *dev)
 				cq->emptied++;
 			}
 			for (i = 0; i < n; i++) {
-				struct evrdma_req *req = evrdma__req_lookup(
-				    &base->reqs, wc[i].wr_id);
+				struct evrdma_req *req;
+
+				if (wc[i].wr_id & EVRDMA__WR_RING) {
+					if (!base->freeing)
+						evrdma__rings_complete(
+						    &base->rings, &wc[i]);
+					continue;
+				}
+				req = evrdma__req_lookup(&base->reqs,
+				    wc[i].wr_id);
 				/* (none once the base is being freed: its
 				 * requests are cancelled unheard) */
 				if (req && !base->freeing)

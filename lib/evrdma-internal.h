@@ -363,6 +363,46 @@ evrdma__ep_cork(struct evrdma__ep *ep)
  * send's completion, within evrdma__ep_sring_init()'s bound) */
 void evrdma__ep_uncork(struct evrdma__ep *ep, int may_defer);
 
+/* The errno of a work completion's status (0 for success). */
+int evrdma__wc_errno(enum ibv_wc_status s);
+
+/*
+ * The owner of a ring of work requests (rings above) posts on its
+ * endpoint's QP itself: it counts what it posted and what came back here,
+ * so that the queue's room (sq_out, rq_out), the keepalive's sign of life
+ * (activity) and the teardown's wait for the QP to be empty hold for both
+ * kinds of work request. (Inline: once per message.)
+ */
+static inline void
+evrdma__ep_ring_posted(struct evrdma__ep *ep, unsigned sends,
+    unsigned recvs)
+{
+	ep->sq_out += sends;
+	ep->rq_out += recvs;
+}
+/* (a failure, or a teardown that watches: evrdma__ep_ring_done()) */
+void evrdma__ep_ring_note(struct evrdma__ep *ep, int status);
+/* @p sends and @p recvs of them came back, the last with @p status (an
+ * errno, 0: success): a failure breaks the connection. */
+static inline void
+evrdma__ep_ring_done(struct evrdma__ep *ep, unsigned sends, unsigned recvs,
+    int status)
+{
+	ep->sq_out -= sends;
+	ep->rq_out -= recvs;
+	ep->activity++;
+	if (status || ep->watch)
+		evrdma__ep_ring_note(ep, status);
+}
+/* ... or were given up without a completion (teardown cancelled them). */
+static inline void
+evrdma__ep_ring_forget(struct evrdma__ep *ep, unsigned sends,
+    unsigned recvs)
+{
+	ep->sq_out -= sends;
+	ep->rq_out -= recvs;
+}
+
 /* Deliver a work completion (the CQ poller). */
 void evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc);
 /* Complete every outstanding request with ECANCELED (no WC behind it). */
@@ -387,6 +427,76 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 		return NULL;
 	req = tab->slots[slot];
 	return (req && req->gen == gen) ? req : NULL;
+}
+
+/* ---- rings of work requests their owner keeps (rings.c) ----
+ *
+ * A channel posts its messages and receives from arrays of work requests
+ * it prepared once, not as requests of the table above: a completion of
+ * one goes from the poll straight to its owner, with no lookup of a
+ * request, no reference taken and no evrdma_wc made. Its wr_id says so
+ * (bit 63), and names the owner's entry in the base's registry (20 bits)
+ * with that entry's generation (24 bits: a late completion of an owner
+ * gone, or whose entry was taken again, finds another and is dropped),
+ * then the owner's own kind (3 bits) and index (16 bits).
+ */
+#define EVRDMA__WR_RING		(1ull << 63)
+#define EVRDMA__WR_ID_SHIFT	43
+#define EVRDMA__WR_GEN_SHIFT	19
+#define EVRDMA__WR_KIND_SHIFT	16
+#define EVRDMA__WR_GEN_MASK	0xffffffu
+#define EVRDMA__WR_ID_MAX	(1u << 20)
+
+struct evrdma__rings_ops {
+	/* A completion of one of @p owner's work requests: @p kind and
+	 * @p idx as the owner tagged it. With an error status only status
+	 * and wr_id are valid (ibv_poll_cq(3)). Runs inside the poll: no
+	 * user callback. */
+	void (*complete)(void *owner, const struct ibv_wc *wc, unsigned kind,
+	    unsigned idx);
+};
+struct evrdma__rings_entry {
+	void *owner;			/* NULL: free */
+	const struct evrdma__rings_ops *ops;
+	uint32_t gen;
+};
+struct evrdma__rings {
+	struct evrdma__rings_entry *e;
+	uint32_t n, *free, nfree, next_gen;
+};
+/* Register @p owner: its tag (the bits of its wr_ids above the kind and
+ * index), or 0 with errno ENOMEM. */
+uint64_t evrdma__rings_add(struct evrdma_base *base,
+    const struct evrdma__rings_ops *ops, void *owner);
+/* Forget the owner of @p tag: its completions still to be polled are
+ * dropped from now on. */
+void evrdma__rings_del(struct evrdma_base *base, uint64_t tag);
+void evrdma__rings_fini(struct evrdma_base *base);
+
+static inline uint64_t
+evrdma__wr_ring(uint64_t tag, unsigned kind, unsigned idx)
+{
+	return tag | (uint64_t)kind << EVRDMA__WR_KIND_SHIFT | idx;
+}
+
+/* A polled completion of a ring (its wr_id has EVRDMA__WR_RING): to its
+ * owner, if it is still there. */
+static inline void
+evrdma__rings_complete(struct evrdma__rings *r, const struct ibv_wc *wc)
+{
+	uint32_t id = (uint32_t)(wc->wr_id >> EVRDMA__WR_ID_SHIFT) &
+	    (EVRDMA__WR_ID_MAX - 1);
+	uint32_t gen = (uint32_t)(wc->wr_id >> EVRDMA__WR_GEN_SHIFT) &
+	    EVRDMA__WR_GEN_MASK;
+	struct evrdma__rings_entry *e;
+
+	if (id >= r->n)
+		return;
+	e = &r->e[id];
+	if (e->owner && e->gen == gen)
+		e->ops->complete(e->owner, wc,
+		    (unsigned)(wc->wr_id >> EVRDMA__WR_KIND_SHIFT) & 7,
+		    (unsigned)wc->wr_id & 0xffff);
 }
 
 /* ---- shared receive queues: srq.h ---- */
@@ -579,6 +689,16 @@ struct evrdma__owner_ops {
 	/* Gone: no further call. @p husk when base free ended it (no user
 	 * callback may run). */
 	void (*closed)(void *owner, int husk);
+	/* (an owner that posts rings of its own, rings above; else NULL)
+	 * The QP went to the error state: everything posted is flushed,
+	 * but a send left unsignaled that completed before has no
+	 * completion of its own; post a signaled one, whose flush says
+	 * so. */
+	void (*drain)(void *owner, struct evrdma_conn *conn);
+	/* The teardown stops waiting for what is outstanding: forget it,
+	 * uncompleted (evrdma__ep_ring_forget()); no completion of it is
+	 * delivered any more. */
+	void (*cancel)(void *owner, struct evrdma_conn *conn);
 };
 
 /* A passive connection's listener, until the connection is handed out. */
@@ -698,6 +818,23 @@ int evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
 int evrdma__conn_sring_init(struct evrdma_conn *conn, unsigned defer_max);
 /* (evrdma__conn_post_send_imm(): ep_send.h) */
 const struct ibv_device_attr *evrdma__conn_dev_attr(struct evrdma_conn *c);
+/* Post a chain of sends on @p ep's QP (the test knob
+ * EVRDMA_TEST_FAIL_POST_SEND may refuse it): ibv_post_send()'s result. */
+int evrdma__ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
+    struct ibv_send_wr **bad);
+/* The most a send of @p conn's carries inline. */
+static inline unsigned
+evrdma__conn_max_inline(const struct evrdma_conn *conn)
+{
+	return conn->ep.max_inline;
+}
+/* The connection's QP, for an owner that posts rings of its own: NULL
+ * before it exists and once it is gone. */
+static inline struct ibv_qp *
+evrdma__conn_qp(const struct evrdma_conn *conn)
+{
+	return conn->qp;
+}
 /* The connection's protection domain (NULL before its QP exists). */
 struct evrdma__pd *evrdma__conn_pd(struct evrdma_conn *conn);
 unsigned evrdma__conn_sq_depth(const struct evrdma_conn *conn);
@@ -842,6 +979,7 @@ struct evrdma_base {
 	struct evrdma_stats stats;
 	size_t spill_bytes;		/* its channels' spills, chan_spill.c */
 	struct evrdma__reqtab reqs;
+	struct evrdma__rings rings;
 	/* posts of sends until the one the test knob refuses (0: none), and
 	 * whether it refuses the later ones too */
 	unsigned fail_post_send;

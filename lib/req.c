@@ -62,8 +62,10 @@ req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
 	req->defer = 0;
 	req->kept = 0;
 	req->slot = tab->free_slots[--tab->nfree];
+	/* (31 bits: a wr_id with bit 63 set is a transport-owned ring's,
+	 * evrdma__wr_ring) */
 	req->gen = tab->next_gen++;
-	if (!tab->next_gen)
+	if (tab->next_gen & 0x80000000u)
 		tab->next_gen = 1;
 	tab->slots[req->slot] = req;
 	tab->live++;
@@ -144,8 +146,10 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
  * queue refuses it, ENOMEM with the first work request bad, so that tests
  * reach what follows a refusal.
  */
-static inline int
-ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
+#define ep_post_send evrdma__ep_post_send
+
+int
+evrdma__ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
     struct ibv_send_wr **bad)
 {
 	struct evrdma_base *base = (struct evrdma_base *)((char *)ep->tab -
@@ -546,8 +550,10 @@ ep_deliver_status(struct evrdma__ep *ep, struct evrdma_req *req, int status)
 	ep_deliver(ep, req, &w);
 }
 
-static int
-wc_errno(enum ibv_wc_status s)
+#define wc_errno evrdma__wc_errno
+
+int
+evrdma__wc_errno(enum ibv_wc_status s)
 {
 	switch (s) {
 	case IBV_WC_SUCCESS:
@@ -820,4 +826,18 @@ evrdma__ep_drop_all(struct evrdma__ep *ep)
 		ep_deliver_status(ep, req, ECANCELED);
 	}
 	ep_ring_free(ep);
+}
+
+void
+evrdma__ep_ring_note(struct evrdma__ep *ep, int status)
+{
+	evrdma__ep_ref(ep);
+	/* a failed work request, or a flush nobody expected, leaves the
+	 * QP in the error state: the connection is broken (as
+	 * evrdma__ep_complete() says of a request's) */
+	if (status && !ep->quiet)
+		ep->ops->failed(ep, status);
+	if (ep->watch)
+		ep->ops->settled(ep);
+	evrdma__ep_unref(ep);
 }

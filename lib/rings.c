@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Copyright (c) 2026 the evrdma authors */
+/*
+ * evrdma: the registry of rings of work requests that their owners keep
+ * (evrdma-internal.h, "rings"): an entry per owner, not per request, so
+ * that the poll hands a completion to its owner with one bounded lookup,
+ * and drops one whose owner is gone (the entry's generation).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "evrdma-internal.h"
+
+uint64_t
+evrdma__rings_add(struct evrdma_base *base,
+    const struct evrdma__rings_ops *ops, void *owner)
+{
+	struct evrdma__rings *r = &base->rings;
+	struct evrdma__rings_entry *e;
+	uint32_t id;
+
+	if (!r->nfree) {
+		uint32_t n = r->n ? r->n * 2 : 64, i;
+		struct evrdma__rings_entry *ne;
+		uint32_t *nf;
+
+		if (n > EVRDMA__WR_ID_MAX || !(ne = realloc(r->e,
+		    n * sizeof(*ne)))) {
+			evrdma__fail(ENOMEM, "no room for another ring");
+			return 0;
+		}
+		r->e = ne;
+		if (!(nf = realloc(r->free, n * sizeof(*nf)))) {
+			evrdma__fail(ENOMEM, "no room for another ring");
+			return 0;
+		}
+		r->free = nf;
+		for (i = n; i > r->n; i--) {
+			r->e[i - 1].owner = NULL;
+			r->e[i - 1].gen = 0;
+			r->free[r->nfree++] = i - 1;
+		}
+		r->n = n;
+	}
+	id = r->free[--r->nfree];
+	e = &r->e[id];
+	/* a generation the entry's last owner did not have: completions
+	 * of that one still to be polled are dropped */
+	e->gen = (e->gen + 1) & EVRDMA__WR_GEN_MASK;
+	e->owner = owner;
+	e->ops = ops;
+	return EVRDMA__WR_RING | (uint64_t)id << EVRDMA__WR_ID_SHIFT |
+	    (uint64_t)e->gen << EVRDMA__WR_GEN_SHIFT;
+}
+
+void
+evrdma__rings_del(struct evrdma_base *base, uint64_t tag)
+{
+	struct evrdma__rings *r = &base->rings;
+	uint32_t id = (uint32_t)(tag >> EVRDMA__WR_ID_SHIFT) &
+	    (EVRDMA__WR_ID_MAX - 1);
+
+	if (!tag || id >= r->n || !r->e[id].owner)
+		return;
+	r->e[id].owner = NULL;
+	r->free[r->nfree++] = id;
+}
+
+void
+evrdma__rings_fini(struct evrdma_base *base)
+{
+	free(base->rings.e);
+	free(base->rings.free);
+	base->rings.e = NULL;
+	base->rings.free = NULL;
+	base->rings.n = base->rings.nfree = 0;
+}
