@@ -6,9 +6,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "evrdma-internal.h"
@@ -18,10 +21,20 @@
 static __thread char errmsg_buf[512];
 
 /* The log sink. Installed before the loops start in every sane program;
- * plain variables are enough for that pattern. */
+ * plain variables are enough for that pattern. Until the program installs
+ * one (log_set), messages go to standard error from the level EVRDMA_LOG
+ * names (stderr_min, read once, at the first message), as libevent logs
+ * its warnings by default: a program that fell back to TCP says so. */
 static evrdma_log_cb log_cb;
 static int log_min_level;
 static void *log_arg;
+static int log_set;
+static int stderr_min = EVRDMA_LOG_WARN;
+static pthread_once_t stderr_once = PTHREAD_ONCE_INIT;
+
+static const char *const level_names[] = {
+	"debug", "info", "warning", "error"
+};
 
 static void
 set_errmsg_v(const char *fmt, va_list ap)
@@ -54,6 +67,42 @@ evrdma_set_log_callback(evrdma_log_cb cb, int min_level, void *arg)
 	log_cb = cb;
 	log_min_level = min_level;
 	log_arg = arg;
+	log_set = 1;
+}
+
+/* EVRDMA_LOG: the lowest level the default sink prints. secure_getenv():
+ * a set-user-ID program's invoker does not choose what it prints. */
+static void
+stderr_init(void)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "debug", EVRDMA_LOG_DEBUG }, { "info", EVRDMA_LOG_INFO },
+		{ "warn", EVRDMA_LOG_WARN }, { "warning", EVRDMA_LOG_WARN },
+		{ "error", EVRDMA_LOG_ERROR }, { "off", EVRDMA_LOG_ERROR + 1 },
+		{ "none", EVRDMA_LOG_ERROR + 1 },
+	};
+	const char *v = secure_getenv("EVRDMA_LOG");
+	size_t i;
+
+	if (v == NULL || *v == '\0')
+		return;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(v, names[i].name) == 0) {
+			stderr_min = names[i].level;
+			return;
+		}
+	fprintf(stderr, "evrdma: warning: EVRDMA_LOG=%s is none of debug, "
+	    "info, warn, error, off: logging warnings and errors\n", v);
+}
+
+static void
+stderr_log(int level, const char *msg)
+{
+	fprintf(stderr, "evrdma: %s: %s\n", level >= EVRDMA_LOG_DEBUG &&
+	    level <= EVRDMA_LOG_ERROR ? level_names[level] : "log", msg);
 }
 
 static void
@@ -62,6 +111,14 @@ log_v(int level, const char *fmt, va_list ap)
 	evrdma_log_cb cb = log_cb;
 	char msg[512];
 
+	if (!log_set) {
+		pthread_once(&stderr_once, stderr_init);
+		if (level < stderr_min)
+			return;
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		stderr_log(level, msg);
+		return;
+	}
 	/* Discarded messages cost no formatting. */
 	if (cb == NULL || level < log_min_level)
 		return;

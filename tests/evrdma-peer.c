@@ -115,6 +115,8 @@ main(int argc, char **argv)
 		    "exit|kill-read|kill-idle|kill-unread|request\n");
 		return 2;
 	}
+	/* quiet, as the test programs (tests/testutil.h) */
+	setenv("EVRDMA_LOG", "off", 0);
 	memset(&p, 0, sizeof(p));
 	p.mode = argv[4];
 	memset(&sin, 0, sizeof(sin));

@@ -751,9 +751,12 @@ Suite *chan_unit_rx_suite(void);
 int
 main(void)
 {
-	SRunner *sr = srunner_create(chan_unit_suite());
+	SRunner *sr;
 	int failed;
 
+	/* quiet, as tu_log_quiet() (testutil.h) */
+	setenv("EVRDMA_LOG", "off", 0);
+	sr = srunner_create(chan_unit_suite());
 	srunner_add_suite(sr, chan_unit_rx_suite());
 
 	srunner_run_all(sr, CK_NORMAL);

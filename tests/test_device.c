@@ -295,6 +295,7 @@ main(void)
 	size_t k = 0;
 	pid_t pid;
 
+	tu_log_quiet();
 	if (jobs < 1)
 		jobs = 1;
 	if (jobs > 3)

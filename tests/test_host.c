@@ -1226,9 +1226,11 @@ host_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(host_suite());
+	SRunner *sr;
 	int failed;
 
+	tu_log_quiet();
+	sr = srunner_create(host_suite());
 	srunner_add_suite(sr, bt_suite_compare());
 	srunner_add_suite(sr, bt_suite_bev());
 	srunner_add_suite(sr, bt_suite_attack());

@@ -2491,6 +2491,7 @@ main(int argc, char **argv)
 	SRunner *sr;
 	int failed;
 
+	tu_log_quiet();
 	if ((argc > 1 && !strcmp(argv[1], "--peer")) ||
 	    !strcmp(env_or("EVRDMA_VM2_ROLE", "A"), "B"))
 		return twohost_peer_main();

@@ -57,6 +57,19 @@ tu_nofork(void)
 }
 
 /*
+ * The library prints its warnings on standard error unless the program
+ * installs a log callback (evrdma/util.h). A test program keeps its output
+ * to its checks, as before that default: EVRDMA_LOG=off, unless the
+ * environment names a level already (EVRDMA_LOG=warn make check shows
+ * them). Call it first in main(): the library reads the variable once.
+ */
+static inline void
+tu_log_quiet(void)
+{
+	setenv("EVRDMA_LOG", "off", 0);
+}
+
+/*
  * The sanitizer build repeats less where a test's length is repetition (a
  * storm's rounds, a stream's volume): the sanitizers look for a memory
  * error on each path, which a shorter run takes too, and under them and

@@ -761,6 +761,10 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* The report says what evrdma would log here (the fallback and its
+	 * reason); the log itself only when asked for (EVRDMA_LOG). */
+	if (!getenv("EVRDMA_LOG"))
+		evrdma_set_log_callback(NULL, 0, NULL);
 	if (!(in = malloc(sizeof(*in))) || find_all(in) < 0) {
 		fprintf(stderr, "evrdma-info: out of memory\n");
 		free(in);

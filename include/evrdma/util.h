@@ -64,7 +64,18 @@ enum evrdma_transport {
  */
 EVRDMA_EXPORT const char *evrdma_reason_str(int reason);
 
-/** Log severities passed to an evrdma_log_cb. */
+/**
+ * Log severities passed to an evrdma_log_cb. What each says:
+ * - EVRDMA_LOG_ERROR: evrdma found its own state wrong, or the device
+ *   failed;
+ * - EVRDMA_LOG_WARN: something the operator should hear of, among them
+ *   that a base has no RDMA and its bufferevents use TCP (once per
+ *   evrdma_base_new() with the fallback), a peer that broke the protocol,
+ *   a listener that drops connections;
+ * - EVRDMA_LOG_INFO: a connection's events, among them each bufferevent
+ *   whose RDMA connect failed and that connects over TCP instead;
+ * - EVRDMA_LOG_DEBUG: every failed call, with evrdma_errmsg()'s text.
+ */
 enum evrdma_log_level {
 	EVRDMA_LOG_DEBUG = 0,
 	EVRDMA_LOG_INFO,
@@ -73,7 +84,7 @@ enum evrdma_log_level {
 };
 
 /**
- * A log sink. The library never prints; it hands every message here.
+ * A log sink.
  * @param level an evrdma_log_level
  * @param msg NUL-terminated message, valid only during the call
  * @param arg the pointer given to evrdma_set_log_callback()
@@ -81,10 +92,23 @@ enum evrdma_log_level {
 typedef void (*evrdma_log_cb)(int level, const char *msg, void *arg);
 
 /**
- * Install the process-wide log callback. NULL (the default) discards
- * messages. Messages below @p min_level are not formatted at all.
- * @param cb the callback, or NULL
- * @param min_level the lowest evrdma_log_level passed to @p cb
+ * Install the process-wide log callback, in place of the default.
+ *
+ * The default, until a program calls this: each message from
+ * EVRDMA_LOG_WARN up goes to standard error as one line,
+ * "evrdma: warning: ..." ("error", "info", "debug" for the other levels),
+ * as libevent logs its own warnings. The environment variable EVRDMA_LOG
+ * changes that level: debug, info, warn, error, or off (nothing). It is
+ * read once, at the first message; a set-user-ID or set-capability
+ * program ignores it (secure_getenv()). Once a program installs a
+ * callback, or NULL, EVRDMA_LOG has no effect: what it asked for is what
+ * it gets.
+ *
+ * Call it before the loops run: the sink is one for the process, and is
+ * read without a lock.
+ * @param cb the callback, or NULL to discard every message
+ * @param min_level the lowest evrdma_log_level passed to @p cb; messages
+ *   below it are not formatted at all
  * @param arg passed to every call of @p cb
  */
 EVRDMA_EXPORT void evrdma_set_log_callback(evrdma_log_cb cb, int min_level,
