@@ -18,13 +18,29 @@
 #include "evrdma-internal.h"
 
 /* (include/net/tcp_states.h: not installed) */
-enum { SI_ESTABLISHED = 1, SI_SYN_SENT, SI_SYN_RECV };
+enum {
+	SI_ESTABLISHED = 1, SI_SYN_SENT, SI_SYN_RECV, SI_FIN_WAIT1,
+	SI_FIN_WAIT2, SI_TIME_WAIT, SI_CLOSE, SI_CLOSE_WAIT, SI_LAST_ACK,
+	SI_LISTEN, SI_CLOSING
+};
 
+/*
+ * Linux counts the control flags' sequence numbers among its byte
+ * counts: tcpi_bytes_acked has the connecting side's SYN (not the
+ * accepting side's SYN-ACK: its socket is born past it) and, once acked,
+ * our FIN; tcpi_bytes_received has the peer's FIN. So the bytes sent are
+ * read from the data counters, tcpi_bytes_sent less tcpi_bytes_retrans
+ * (Linux 4.19: each byte once, whichever side connected), and the peer's
+ * FIN is taken off the bytes received in the states that say it came. In
+ * CLOSE nothing says whether it came (an orderly close both ways and a
+ * reset end alike), and the count is the kernel's (evrdma/channel.h).
+ */
 int
 evrdma__tcp_stats(int fd, struct evrdma_channel_stats *st)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
+	int fin_in;
 
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
@@ -35,11 +51,15 @@ evrdma__tcp_stats(int fd, struct evrdma_channel_stats *st)
 	    EVRDMA_CHANNEL_CONNECTED : ti.tcpi_state == SI_SYN_SENT ||
 	    ti.tcpi_state == SI_SYN_RECV ? EVRDMA_CHANNEL_CONNECTING :
 	    EVRDMA_CHANNEL_ENDED;
-	/* (Linux counts the SYN's sequence number among the bytes acked) */
-	st->bytes_sent = ti.tcpi_bytes_acked ? ti.tcpi_bytes_acked - 1 : 0;
-	st->bytes_received = ti.tcpi_bytes_received;
+	fin_in = ti.tcpi_state == SI_CLOSE_WAIT ||
+	    ti.tcpi_state == SI_LAST_ACK || ti.tcpi_state == SI_CLOSING ||
+	    ti.tcpi_state == SI_TIME_WAIT;
+	st->bytes_sent = ti.tcpi_bytes_sent >= ti.tcpi_bytes_retrans ?
+	    ti.tcpi_bytes_sent - ti.tcpi_bytes_retrans : 0;
+	st->bytes_received = ti.tcpi_bytes_received -
+	    (fin_in && ti.tcpi_bytes_received ? 1 : 0);
 	st->msgs_sent = ti.tcpi_data_segs_out;
-	st->msgs_received = ti.tcpi_segs_in;
+	st->msgs_received = ti.tcpi_data_segs_in;
 	st->retransmits = ti.tcpi_total_retrans;
 	return 0;
 }

@@ -1111,7 +1111,9 @@ struct bs {
 	struct bt_env env;
 	struct bt_listener l;
 	struct bufferevent *srv;
-	size_t rx;
+	size_t rx;		/* what the server read */
+	size_t cli_rx;		/* what the client read */
+	int srv_eof;
 };
 
 static void
@@ -1125,12 +1127,31 @@ bs_read(struct bufferevent *bev, void *arg)
 }
 
 static void
+bs_cli_read(struct bufferevent *bev, void *arg)
+{
+	struct bs *b = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	b->cli_rx += evbuffer_get_length(in);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+static void
+bs_srv_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct bs *b = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		b->srv_eof = what;
+}
+
+static void
 bs_accept(struct bufferevent *bev, void *arg)
 {
 	struct bs *b = arg;
 
 	b->srv = bev;
-	bufferevent_setcb(bev, bs_read, NULL, NULL, b);
+	bufferevent_setcb(bev, bs_read, NULL, bs_srv_event, b);
 	bufferevent_enable(bev, EV_READ);
 }
 
@@ -1145,19 +1166,23 @@ bs_get(struct bufferevent *bev)
 }
 
 #define BS_BYTES	(100 * 1000)
+#define BS_BACK		(30 * 1000)
 
 /*
- * evrdma_bufferevent_get_stats() on every backend: after 100,000 bytes
- * one way, the client reports them sent and the server received, exactly
- * over RDMA (its channel's counts) and as TCP_INFO has them over TCP (a
- * socket bufferevent too, in fallback), with the transport and the state;
- * what is no bufferevent of either kind, or no buffer, fails with EINVAL.
+ * evrdma_bufferevent_get_stats() on every backend, on both ends: after
+ * 100,000 bytes from the client and 30,000 back, each end reports exactly
+ * what it sent and received, over RDMA (its channel's counts) and over TCP
+ * (TCP_INFO: a socket bufferevent too, in fallback), with the transport
+ * and the state; the server's data messages (segments) received are no
+ * more than the client's sent; after the client's end the server still
+ * counts the data alone (TCP counts the FIN in its sequence); what is no
+ * bufferevent of either kind, or no buffer, fails with EINVAL.
  */
 START_TEST(bev_stats)
 {
 	struct bs b;
 	struct bufferevent *cli, *pair[2];
-	struct evrdma_channel_stats st;
+	struct evrdma_channel_stats st, sv;
 	static uint8_t data[BS_BYTES];
 	int want;
 
@@ -1167,31 +1192,56 @@ START_TEST(bev_stats)
 	bt_env_init(&b.env, _i, NULL);
 	bt_listen(&b.l, &b.env, bs_accept, &b, 0);
 	cli = bt_new(&b.env, 0);
+	bufferevent_setcb(cli, bs_cli_read, NULL, NULL, &b);
+	bufferevent_enable(cli, EV_READ);
 	bt_connect(&b.l, cli, 0);
 	BT_WAIT(b.env.eb, b.srv != NULL, 20000);
 	ck_assert_int_eq(bufferevent_write(cli, data, sizeof(data)), 0);
-	BT_WAIT(b.env.eb, b.rx == BS_BYTES, 20000);
+	ck_assert_int_eq(bufferevent_write(b.srv, data, BS_BACK), 0);
+	BT_WAIT(b.env.eb, b.rx == BS_BYTES && b.cli_rx == BS_BACK, 20000);
 	want = evrdma_bufferevent_get_transport(cli) == EVRDMA_TRANSPORT_RDMA ?
 	    EVRDMA_TRANSPORT_RDMA : EVRDMA_TRANSPORT_TCP;
-	/* (TCP counts what the peer acknowledged: a moment later) */
-	BT_WAIT(b.env.eb, bs_get(cli).bytes_sent == BS_BYTES, 5000);
+	/* (what the peer read the kernel sent: a moment ago, at most) */
+	BT_WAIT(b.env.eb, bs_get(cli).bytes_sent == BS_BYTES &&
+	    bs_get(b.srv).bytes_sent == BS_BACK, 5000);
 	st = bs_get(cli);
-	fprintf(stderr, "bufferevent stats on %s: transport %d, sent %llu B "
-	    "in %llu, retransmits %llu\n", bt_name(_i), st.transport,
-	    st.bytes_sent, st.msgs_sent, st.retransmits);
+	sv = bs_get(b.srv);
+	fprintf(stderr, "bufferevent stats on %s: transport %d; client sent "
+	    "%llu B in %llu, received %llu B in %llu, retransmits %llu; "
+	    "server sent %llu B in %llu, received %llu B in %llu\n",
+	    bt_name(_i), st.transport, st.bytes_sent, st.msgs_sent,
+	    st.bytes_received, st.msgs_received, st.retransmits, sv.bytes_sent,
+	    sv.msgs_sent, sv.bytes_received, sv.msgs_received);
 	ck_assert_int_eq(st.transport, want);
 	ck_assert_int_eq(st.state, EVRDMA_CHANNEL_CONNECTED);
+	ck_assert_uint_eq(st.bytes_received, BS_BACK);
 	ck_assert_uint_gt(st.msgs_sent, 0);
-	st = bs_get(b.srv);
-	ck_assert_int_eq(st.transport, want);
-	ck_assert_uint_eq(st.bytes_received, BS_BYTES);
-	if (want == EVRDMA_TRANSPORT_RDMA)
-		ck_assert_uint_eq(st.bytes_sent, 0);
+	ck_assert_int_eq(sv.transport, want);
+	ck_assert_int_eq(sv.state, EVRDMA_CHANNEL_CONNECTED);
+	ck_assert_uint_eq(sv.bytes_sent, BS_BACK);
+	ck_assert_uint_eq(sv.bytes_received, BS_BYTES);
+	/* data messages or segments on both counts: what one end received
+	 * the other sent (TCP: and may have sent twice) */
+	ck_assert_uint_gt(sv.msgs_received, 0);
+	ck_assert_uint_le(sv.msgs_received, st.msgs_sent);
+	ck_assert_uint_gt(st.msgs_received, 0);
+	ck_assert_uint_le(st.msgs_received, sv.msgs_sent);
+	if (want == EVRDMA_TRANSPORT_RDMA) {
+		ck_assert_uint_eq(sv.msgs_received, st.msgs_sent);
+		ck_assert_uint_eq(st.msgs_received, sv.msgs_sent);
+	}
+	/* the client's end: the server counts the same bytes */
+	bufferevent_free(cli);
+	BT_WAIT(b.env.eb, b.srv_eof != 0, 20000);
+	ck_assert_int_eq(b.srv_eof, BEV_EVENT_EOF | BEV_EVENT_READING);
+	sv = bs_get(b.srv);
+	ck_assert_uint_eq(sv.bytes_received, BS_BYTES);
+	ck_assert_uint_eq(sv.bytes_sent, BS_BACK);
 	/* misuse */
 	ck_assert_int_eq(evrdma_bufferevent_get_stats(NULL, &st, sizeof(st)),
 	    -1);
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_int_eq(evrdma_bufferevent_get_stats(cli, NULL, sizeof(st)),
+	ck_assert_int_eq(evrdma_bufferevent_get_stats(b.srv, NULL, sizeof(st)),
 	    -1);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_int_eq(bufferevent_pair_new(b.env.eb, 0, pair), 0);
@@ -1200,7 +1250,6 @@ START_TEST(bev_stats)
 	ck_assert_int_eq(errno, EINVAL);
 	bufferevent_free(pair[0]);
 	bufferevent_free(pair[1]);
-	bufferevent_free(cli);
 	bufferevent_free(b.srv);
 	bt_listener_free(&b.l);
 	bt_env_fini(&b.env);

@@ -300,8 +300,9 @@ EVRDMA_EXPORT int evrdma_bufferevent_get_transport(struct bufferevent *bev);
  * evrdma_channel_stats, evrdma/channel.h): an RDMA bufferevent's are its
  * channel's (evrdma_channel_get_stats()); one over TCP (the fallback, or
  * any libevent socket bufferevent) reports its transport, state and the
- * kernel's TCP_INFO: bytes acknowledged and received, segments, and
- * retransmissions.
+ * kernel's TCP_INFO: data bytes sent and received, data segments, and
+ * retransmissions, counted alike on the connecting and the accepting
+ * end (struct evrdma_channel_stats says how).
  * @param bev the bufferevent
  * @param out filled in, up to @p outlen bytes
  * @param outlen sizeof(struct evrdma_channel_stats) as the caller was

@@ -379,13 +379,22 @@ enum evrdma_channel_state {
 struct evrdma_channel_stats {
 	int transport;		/**< enum evrdma_transport */
 	int state;		/**< enum evrdma_channel_state */
-	/** bytes sent: RDMA, in data messages posted; TCP, acknowledged by
-	 * the peer */
+	/** bytes sent: RDMA, in data messages posted; TCP, data bytes the
+	 * kernel sent, each once (TCP_INFO's tcpi_bytes_sent less
+	 * tcpi_bytes_retrans, Linux 4.19 and later), on either end */
 	unsigned long long bytes_sent;
-	unsigned long long bytes_received;	/**< bytes received */
-	/** data messages sent (RDMA), data segments sent (TCP) */
+	/** bytes received: RDMA, in data messages; TCP, data bytes
+	 * (tcpi_bytes_received less the peer's FIN, which Linux counts once
+	 * it came; in TCP state CLOSE, after an orderly close both ways or a
+	 * reset alike, Linux no longer says whether it came, and its count,
+	 * one more when it did, is given) */
+	unsigned long long bytes_received;
+	/** data messages sent (RDMA), data segments sent, retransmissions
+	 * included (TCP, tcpi_data_segs_out); no handshake, acknowledgement
+	 * or credit message is counted */
 	unsigned long long msgs_sent;
-	/** data messages received (RDMA), segments received (TCP) */
+	/** data messages received (RDMA), data segments received (TCP,
+	 * tcpi_data_segs_in), counted as msgs_sent is on the other end */
 	unsigned long long msgs_received;
 	/** data messages this side left for the peer to pull (RDMA READ by
 	 * the peer, evrdma_config_set_channel_pull()) */
