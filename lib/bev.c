@@ -546,8 +546,19 @@ int
 evrdma_bufferevent_get_error(struct bufferevent *bev)
 {
 	struct ad *ad = ad_below(bev);
+	struct bufferevent *u;
 
-	return ad ? ad->error : EVRDMA_REASON_NONE;
+	if (ad)
+		return ad->error;
+	/* a socket's (a base without RDMA makes them), under what is
+	 * stacked on it: its name lookup, or the kernel's end of it */
+	while (bev && (u = bufferevent_get_underlying(bev)))
+		bev = u;
+	if (!bev)
+		return EVRDMA_REASON_NONE;
+	if (bufferevent_socket_get_dns_error(bev))
+		return EVRDMA_REASON_DNS;
+	return evrdma__tcp_reason(bufferevent_getfd(bev));
 }
 
 int

@@ -56,6 +56,10 @@ int evrdma__stats_out(void *out, size_t outlen, const void *st, size_t len,
  * -1 with errno (EINVAL: not a TCP socket). */
 struct evrdma_channel_stats;
 int evrdma__tcp_stats(int fd, struct evrdma_channel_stats *st);
+/* Why TCP socket @p fd's connection failed, as an evrdma_reason
+ * (sockinfo.c): EVRDMA_REASON_CONNECT_ERROR, _DISCONNECTED, or _NONE
+ * while it is up, ends in order, or is no TCP socket. */
+int evrdma__tcp_reason(int fd);
 /* A monotonic clock in microseconds. */
 uint64_t evrdma__now_us(void);
 /* The errno an event of @p reason leaves (EVRDMA_REASON_*: ECONNRESET,

@@ -25,6 +25,33 @@ enum {
 };
 
 /*
+ * Why a TCP socket's connection failed, from what the kernel still holds:
+ * libevent gives a socket bufferevent's error in errno during its event
+ * callback only, and the kernel hands it out once (to SO_ERROR, or to the
+ * read or write that failed). A socket in CLOSE whose SYN was never
+ * answered (nothing acked, at most a reset received) failed to connect
+ * (refused, unreachable, timed out); one that was established was ended
+ * by a reset or a timeout (or closed in order both ways: the peer
+ * disconnected all the same). Any other state: no error.
+ */
+int
+evrdma__tcp_reason(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    ti.tcpi_state != SI_CLOSE)
+		return EVRDMA_REASON_NONE;
+	/* established: the connecting end had its SYN acked; the accepting
+	 * end's socket is born with the SYN and the ACK received */
+	if (ti.tcpi_bytes_acked == 0 && ti.tcpi_segs_in <= 1)
+		return EVRDMA_REASON_CONNECT_ERROR;
+	return EVRDMA_REASON_DISCONNECTED;
+}
+
+/*
  * Linux counts the control flags' sequence numbers among its byte
  * counts: tcpi_bytes_acked has the connecting side's SYN (not the
  * accepting side's SYN-ACK: its socket is born past it) and, once acked,

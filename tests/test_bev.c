@@ -1256,6 +1256,76 @@ START_TEST(bev_stats)
 }
 END_TEST
 
+/* ==== why a connection failed (issue 51) ==== */
+
+struct be {
+	struct bufferevent *srv;
+	short what;		/* the client's end */
+	int reason;		/* evrdma_bufferevent_get_error() then */
+};
+
+static void
+be_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct be *e = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		e->what = what;
+		e->reason = evrdma_bufferevent_get_error(bev);
+	}
+}
+
+static void
+be_accept(struct bufferevent *bev, void *arg)
+{
+	((struct be *)arg)->srv = bev;	/* not reading: bytes stay unread */
+}
+
+/*
+ * The server frees its bufferevent with the client's bytes unread: the
+ * client's connection is reset, BEV_EVENT_ERROR on every backend, and
+ * evrdma_bufferevent_get_error() says why, in the event callback and
+ * after it, also for a socket bufferevent (the fallback of a base without
+ * RDMA, and libevent's own): over TCP the peer disconnected; before, the
+ * socket said nothing ("no error").
+ */
+START_TEST(bev_error_reason)
+{
+	struct bt_env env;
+	struct bt_listener l;
+	struct bufferevent *cli;
+	struct be e;
+
+	if (!bt_available(_i))
+		return;
+	memset(&e, 0, sizeof(e));
+	bt_env_init(&env, _i, NULL);
+	bt_listen(&l, &env, be_accept, &e, 0);
+	cli = bt_new(&env, 0);
+	bufferevent_setcb(cli, NULL, NULL, be_event, &e);
+	bufferevent_enable(cli, EV_READ);
+	bt_connect(&l, cli, 0);
+	BT_WAIT(env.eb, e.srv != NULL, 20000);
+	ck_assert_int_eq(evrdma_bufferevent_get_error(cli), EVRDMA_REASON_NONE);
+	ck_assert_int_eq(bufferevent_write(cli, "unread", 6), 0);
+	bt_loop_for(env.eb, 200);	/* (at the server's end) */
+	bufferevent_free(e.srv);
+	BT_WAIT(env.eb, e.what != 0, 20000);
+	fprintf(stderr, "reset on %s: 0x%x, %s\n", bt_name(_i), e.what,
+	    evrdma_reason_str(e.reason));
+	ck_assert(e.what & BEV_EVENT_ERROR);
+	ck_assert_int_ne(e.reason, EVRDMA_REASON_NONE);
+	if (evrdma_bufferevent_get_transport(cli) == EVRDMA_TRANSPORT_TCP)
+		ck_assert_int_eq(e.reason, EVRDMA_REASON_DISCONNECTED);
+	ck_assert_int_eq(evrdma_bufferevent_get_error(cli), e.reason);
+	ck_assert_int_eq(evrdma_bufferevent_get_error(NULL),
+	    EVRDMA_REASON_NONE);
+	bufferevent_free(cli);
+	bt_listener_free(&l);
+	bt_env_fini(&env);
+}
+END_TEST
+
 Suite *
 bt_suite_bev(void)
 {
@@ -1279,6 +1349,7 @@ bt_suite_bev(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_free_in_callback, 0, FC_N * BT_N);
 	tcase_add_loop_test(tc, bev_stats, 0, BT_N);
+	tcase_add_loop_test(tc, bev_error_reason, 0, BT_N);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1269,7 +1269,9 @@ cf_event(struct bufferevent *bev, short what, void *arg)
 
 /* Nothing listens on the port: BEV_EVENT_ERROR alone, once, and the
  * bufferevent can be freed then (on every backend; the fallback tries
- * TCP after RDMA and reports only TCP's outcome). */
+ * TCP after RDMA and reports only TCP's outcome); over TCP
+ * evrdma_bufferevent_get_error() says the connect failed, a socket
+ * bufferevent's too. */
 START_TEST(bev_connect_refused)
 {
 	struct bt_env env;
@@ -1296,6 +1298,8 @@ START_TEST(bev_connect_refused)
 	ck_assert_int_eq(f.what, BEV_EVENT_ERROR);
 	if (_i == BT_RDMA)
 		ck_assert_int_eq(f.reason, EVRDMA_REASON_REJECTED);
+	else
+		ck_assert_int_eq(f.reason, EVRDMA_REASON_CONNECT_ERROR);
 	fprintf(stderr, "connect refused on %s: 0x%x, %s, transport %d\n",
 	    bt_name(_i), f.what, evrdma_reason_str(f.reason),
 	    evrdma_bufferevent_get_transport(bev));
@@ -2440,8 +2444,7 @@ START_TEST(bev_dns_error)
 	ck_assert_str_eq(evutil_gai_strerror(f.dns_error),
 	    evutil_gai_strerror(ft.dns_error));
 	ck_assert_int_eq(f.sync, 0);
-	if (_i != BT_FALLBACK || tu_have_rdma_cm())	/* (not a socket) */
-		ck_assert_int_eq(f.reason, EVRDMA_REASON_DNS);
+	ck_assert_int_eq(f.reason, EVRDMA_REASON_DNS);	/* (sockets too) */
 	/* its base's own resolver (NULL), asking the same nameserver */
 	dn_resolv_conf(path, sizeof(path), srv.addr);
 	srv.queries = 0;

@@ -261,12 +261,22 @@ EVRDMA_EXPORT int evrdma_bufferevent_listener_set_options(
 
 /**
  * Why the connection failed or ended, after BEV_EVENT_ERROR: an
- * evrdma_reason (evrdma_reason_str() names it). Bufferevents stacked on
- * an evrdma bufferevent (a filter, TLS) are looked through.
+ * evrdma_reason (evrdma_reason_str() names it), in the event callback or
+ * any time after. Bufferevents stacked on it (a filter, TLS) are looked
+ * through.
+ *
+ * A socket bufferevent (what a base without RDMA makes under the TCP
+ * fallback, or libevent's own) answers from its name lookup and from what
+ * the kernel still holds of its socket: EVRDMA_REASON_DNS (the lookup of
+ * evrdma_bufferevent_connect_hostname() failed),
+ * EVRDMA_REASON_CONNECT_ERROR (the connect was refused, found no route or
+ * timed out) or EVRDMA_REASON_DISCONNECTED (a reset or a timeout ended
+ * the connection, or it closed in order both ways); the errno of the
+ * failure is, as libevent has it, EVUTIL_SOCKET_ERROR() in the event
+ * callback.
  * @param bev a bufferevent
- * @return the reason, or EVRDMA_REASON_NONE (no error yet, or not an
- *   evrdma bufferevent: a TCP one reports its error in errno, as libevent
- *   does)
+ * @return the reason, or EVRDMA_REASON_NONE (no error yet, the end was
+ *   an EOF only, or no socket below @p bev)
  */
 EVRDMA_EXPORT int evrdma_bufferevent_get_error(struct bufferevent *bev);
 
