@@ -89,6 +89,7 @@ START_TEST(info_device_json)
 	TI_LINE(out, "base.tcp_fallback.result=rdma");
 	TI_LINE(out, "rdma.available=true");
 	TI_LINE(out, "rdma.active_ports[]=%s/1", dt_ibdev());
+	TI_LINE(out, "rdma.fix=[]");	/* nothing to fix */
 	free(out);
 }
 END_TEST

@@ -17,7 +17,10 @@
  *	what one channel of the default configuration pins; the fork-safety
  *	settings; and what evrdma_base_new() does here, without and with the
  *	TCP fallback. Its last line (text) or "rdma" member (JSON) says
- *	whether RDMA is available, and if not, why.
+ *	whether RDMA is available, and if not, why; where it is not, the
+ *	lines before it (text) or "rdma"."fix" (JSON) give the commands
+ *	that would make it so (rdma-core, Soft-RoCE, rdma_ucm, links).
+ *	The exit status says it too. man/evrdma-info.1 is its manual.
  *	It goes through libevrdma, as any program linked with it does, so the
  *	answer is that program's. It needs no privileges, but RLIMIT_MEMLOCK
  *	and CAP_IPC_LOCK are this process's: run it as the service's user.
@@ -34,19 +37,23 @@
  *	applies)}; fork {RDMAV_FORK_SAFE, IBV_FORK_SAFE,
  *	ibv_is_fork_initialized ("disabled", "enabled", "unneeded"), evrdma};
  *	base {default, tcp_fallback: {result ("rdma", "tcp", "fails"),
- *	errno, error}}; rdma {available, reason, active_ports ["dev/port"]}.
+ *	errno, error}}; rdma {available, reason, active_ports ["dev/port"],
+ *	fix ["command"]}.
  *
- * EXIT STATUS
- *	0	the report was made, whether or not RDMA is usable here;
+ * EXIT STATUS (the report is made in each case but 1)
+ *	0	RDMA is available: evrdma_base_new() makes RDMA bases and a
+ *		port is ACTIVE;
  *	1	bad usage, or the tool itself failed (out of memory, output);
  *	2	rdma-core could not be loaded: not installed, or too old for
- *		evrdma (evrdma_rdma_load() fails with ENOSYS); the report is
- *		made all the same.
+ *		evrdma (evrdma_rdma_load() fails with ENOSYS);
+ *	3	rdma-core loads, but RDMA is not available (no device, no
+ *		ACTIVE port, rdma_cm missing, ...).
  *
  * ENVIRONMENT
  *	EVRDMA_LIBIBVERBS, EVRDMA_LIBRDMACM: the file names evrdma dlopens
  *	instead of libibverbs.so.1 and librdmacm.so.1 (for every program
- *	linked with evrdma, this one included).
+ *	linked with evrdma, this one included). EVRDMA_LOG: the library's
+ *	log on stderr, which this tool leaves off unless it is set.
  */
 #include "config.h"
 
@@ -70,6 +77,8 @@
 
 #define CM_PATH		"/dev/infiniband/rdma_cm"
 #define EXIT_NO_RDMA_CORE	2
+#define EXIT_NO_RDMA		3
+#define INFO_FIX_MAX	8
 
 static const char usage[] =
     "usage: evrdma-info [--json]\n"
@@ -80,9 +89,11 @@ static const char usage[] =
     "  --json     one JSON object instead of text\n"
     "  --help     this text\n"
     "  --version  evrdma's version\n"
-    "Exit status: 0 the report was made (RDMA usable or not); 1 bad usage\n"
-    "or failure; 2 rdma-core could not be loaded (not installed, or too\n"
-    "old), the report made all the same.\n"
+    "Where RDMA is not available, it says why and the commands that would\n"
+    "make it so.\n"
+    "Exit status: 0 RDMA is available; 1 bad usage or failure; 2 rdma-core\n"
+    "could not be loaded (not installed, or too old); 3 rdma-core loads\n"
+    "but RDMA is not available (no device, no ACTIVE port, ...).\n"
     "EVRDMA_LIBIBVERBS and EVRDMA_LIBRDMACM name other files for evrdma to\n"
     "load instead of libibverbs.so.1 and librdmacm.so.1.\n";
 
@@ -115,6 +126,10 @@ struct info {
 	struct info_base base_default, base_fallback;
 	int available;
 	char reason[768];
+	int cm_errno;			/* why rdma_cm does not open */
+	/* the commands that would make RDMA available (as root) */
+	char fix[INFO_FIX_MAX][192];
+	unsigned nfix;
 };
 
 static const char fork_evrdma[] = "a child forked after its parent opened "
@@ -176,6 +191,7 @@ find_rdma_cm(struct info *in)
 		close(fd);
 		return;
 	}
+	in->cm_errno = errno;
 	snprintf(in->cm_error, sizeof(in->cm_error), "%s%s", strerror(errno),
 	    errno == ENOENT ? " (no RDMA in the kernel, or the rdma_ucm "
 	    "module is not loaded)" : errno == EACCES ? " (rdma-core's udev "
@@ -327,6 +343,57 @@ find_verdict(struct info *in)
 	}
 }
 
+static void
+add_fix(struct info *in, const char *fmt, const char *arg)
+{
+	if (in->nfix < INFO_FIX_MAX)
+		snprintf(in->fix[in->nfix++], sizeof(in->fix[0]), fmt, arg);
+}
+
+/*
+ * What would make RDMA available, in the order to do it: rdma-core; a
+ * device (Soft-RoCE over an interface with an address, where the kernel
+ * has none); the rdma_cm device file; the links of ports that are down.
+ * Nothing where RDMA is available, or where the cause is none of these
+ * (the reason says it).
+ */
+static void
+find_fix(struct info *in)
+{
+	char nd[IF_NAMESIZE];
+
+	if (in->available)
+		return;
+	if (!in->loaded)
+		add_fix(in, "%s", "apt-get install rdma-core ibverbs-providers "
+		    "libibverbs1 librdmacm1");
+	if (!in->devs.n) {
+		add_fix(in, "%s", "modprobe rdma_rxe");
+		add_fix(in, "rdma link add rxe0 type rxe netdev %s",
+		    info_rxe_netdev(nd) ? nd : "IF");
+	}
+	if (!in->cm_usable && (in->cm_errno == ENOENT || in->cm_errno == ENODEV))
+		add_fix(in, "%s", "modprobe rdma_ucm");
+	else if (!in->cm_usable && in->cm_errno == EACCES && in->loaded)
+		add_fix(in, "%s", "apt-get install rdma-core   # its udev rules "
+		    "let every user open /dev/infiniband/rdma_cm");
+	for (unsigned i = 0; i < in->devs.n; i++) {
+		const struct info_dev *d = &in->devs.dev[i];
+
+		for (unsigned p = 0; p < d->nports; p++) {
+			const struct info_port *port = &d->ports[p];
+
+			if (!strcmp(port->state, "ACTIVE"))
+				continue;
+			for (unsigned n = 0; n < port->nnetdevs; n++)
+				if (port->netdevs[n].found &&
+				    !port->netdevs[n].up)
+					add_fix(in, "ip link set %s up",
+					    port->netdevs[n].name);
+		}
+	}
+}
+
 static int
 find_all(struct info *in)
 {
@@ -340,6 +407,7 @@ find_all(struct info *in)
 	if (find_base(in) < 0)
 		return -1;
 	find_verdict(in);
+	find_fix(in);
 	return 0;
 }
 
@@ -445,6 +513,28 @@ text_base(const char *what, const struct info_base *b)
 		printf("fails with %s: %s\n", errno_name(b->err), b->error);
 }
 
+/* What ibv_is_fork_initialized()'s answer means here. rdma-core asks the
+ * kernel whether it copies registered pages for a child (Linux 5.13 and
+ * later do) through RDMA itself: a kernel without RDMA cannot answer, and
+ * its silence says nothing of its version. */
+static const char *
+fork_note(const struct info *in)
+{
+	if (!strcmp(in->fork_status, "unneeded"))
+		return " (the kernel copies registered pages for a child: "
+		    "Linux 5.13 or later)";
+	if (strcmp(in->fork_status, "enabled"))
+		return "";
+	if (!in->devs.n)
+		return " (rdma-core's fork support, ibv_fork_init(), by evrdma "
+		    "or RDMAV_FORK_SAFE: with no RDMA device the kernel cannot "
+		    "be asked whether it copies registered pages for a child; "
+		    "nothing is registered here)";
+	return " (rdma-core's fork support, ibv_fork_init(), by evrdma or "
+	    "RDMAV_FORK_SAFE: the kernel did not say that it copies "
+	    "registered pages for a child, as Linux 5.13 and later do)";
+}
+
 /* " dev port N (addresses)", a comma before all but the first */
 static void
 text_active(const struct info_dev *d, const struct info_port *p, void *arg)
@@ -483,13 +573,7 @@ print_text(const struct info *in)
 	    in->ibv_fork_safe ? in->ibv_fork_safe : "unset");
 	if (in->fork_status)
 		printf("  ibv_is_fork_initialized(): %s%s\n", in->fork_status,
-		    !strcmp(in->fork_status, "unneeded") ? " (the kernel "
-		    "copies registered pages for a child: Linux 5.13 or "
-		    "later)" : !strcmp(in->fork_status, "enabled") ? " (rdma-"
-		    "core's fork support, ibv_fork_init(), by evrdma or "
-		    "RDMAV_FORK_SAFE: the kernel did not say that it copies "
-		    "registered pages for a child, as Linux 5.13 and later "
-		    "do)" : "");
+		    fork_note(in));
 	printf("  evrdma: %s\n", fork_evrdma);
 	printf("evrdma_base_new():\n");
 	text_base("default configuration", &in->base_default);
@@ -502,6 +586,16 @@ print_text(const struct info *in)
 		active_ports(in, text_active, &nth);
 		printf("\n");
 	} else {
+		if (in->nfix) {
+			printf("to make it available (as root; rdma_rxe is "
+			    "Soft-RoCE, RDMA over an Ethernet interface with an "
+			    "IP address):\n");
+			for (unsigned i = 0; i < in->nfix; i++)
+				printf("  %s\n", in->fix[i]);
+			printf("  (a kernel without rdma_rxe, as in a container, "
+			    "has none: the source tree's\n  Soft-RoCE guest, "
+			    "tests/vm/evrdma-vm, runs programs with a device)\n");
+		}
 		printf("RDMA is not available on this host: %s\n", in->reason);
 	}
 }
@@ -734,6 +828,10 @@ print_json(const struct info *in)
 	j_open(&w, "active_ports", '[');
 	active_ports(in, json_active, &w);
 	j_close(&w, ']');
+	j_open(&w, "fix", '[');
+	for (unsigned i = 0; i < in->nfix; i++)
+		j_str(&w, NULL, in->fix[i]);
+	j_close(&w, ']');
 	j_close(&w, '}');
 	j_close(&w, '}');
 	putchar('\n');
@@ -775,7 +873,7 @@ main(int argc, char **argv)
 	else
 		print_text(in);
 	info_devices_free(&in->devs);
-	i = in->loaded ? 0 : EXIT_NO_RDMA_CORE;
+	i = !in->loaded ? EXIT_NO_RDMA_CORE : !in->available ? EXIT_NO_RDMA : 0;
 	free(in);
 	if (fflush(stdout) || ferror(stdout)) {
 		fprintf(stderr, "evrdma-info: cannot write the report\n");

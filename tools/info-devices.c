@@ -483,6 +483,31 @@ info_devices_scan(struct info_devs *devs, int rdma_core)
 	return ret;
 }
 
+int
+info_rxe_netdev(char name[IF_NAMESIZE])
+{
+	struct ifaddrs *ifs;
+	int found = 0;
+
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	/* first pass: with a carrier; second: up */
+	for (int pass = 0; pass < 2 && !found; pass++)
+		for (const struct ifaddrs *ia = ifs; ia && !found;
+		    ia = ia->ifa_next) {
+			unsigned want = IFF_UP | (pass ? 0 : IFF_RUNNING);
+
+			if (!ia->ifa_addr || ia->ifa_addr->sa_family != AF_INET ||
+			    (ia->ifa_flags & IFF_LOOPBACK) ||
+			    (ia->ifa_flags & want) != want)
+				continue;
+			snprintf(name, IF_NAMESIZE, "%s", ia->ifa_name);
+			found = 1;
+		}
+	freeifaddrs(ifs);
+	return found;
+}
+
 void
 info_devices_free(struct info_devs *devs)
 {

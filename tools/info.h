@@ -72,6 +72,13 @@ struct info_devs {
  * @return 0, or -1 with errno ENOMEM
  */
 int info_devices_scan(struct info_devs *out, int rdma_core);
+
+/*
+ * The interface Soft-RoCE would best sit on: the first one that is up,
+ * not the loopback, and has an IPv4 address, one with a carrier first.
+ * @return 1 with its name in @p name, or 0 (none)
+ */
+int info_rxe_netdev(char name[IF_NAMESIZE]);
 void info_devices_free(struct info_devs *devs);
 
 #endif /* EVRDMA_INFO_H_INCLUDED_ */
