@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include <evrdma/version.h>
 #include "evrdma-internal.h"
 
 /* One buffer per thread, so that evrdma_errmsg() of one thread is never
@@ -266,4 +267,10 @@ const char *
 evrdma_version(void)
 {
 	return PACKAGE_VERSION;
+}
+
+uint32_t
+evrdma_get_version_number(void)
+{
+	return EVRDMA_VERSION_NUMBER;
 }

@@ -539,6 +539,13 @@ START_TEST(test_version)
 #if EVRDMA_VERSION_NUMBER < 0x000100 || EVRDMA_VERSION_NUMBER > 0xffffff
 #error "EVRDMA_VERSION_NUMBER is not a number the preprocessor can compare"
 #endif
+	/* the library's number at run time: its string's, and the
+	 * headers' (a build's library and headers are one release) */
+	ck_assert_uint_eq(evrdma_get_version_number(), EVRDMA_VERSION_NUMBER);
+	snprintf(v, sizeof(v), "%u.%u.%u", evrdma_get_version_number() >> 16,
+	    (evrdma_get_version_number() >> 8) & 0xff,
+	    evrdma_get_version_number() & 0xff);
+	ck_assert_str_eq(evrdma_version(), v);
 }
 END_TEST
 

@@ -12,6 +12,8 @@
  * connection error reasons, the log callback and version queries.
  */
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -148,6 +150,23 @@ EVRDMA_EXPORT void *evrdma_rdma_sym(const char *name);
 
 /** @return the library version as a string, e.g. "0.1.0" */
 EVRDMA_EXPORT const char *evrdma_version(void);
+
+/**
+ * The version of the library the program runs with, as one number that
+ * orders versions, as libevent's event_get_version_number(): 0xMMmmpp,
+ * one byte each for the major, minor and patch version (0.1.0 is
+ * 0x000100). EVRDMA_VERSION_NUMBER (evrdma/version.h) is the same number
+ * for the headers a program was compiled with; the library it runs with
+ * may be a later one of the same soname (doc/ABI.md), never an earlier
+ * one. A program that can do with less where the library is older than
+ * some release tests it at run time:
+ * @code
+ * if (evrdma_get_version_number() >= 0x000200)
+ *	... use what 0.2.0 added ...
+ * @endcode
+ * @return the version of the library, 0xMMmmpp
+ */
+EVRDMA_EXPORT uint32_t evrdma_get_version_number(void);
 
 #ifdef __cplusplus
 }
