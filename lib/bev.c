@@ -27,16 +27,6 @@
 
 static void ad_destroy(struct ad *ad);
 
-/* The test knob: adapters over TCP on a base without RDMA, so that the
- * host's tests run the adapter (evrdma/bufferevent.h). */
-int
-evrdma__bev_tcp_adapters(void)
-{
-	const char *v = getenv("EVRDMA_BEV_ADAPTER");
-
-	return v && v[0] == '1';
-}
-
 /* ---- closing ---- */
 
 static void

@@ -34,9 +34,4 @@ struct bufferevent *evrdma__bev_accepted(struct evrdma_base *base,
 struct bufferevent *evrdma__bev_accepted_tcp(struct evrdma_base *base,
     struct bufferevent *sock, int options);
 
-/* The test knob: on a base without RDMA, make adapters over TCP rather
- * than plain socket bufferevents, so that the host's tests run the
- * adapter (environment EVRDMA_BEV_ADAPTER=1, read at each call). */
-int evrdma__bev_tcp_adapters(void);
-
 #endif /* EVRDMA_BEV_H_INCLUDED_ */

@@ -247,32 +247,3 @@ evrdma_config_set_tcp_fallback(struct evrdma_config *cfg, int enable)
 	cfg->tcp_fallback = enable;
 	return 0;
 }
-
-int
-evrdma__config_slow_path(void)
-{
-	const char *v = getenv("EVRDMA_TEST_SLOW_PATH");
-
-	return v && v[0] == '1';
-}
-
-unsigned
-evrdma__config_fail_post_send(int *on)
-{
-	const char *v = getenv("EVRDMA_TEST_FAIL_POST_SEND");
-	char *end;
-	unsigned long k;
-
-	*on = 0;
-	if (!v || !*v)
-		return 0;
-	errno = 0;
-	k = strtoul(v, &end, 10);
-	if (*end == '+') {
-		*on = 1;
-		end++;
-	}
-	if (errno || *end || k > UINT_MAX)
-		return 0;
-	return (unsigned)k;
-}

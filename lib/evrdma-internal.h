@@ -35,6 +35,7 @@
 #include "mem.h"
 #include "srq.h"
 #include "rdma-sym.h"
+#include "testhooks.h"
 #include "wire.h"
 
 struct event;
@@ -100,13 +101,6 @@ struct evrdma_config {
 	int slow_path;
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
-/* The test knob's value now (EVRDMA_TEST_SLOW_PATH). */
-int evrdma__config_slow_path(void);
-/* The test knob EVRDMA_TEST_FAIL_POST_SEND=k or k+, read at
- * evrdma_base_new(): the base's k-th post of sends is refused, and with
- * "+" every later one too (ep_post_send). k, 0 when unset; *@p on set for
- * "+". */
-unsigned evrdma__config_fail_post_send(int *on);
 
 /* ---- libevent glue (loop.c) ---- */
 typedef void (*evrdma__fd_cb)(int fd, void *arg);

@@ -479,9 +479,9 @@ resolve_gai_cb(int result, struct evutil_addrinfo *res, void *p)
 static const char *
 resolv_conf(void)
 {
-	const char *v = getenv("EVRDMA_TEST_RESOLV_CONF");
+	const char *v = evrdma__test_resolv_conf();
 
-	return v != NULL && *v ? v : "/etc/resolv.conf";
+	return v != NULL ? v : "/etc/resolv.conf";
 }
 
 static struct evdns_base *

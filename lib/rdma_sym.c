@@ -69,11 +69,16 @@ fork_setup(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* Tests name a missing library through these to exercise the ENOSYS path. */
+/* EVRDMA_LIBIBVERBS and EVRDMA_LIBRDMACM name other files to load
+ * (evrdma/util.h: an rdma-core of one's own; the tests name a missing
+ * one). Not a test knob of testhooks.c, as they name what is loaded, not
+ * how the library behaves; but what a set-user-ID program loads is not
+ * its invoker's to choose: secure_getenv(), as the dynamic loader ignores
+ * LD_LIBRARY_PATH there. */
 static const char *
 lib_name(const char *env, const char *dflt)
 {
-	const char *v = getenv(env);
+	const char *v = secure_getenv(env);
 	return (v && *v) ? v : dflt;
 }
 

@@ -127,7 +127,12 @@ EVRDMA_EXPORT const char *evrdma_errmsg(void);
 /**
  * Load rdma-core (libibverbs.so.1 and librdmacm.so.1) if not yet loaded.
  * Every evrdma call that needs rdma-core does this itself; a program may
- * call it up front to report a missing installation early.
+ * call it up front to report a missing installation early. The
+ * environment variables EVRDMA_LIBIBVERBS and EVRDMA_LIBRDMACM name other
+ * files to load instead (an rdma-core of one's own); a set-user-ID or
+ * set-capability program ignores them (secure_getenv()). Besides these
+ * and EVRDMA_LOG, evrdma reads no environment variable (rdma-core reads
+ * its own, RDMAV_FORK_SAFE among them).
  * @return 0 if loaded; -1 with errno ENOSYS (library or symbol missing) and
  *   evrdma_errmsg() naming the library and the Debian package to install
  */
