@@ -176,6 +176,76 @@ evrdma__chan_unref(struct evrdma_channel *ch)
 /* The base is going: timers go, the channel stays as a closed husk. */
 void evrdma__chan_orphan(struct evrdma_channel *ch);
 
+/*
+ * ---- what the transport reads of the channel, through these alone ----
+ * (tools/check-owners: a transport reads no field of the channel; these
+ * are what it may know, inline)
+ */
+static inline const struct evrdma__chan_ops *
+evrdma__chan_ops(const struct evrdma_channel *ch)
+{
+	return ch->ops;
+}
+/* NULL: a husk (the base was freed) */
+static inline struct evrdma_base *
+evrdma__chan_base(const struct evrdma_channel *ch)
+{
+	return ch->base;
+}
+/* How it ends: CHE_* bits (0 in the steady state). */
+static inline unsigned
+evrdma__chan_end(const struct evrdma_channel *ch)
+{
+	return ch->end;
+}
+static inline int
+evrdma__chan_peer_eof_seen(const struct evrdma_channel *ch)
+{
+	return (ch->end & CHE_PEER_EOF) != 0;
+}
+/* Output's length (kept by output's callback: no call into libevent). */
+static inline size_t
+evrdma__chan_out_len(const struct evrdma_channel *ch)
+{
+	return ch->out_len;
+}
+/* Output, for the transport's look at its front (evbuffer_peek()): its
+ * changes go through evrdma__chan_output_*() below. */
+static inline struct evbuffer *
+evrdma__chan_output(const struct evrdma_channel *ch)
+{
+	return ch->output;
+}
+static inline size_t
+evrdma__chan_input_len(const struct evrdma_channel *ch)
+{
+	return evbuffer_get_length(ch->input);
+}
+/* Output holds bytes its user was told are written (the adapter's). */
+static inline int
+evrdma__chan_out_taken(const struct evrdma_channel *ch)
+{
+	return ch->out_taken;
+}
+/* evrdma_channel_shutdown() was called. */
+static inline int
+evrdma__chan_shut_wr(const struct evrdma_channel *ch)
+{
+	return ch->shut_wr;
+}
+/* Writing is enabled (output may go). */
+static inline int
+evrdma__chan_writing(const struct evrdma_channel *ch)
+{
+	return (ch->enabled & EV_WRITE) != 0;
+}
+/* Why the connection went (EVRDMA_REASON_*), once it did. */
+static inline int
+evrdma__chan_gone_reason(const struct evrdma_channel *ch)
+{
+	return ch->gone_reason;
+}
+
 /* ---- what the transport tells the semantics ---- */
 
 static inline int
@@ -243,6 +313,26 @@ struct evrdma__chan_sink {
 	int (*take)(void *arg, const void *p, size_t len);
 	void (*taken)(void *arg);
 };
+/* The receive callback is set (arrivals go to it while input is empty). */
+static inline int
+evrdma__chan_has_recvcb(const struct evrdma_channel *ch)
+{
+	return ch->recvcb != NULL;
+}
+/* Offer @p len arrived bytes at @p p to the sink, if there is one: 1 when
+ * it took (copied) them. */
+static inline int
+evrdma__chan_sink_take(const struct evrdma_channel *ch, const void *p,
+    size_t len)
+{
+	return ch->sink && ch->sink->take(ch->sink_arg, p, len);
+}
+/* A read high watermark is set (input's length then matters each pass). */
+static inline int
+evrdma__chan_rd_capped(const struct evrdma_channel *ch)
+{
+	return ch->rd_hi != 0;
+}
 /* Output holds bytes its user was told are written (the adapter's): a
  * free sends them before the end, instead of discarding them. */
 void evrdma__chan_output_taken(struct evrdma_channel *ch);

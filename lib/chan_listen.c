@@ -35,22 +35,9 @@ lst_attach(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
     int *code)
 {
 	struct ch_listen *cl = arg;
-	struct ch_rdma *rc = evrdma__rc_new(evrdma_conn_get_base(conn),
-	    cl->flags, lst->srq != NULL);
 
 	*code = EVRDMA_REJECT_RESOURCES;
-	if (!rc)
-		return -1;
-	rc->passive = 1;
-	if (lst->srq && evrdma__rc_use_pool(rc, lst->srq) < 0) {
-		evrdma__log(EVRDMA_LOG_WARN, "channel listener: %s",
-		    evrdma_errmsg());
-		evrdma__chan_discard(&rc->ch);
-		return -1;
-	}
-	rc->conn = conn;
-	evrdma__rc_own_conn(rc, conn);
-	return 0;
+	return evrdma__rc_new_accepted(conn, cl->flags, lst->srq) ? 0 : -1;
 }
 
 static void
@@ -60,7 +47,7 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	struct ch_listen *cl = arg;
 	struct ch_rdma *rc = evrdma__conn_owner(conn);
 
-	rc->st |= RC_EST;
+	rc_set(rc, RC_EST);
 	evrdma__chan_accepted(&rc->ch);
 	evrdma__chan_ref(&rc->ch);
 	cl->cb(lst, &rc->ch, peer, socklen, cl->arg);

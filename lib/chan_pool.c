@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chan_rdma.h"
+#include "chan_ctl.h"
 
 void
 evrdma__pool_free(struct evrdma__chpool *pool, unsigned idx)
@@ -99,9 +99,9 @@ pool_share(const struct evrdma__chpool *pool)
 int
 evrdma__rc_over_share(const struct ch_rdma *rc)
 {
-	unsigned lent = rc->slots - rc->withheld;
+	unsigned lent = rc->slots - rc->pm.withheld;
 
-	return lent > 1 && lent > pool_share(rc->pool);
+	return lent > 1 && lent > pool_share(rc->pm.pool);
 }
 
 static void
@@ -117,11 +117,11 @@ pool_tick_arm(struct evrdma__chpool *pool)
 static void
 rc_reclaim(struct ch_rdma *rc, unsigned n)
 {
-	if (!n || rc->reclaim_want || rc->reclaim_out)
+	if (!n || rc->pm.reclaim_want || rc->pm.reclaim_out)
 		return;
-	rc->reclaim_want = n;
-	rc->reclaim_ticks = 0;
-	pool_tick_arm(rc->pool);
+	rc->pm.reclaim_want = n;
+	rc->pm.reclaim_ticks = 0;
+	pool_tick_arm(rc->pm.pool);
 	rc_schedule(rc);
 }
 
@@ -132,8 +132,8 @@ pool_reclaim_over_share(struct evrdma__chpool *pool)
 	unsigned share = pool_share(pool);
 	struct ch_rdma *rc;
 
-	LIST_FOREACH(rc, &pool->chans, pool_link) {
-		unsigned lent = rc->slots - rc->withheld;
+	LIST_FOREACH(rc, &pool->chans, pm.link) {
+		unsigned lent = rc->slots - rc->pm.withheld;
 
 		if (lent > share && lent > 1)
 			rc_reclaim(rc, lent - (share ? share : 1));
@@ -151,8 +151,8 @@ evrdma__pool_room_freed(struct evrdma__chpool *pool)
 	if (!pool->want_room)
 		return;
 	pool->want_room = 0;
-	LIST_FOREACH(rc, &pool->chans, pool_link)
-		if (rc->peer_starved && rc->withheld)
+	LIST_FOREACH(rc, &pool->chans, pm.link)
+		if (rc->cr.peer_starved && rc->pm.withheld)
 			rc_schedule(rc);
 }
 
@@ -161,23 +161,23 @@ evrdma__pool_room_freed(struct evrdma__chpool *pool)
 static void
 rc_lend(struct ch_rdma *rc)
 {
-	struct evrdma__chpool *pool = rc->pool;
+	struct evrdma__chpool *pool = rc->pm.pool;
 	unsigned share = pool_share(pool);
 
-	while (rc->withheld && rc->slots - rc->withheld < share &&
+	while (rc->pm.withheld && rc->slots - rc->pm.withheld < share &&
 	    pool_room(pool)) {
-		rc->withheld--;
+		rc->pm.withheld--;
 		pool->committed++;
-		rc->ret_data++;
+		ctl_owe_data(rc);	/* lent with the next return */
 	}
-	if (rc->withheld && rc->slots - rc->withheld < share &&
+	if (rc->pm.withheld && rc->slots - rc->pm.withheld < share &&
 	    !pool_room(pool)) {
 		/* it is owed its share: ask those over theirs, and come
 		 * back when something was given back */
 		pool->want_room = 1;
 		pool_reclaim_over_share(pool);
 	}
-	if (rc->slots - rc->withheld > 1)
+	if (rc->slots - rc->pm.withheld > 1)
 		pool_tick_arm(pool);
 }
 
@@ -197,33 +197,34 @@ evrdma__pool_tick(void *arg)
 		busy = 1;
 	}
 	for (rc = LIST_FIRST(&pool->chans); rc; rc = next) {
-		unsigned lent = rc->slots - rc->withheld;
-		unsigned long long act = rc->rx_msgs + rc->tx_msgs;
+		unsigned lent = rc->slots - rc->pm.withheld;
+		unsigned long long act = rc->rx.msgs + rc->tx.msgs;
 
-		next = LIST_NEXT(rc, pool_link);
+		next = LIST_NEXT(rc, pm.link);
 		/* idle: no message either way since the last tick (counted
 		 * here, not on the message's path) */
-		if (act == rc->act_mark) {
-			rc->idle_ticks++;
+		if (act == rc->pm.act_mark) {
+			rc->pm.idle_ticks++;
 		} else {
-			rc->idle_ticks = 0;
-			rc->act_mark = act;
+			rc->pm.idle_ticks = 0;
+			rc->pm.act_mark = act;
 		}
-		if (rc->reclaim_want || rc->reclaim_out) {
-			if (++rc->reclaim_ticks >= POOL_RECLAIM_TICKS) {
-				rc->reclaim_want = rc->reclaim_out = 0;
+		if (rc->pm.reclaim_want || rc->pm.reclaim_out) {
+			if (++rc->pm.reclaim_ticks >= POOL_RECLAIM_TICKS) {
+				rc->pm.reclaim_want = rc->pm.reclaim_out = 0;
 				evrdma__rc_violation(rc, "lent credits not "
 				    "given back when reclaimed");
 			} else {
 				busy = 1;
 			}
-		} else if (lent > 1 && !rc->rx_recent && rc_up(rc)) {
+		} else if (lent > 1 && rc->rx.msgs == rc->pm.rx_mark &&
+		    rc_up(rc)) {
 			rc_reclaim(rc, evrdma__ch_reclaim_amount(lent));
 			busy = 1;
 		} else if (lent > 1) {
 			busy = 1;
 		}
-		rc->rx_recent = 0;
+		rc->pm.rx_mark = rc->rx.msgs;
 	}
 	if (busy || (pool->evict_ticks && pool->nchan))
 		pool_tick_arm(pool);
@@ -237,7 +238,7 @@ evrdma__rc_pool_taker(struct evrdma__chpool *pool, struct evrdma_conn *c,
 {
 	struct ch_rdma *rc = c ? evrdma__conn_owner(c) : NULL;
 
-	if (!rc || rc->pool != pool || wc->status) {
+	if (!rc || rc->pm.pool != pool || wc->status) {
 		/* flushed, cancelled, or its channel went before it was
 		 * polled */
 		evrdma__pool_free(pool, idx);
@@ -283,9 +284,9 @@ pool_idlest(const struct evrdma__chpool *pool)
 
 	if (!pool->evict_ticks)
 		return NULL;
-	LIST_FOREACH(rc, &pool->chans, pool_link)
-		if (rc->idle_ticks >= pool->evict_ticks && rc_up(rc) &&
-		    (!best || rc->idle_ticks > best->idle_ticks))
+	LIST_FOREACH(rc, &pool->chans, pm.link)
+		if (rc->pm.idle_ticks >= pool->evict_ticks && rc_up(rc) &&
+		    (!best || rc->pm.idle_ticks > best->pm.idle_ticks))
 			best = rc;
 	return best;
 }
@@ -322,7 +323,7 @@ pool_admits(struct evrdma__chpool *pool, struct evrdma_conn *conn)
 	unsigned n = 0;
 
 	if (pool->per_addr) {
-		LIST_FOREACH(rc, &pool->chans, pool_link)
+		LIST_FOREACH(rc, &pool->chans, pm.link)
 			if (rc->conn && same_host(&rc->conn->peer_addr,
 			    &conn->peer_addr))
 				n++;
@@ -351,7 +352,7 @@ pool_evict(struct evrdma__chpool *pool)
 		return -1;
 	evrdma__log(EVRDMA_LOG_INFO, "channel %p: idle for %u s, evicted "
 	    "from its queue to make room for a newcomer", (void *)rc,
-	    rc->idle_ticks * POOL_TICK_MS / 1000);
+	    rc->pm.idle_ticks * POOL_TICK_MS / 1000);
 	pool_tell(pool, EVRDMA_ADMISSION_EVICTED, rc->conn);
 	evrdma__rc_pool_depart(rc);
 	evrdma__conn_abort(rc->conn, EVRDMA_REASON_EVICTED);
@@ -367,18 +368,9 @@ pool_evict(struct evrdma__chpool *pool)
 int
 evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
-	rc->pull_cap = 0;
-	rc->pull_min = 0;
-	rc->src_remote = 0;
-	if (pool_admits(rc->pool, conn) < 0)
+	if (pool_admits(rc->pm.pool, conn) < 0)
 		return -1;
-	if (evrdma__mem_pin_check(rc->sring->len) < 0)
-		return -1;
-	rc->smr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
-	    rc->sring->mem, rc->sring->len, 0);
-	if (!rc->smr)
-		return -1;
-	return evrdma__pool_post(rc->pool);
+	return evrdma__pool_post(rc->pm.pool);
 }
 
 /* Established: the channel takes its place in the pool (one data
@@ -388,7 +380,7 @@ evrdma__rc_pool_setup(struct ch_rdma *rc, struct evrdma_conn *conn)
 int
 evrdma__rc_pool_join(struct ch_rdma *rc)
 {
-	struct evrdma__chpool *pool = rc->pool;
+	struct evrdma__chpool *pool = rc->pm.pool;
 
 	while (!pool_room(pool))
 		if (pool_evict(pool) < 0)
@@ -396,13 +388,12 @@ evrdma__rc_pool_join(struct ch_rdma *rc)
 	pool->committed++;
 	pool->nchan++;
 	pool->join_due = 0;	/* (it is counted now) */
-	LIST_INSERT_HEAD(&pool->chans, rc, pool_link);
-	rc->pool_joined = 1;
-	rc->withheld = rc->slots - 1;
-	rc->ret_data++;
-	rc->grant_due = 1;	/* it has nothing: the grant goes at once */
-	rc->idle_ticks = 0;
-	rc->act_mark = rc->rx_msgs + rc->tx_msgs;
+	LIST_INSERT_HEAD(&pool->chans, rc, pm.link);
+	rc->pm.joined = 1;
+	rc->pm.withheld = rc->slots - 1;
+	ctl_grant(rc);		/* it has nothing: the grant goes at once */
+	rc->pm.idle_ticks = 0;
+	rc->pm.act_mark = rc->rx.msgs + rc->tx.msgs;
 	if (pool->evict_ticks)
 		pool_tick_arm(pool);
 	rc_schedule(rc);
@@ -416,19 +407,19 @@ evrdma__rc_pool_join(struct ch_rdma *rc)
 void
 evrdma__rc_pool_depart(struct ch_rdma *rc)
 {
-	struct evrdma__chpool *pool = rc->pool;
-	unsigned lent = rc->slots - rc->withheld;
+	struct evrdma__chpool *pool = rc->pm.pool;
+	unsigned lent = rc->slots - rc->pm.withheld;
 
-	if (!rc->pool_joined)
+	if (!rc->pm.joined)
 		return;
-	if (lent > rc->held) {
-		pool->committed -= lent - rc->held;
-		rc->withheld = rc->slots - rc->held;
+	if (lent > rc->rx.held) {
+		pool->committed -= lent - rc->rx.held;
+		rc->pm.withheld = rc->slots - rc->rx.held;
 	}
 	pool->nchan--;
-	LIST_REMOVE(rc, pool_link);
-	rc->pool_joined = 0;
-	rc->reclaim_want = rc->reclaim_out = 0;
+	LIST_REMOVE(rc, pm.link);
+	rc->pm.joined = 0;
+	rc->pm.reclaim_want = rc->pm.reclaim_out = 0;
 	evrdma__pool_room_freed(pool);
 }
 
@@ -437,7 +428,7 @@ evrdma__rc_pool_depart(struct ch_rdma *rc)
 void
 evrdma__rc_pool_leave(struct ch_rdma *rc)
 {
-	struct evrdma__chpool *pool = rc->pool;
+	struct evrdma__chpool *pool = rc->pm.pool;
 	unsigned i;
 
 	for (i = 0; i < pool->nbuf; i++) {
@@ -453,8 +444,8 @@ evrdma__rc_pool_leave(struct ch_rdma *rc)
 	}
 	evrdma__rc_pool_depart(rc);
 	/* the buffers it held are free or orphans now */
-	pool->committed -= rc->slots - rc->withheld;
-	rc->withheld = rc->slots;
+	pool->committed -= rc->slots - rc->pm.withheld;
+	rc->pm.withheld = rc->slots;
 	evrdma__pool_room_freed(pool);
 }
 
@@ -471,14 +462,14 @@ evrdma__rc_pool_pass(struct ch_rdma *rc)
 		 * goes. The poll runs from the loop, not from here: a pass
 		 * must not run other connections' completions (and their
 		 * owners' callbacks) inside itself. */
-		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
+		struct evrdma_cq *cq = evrdma__srq_cq(rc->pm.srq);
 
-		if (cq && !cq->dev->dead && cq->emptied == rc->drain_mark) {
-			rc->st |= RC_AGAIN;
+		if (cq && !cq->dev->dead && cq->emptied == rc->pm.drain_mark) {
+			rc_set(rc, RC_AGAIN);
 			return;
 		}
 		evrdma__rc_conn_free(rc);
-	} else if (rc->withheld && rc->peer_starved && rc_up(rc)) {
+	} else if (rc->pm.withheld && rc->cr.peer_starved && rc_up(rc)) {
 		/* lent on demand (the peer said it is starved, and the
 		 * credits due go back at once): a channel that never ran
 		 * short keeps the one credit it joined with */
@@ -486,40 +477,54 @@ evrdma__rc_pool_pass(struct ch_rdma *rc)
 	}
 }
 
-/* A LOAN from the peer (its control credit is counted): 0, or -1 when it
- * broke the rules (the connection is then cut off). */
+/* A YIELD of the peer's, answering our RECLAIM (its control credit is
+ * counted): 0, or -1 when it broke the rules (the connection is then cut
+ * off). */
 int
-evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m)
+evrdma__pool_yielded(struct ch_rdma *rc, const struct evrdma__ch_imm *m)
 {
-	if (m->yield) {
-		unsigned lent = rc->slots - rc->withheld;
+	unsigned lent = rc->slots - rc->pm.withheld;
 
-		if (!rc->pool || !evrdma__ch_yield_valid(rc->reclaim_out,
-		    m->loan, lent, rc->held + rc->ret_data)) {
-			evrdma__rc_violation(rc, "a yield of credits not "
-			    "reclaimed");
-			return -1;
-		}
-		if (!evrdma__ch_yield_enough(rc->reclaim_out, m->loan, lent,
-		    rc->held + rc->ret_data, rc->reclaim_ret)) {
-			evrdma__rc_violation(rc, "a yield short of the credits "
-			    "it held unused");
-			return -1;
-		}
-		rc->withheld += m->loan;
-		rc->pool->committed -= m->loan;
-		rc->reclaim_out = 0;
-		if (m->loan)
-			evrdma__pool_room_freed(rc->pool);
-		return 0;
-	}
-	if (!rc->peer_lends || rc->yield_asked ||
-	    !evrdma__ch_reclaim_valid(m->loan, rc->peer_slots)) {
-		evrdma__rc_violation(rc, "a reclaim of credits not lent");
+	if (!rc->pm.pool || !evrdma__ch_yield_valid(rc->pm.reclaim_out,
+	    m->loan, lent, rc->rx.held + rc->cr.ret_data)) {
+		evrdma__rc_violation(rc, "a yield of credits not reclaimed");
 		return -1;
 	}
-	rc->yield_asked = m->loan;
+	if (!evrdma__ch_yield_enough(rc->pm.reclaim_out, m->loan, lent,
+	    rc->rx.held + rc->cr.ret_data, rc->pm.reclaim_ret)) {
+		evrdma__rc_violation(rc, "a yield short of the credits it held "
+		    "unused");
+		return -1;
+	}
+	rc->pm.withheld += m->loan;
+	rc->pm.pool->committed -= m->loan;
+	rc->pm.reclaim_out = 0;
+	if (m->loan)
+		evrdma__pool_room_freed(rc->pm.pool);
 	return 0;
+}
+
+/* Our RECLAIM went (chan_ctl.c): its YIELD is due. */
+void
+evrdma__pool_reclaim_sent(struct ch_rdma *rc)
+{
+	rc->pm.reclaim_out = rc->pm.reclaim_want;
+	rc->pm.reclaim_want = 0;
+	rc->pm.reclaim_ret = 0;
+}
+
+/* A buffer of the pool that held one of this channel's messages went
+ * back: 1 when its credit is withheld (the connection is over, or the
+ * channel holds more than its share), 0 when it is owed to the peer. */
+int
+evrdma__pool_withhold(struct ch_rdma *rc)
+{
+	if (rc->pm.joined && !evrdma__rc_over_share(rc))
+		return 0;
+	rc->pm.withheld++;
+	rc->pm.pool->committed--;
+	evrdma__pool_room_freed(rc->pm.pool);
+	return 1;
 }
 
 static void
@@ -549,40 +554,43 @@ evrdma__chpool_free(struct evrdma__chpool *pool)
 	free(pool);
 }
 
-/* Draw the receives from @p srq's pool instead of a ring of our own
- * (before the connection's QP exists). */
-int
-evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
+/* Draw the receives from @p srq's pool (before the connection's QP
+ * exists): the pool, or NULL with errno. */
+struct evrdma__chpool *
+evrdma__pool_use(struct ch_rdma *rc, struct evrdma_srq *srq)
 {
 	struct evrdma__chpool *pool = evrdma__srq_chpool(srq);
 
-	if (!pool)
-		return evrdma__fail(EINVAL, "not a queue of channels "
+	if (!pool) {
+		evrdma__fail(EINVAL, "not a queue of channels "
 		    "(evrdma_channel_srq_new)");
-	if (pool->slot_size != rc->slot_size)
-		return evrdma__fail(EINVAL, "the queue's buffers are of %u "
-		    "bytes, the channel's slots of %u", pool->slot_size,
-		    rc->slot_size);
-	if (!evrdma__srq_alive(srq))
-		return evrdma__fail(EPIPE, "the queue was freed");
-	rc->pool = pool;
-	rc->srq = srq;
-	rc->withheld = rc->slots;	/* nothing lent before the join */
+		return NULL;
+	}
+	if (pool->slot_size != rc->slot_size) {
+		evrdma__fail(EINVAL, "the queue's buffers are of %u bytes, the "
+		    "channel's slots of %u", pool->slot_size, rc->slot_size);
+		return NULL;
+	}
+	if (!evrdma__srq_alive(srq)) {
+		evrdma__fail(EPIPE, "the queue was freed");
+		return NULL;
+	}
+	rc->pm.pool = pool;
+	rc->pm.srq = srq;
+	rc->pm.withheld = rc->slots;	/* nothing lent before the join */
 	evrdma__ep_ref(evrdma__srq_ep(srq));
-	/* control messages carry no bytes but take a whole buffer of the
-	 * pool each: the fewest the protocol allows */
-	rc->ctrl = EVRDMA_CH_CTRL_MIN;
-	/* a ring of our own, if evrdma__rc_new() made one, is not needed */
-	if (rc->rring)
-		evrdma__ring_unref(rc->rring);
-	free(rc->rb);
-	free(rc->rfree);
-	rc->rfree = NULL;
-	rc->nfree = 0;
-	rc->rring = pool->ring;
-	rc->rring->refs++;
-	rc->rb = pool->rb;
-	return 0;
+	return pool;
+}
+
+/* The channel goes: its buffers go back, its reference on the queue. */
+void
+evrdma__pool_drop(struct ch_rdma *rc)
+{
+	if (rc->pm.pool)
+		evrdma__rc_pool_leave(rc);
+	if (rc->pm.srq)
+		evrdma__srq_drop(rc->pm.srq);
+	rc->pm.srq = NULL;
 }
 
 const struct evrdma__chpool_ops evrdma__rc_chpool_ops = {

@@ -34,7 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chan_rdma.h"
+#include "chan_ctl.h"
+#include "chan_sq.h"
+#include "chan_tx.h"
+#include "chan_write.h"
 
 /*
  * The end of a pass beyond the steady state: the peer's reset or orderly
@@ -51,34 +54,34 @@ rc_pass_rare(struct ch_rdma *rc, int sent)
 	/* The peer reset the connection: nothing more comes; once what we
 	 * pull of its messages is in, ours ends too (what output holds
 	 * cannot go: ERROR | WRITING, as a socket's write after a reset) */
-	if ((ch->end & CHE_PEER_RESET) && rc->conn &&
+	if ((evrdma__chan_end(ch) & CHE_PEER_RESET) && rc->conn &&
 	    !(rc->st & (RC_CONN_FREED | RC_ENDED | RC_CLOSING)) &&
-	    !rc->pull_wait && !rc->pull_out) {
+	    !rc->rx.pull_wait && !rc->rx.pull_out) {
 		evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
 		evrdma__rc_conn_free(rc);
 	}
 	/* The connection ended and every receive has come back (flushed):
 	 * nothing more arrives, and nothing more can be sent. (closed()
 	 * says the same, later: it also waits for the peer's DISCONNECTED.) */
-	if ((rc->st & RC_ENDED) && !rc->posted && !rc->pull_out &&
-	    !(ch->end & CHE_GONE) &&
-	    (!rc->pool || (rc->st & RC_CONN_FREED))) {
+	if ((rc->st & RC_ENDED) && !rc->rx.posted && !rc->rx.pull_out &&
+	    !(evrdma__chan_end(ch) & CHE_GONE) &&
+	    (!rc->pm.pool || (rc->st & RC_CONN_FREED))) {
 		evrdma__rc_judge_end(rc);
 		evrdma__chan_gone(ch);
 		evrdma__rc_drop_pending_writes(rc);
-		if (rc->pool)
+		if (rc->pm.pool)
 			evrdma__rc_pool_depart(rc);
 	}
-	if ((rc->st & RC_EST) && (ch->end & (CHE_PEER_EOF | CHE_GONE)))
+	if ((rc->st & RC_EST) && (evrdma__chan_end(ch) & (CHE_PEER_EOF | CHE_GONE)))
 		evrdma__chan_check_end(ch, evrdma__rc_waiting(rc));
 	/* a reservation that found no slot is told of a free one as a
 	 * write is of drained output */
-	if ((rc->st & RC_RESV_WANTED) && rc->sfree > 1) {
-		rc->st &= ~RC_RESV_WANTED;
+	if ((rc->st & RC_RESV_WANTED) && rc->tx.nfree > 1) {
+		rc_clear(rc, RC_RESV_WANTED);
 		sent = 1;
 	}
 	if (rc->st & RC_FLUSH_SENT) {
-		rc->st &= ~RC_FLUSH_SENT;
+		rc_clear(rc, RC_FLUSH_SENT);
 		sent = 1;
 	}
 	return sent;
@@ -98,29 +101,30 @@ rc_pass(struct ch_rdma *rc)
 	struct evrdma_channel *ch = &rc->ch;
 	int sent = 0;
 
-	if (!ch->base)
+	if (!evrdma__chan_base(ch))
 		return;
 	/* this pass does what a scheduled one would */
-	evrdma__work_cancel(ch->base, &rc->pump_work);
+	evrdma__work_cancel(evrdma__chan_base(ch), &rc->pump_work);
 	evrdma__chan_ref(ch);
-	if (rc->pool)
+	if (rc->pm.pool)
 		evrdma__rc_pool_pass(rc);
-	if ((rc->st & RC_EST) && !(ch->end & (CHE_FREED | CHE_RD_ENDED))) {
+	if ((rc->st & RC_EST) && !(evrdma__chan_end(ch) & (CHE_FREED | CHE_RD_ENDED))) {
 		/* what the read callback writes or frees is sent below */
-		rc->st |= RC_PRE_SEND;
+		rc_set(rc, RC_PRE_SEND);
 		evrdma__rc_deliver(rc);
-		rc->st &= ~RC_PRE_SEND;
+		rc_clear(rc, RC_PRE_SEND);
 	}
-	if (rc->wopen >= 0)
+	if (rc->wr.wopen >= 0)
 		evrdma__rc_wopen_settle(rc);
-	/* (connected, or freed and still sending what is owed) */
-	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED | RC_FAILING)) &&
-	    (rc->st & (RC_EST | RC_CLOSING))) {
-		sent = evrdma__rc_send_all(rc);
+	/* (connected, or freed and still sending what is owed, or failing
+	 * with its RESET to send) */
+	if (rc->conn && !(rc->st & (RC_CONN_FREED | RC_ENDED)) &&
+	    (rc->st & (RC_EST | RC_CLOSING | RC_FAILING))) {
+		sent = evrdma__ctl_send_all(rc);
 		if (sent < 0) {
 			if (rc->conn)
 				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
-		} else if (rc->nfree >= (rc->spare ? rc->spare : 1) &&
+		} else if (rc->rx.nfree >= (rc->spare ? rc->spare : 1) &&
 		    evrdma__rc_post_free(rc) < 0 && errno != EPIPE) {
 			/* the sends are out: now top up the receives, once
 			 * every spare is used (in batches of 4, not 2: 60
@@ -130,52 +134,21 @@ rc_pass(struct ch_rdma *rc)
 			evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		}
 	}
-	/* a RESET (evrdma__rc_fail()) chained where no sends of a pass ran */
-	if (rc->sq_head && rc->conn)
-		(void)evrdma__sq_flush(rc, 0, evrdma__rc_sq_release);
 	if ((rc->st & RC_PASS_RARE) ||
-	    (ch->end & (CHE_PEER_RESET | CHE_PEER_EOF | CHE_GONE)))
+	    (evrdma__chan_end(ch) & (CHE_PEER_RESET | CHE_PEER_EOF | CHE_GONE)))
 		sent = rc_pass_rare(rc, sent);
-	if ((rc->st & RC_EST) && !(ch->end & CHE_FREED))
+	if ((rc->st & RC_EST) && !(evrdma__chan_end(ch) & CHE_FREED))
 		evrdma__chan_sent(ch, sent > 0);
-	/* credits owed once the traffic paused go back then (RET_IDLE_MS):
-	 * not at once (a stream would send a CREDIT per pass), not never (a
-	 * peer that ends would not know we consumed its last bytes) */
-	if (rc->ret_data && !rc->ret_armed && rc_up(rc) && rc->ret_ev &&
-	    evrdma__ev_timer_start(rc->ret_ev, RET_IDLE_MS) == 0) {
-		rc->ret_armed = 1;
-		rc->ret_mark = rc->rx_tail;
-	}
+	evrdma__ctl_pass_end(rc);
 	/* (set by the write callback too) */
 	if (rc->st & (RC_CLOSING | RC_AGAIN)) {
 		evrdma__rc_linger_check(rc);
 		if (rc->st & RC_AGAIN) {
-			rc->st &= ~RC_AGAIN;
+			rc_clear(rc, RC_AGAIN);
 			rc_schedule(rc);
 		}
 	}
 	evrdma__chan_unref(ch);
-}
-
-static void
-rc_ret_idle(void *arg)
-{
-	struct ch_rdma *rc = arg;
-
-	rc->ret_armed = 0;
-	if (!rc->ret_data || !rc_up(rc))
-		return;
-	if (rc->rx_tail != rc->ret_mark) {
-		/* traffic since: the returns ride on it, or on the next
-		 * quarter of the ring; look again later */
-		if (evrdma__ev_timer_start(rc->ret_ev, RET_IDLE_MS) == 0) {
-			rc->ret_armed = 1;
-			rc->ret_mark = rc->rx_tail;
-		}
-		return;
-	}
-	rc->ret_idle = 1;
-	rc_schedule(rc);
 }
 
 static void
@@ -185,17 +158,47 @@ rc_pump_work(struct evrdma__work *w)
 	    offsetof(struct ch_rdma, pump_work)));
 }
 
-/* A completion of the channel's own work requests (rings.c). */
+/* A completion of the channel's own work requests (rings.c): a send
+ * (chan_tx.c counts it back), or a message in a receive buffer, which
+ * evrdma__ctl_arrival() dispatches once chan_rx.c checked it. */
 static void
 rc_ring_complete(void *owner, const struct ibv_wc *wc, unsigned kind,
     unsigned idx)
 {
 	struct ch_rdma *rc = owner;
+	struct evrdma_conn *conn = rc->conn;
+	struct evrdma__ch_imm m;
+	struct evrdma__rx_wc w;
 
-	if (kind == RC_WR_SEND)
+	if (kind == RC_WR_SEND) {
 		evrdma__rc_send_done(rc, idx, wc);
-	else
-		evrdma__rc_recv_done(rc, idx, wc);
+		return;
+	}
+	if (evrdma__rx_done(rc, idx, wc, &m, &w) == 0)
+		evrdma__ctl_arrival(rc, idx, &m, w.byte_len);
+	evrdma__ep_ring_done(&conn->ep, 0, 1, w.status);
+}
+
+/* A receive of a queue's pool (the request layer's), which landed in
+ * buffer ref->idx of the pool's ring. */
+static void
+rc_pool_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
+    void *arg)
+{
+	struct ch_slotref *ref = arg;
+	struct ch_rdma *rc;
+	struct evrdma__ch_imm m;
+	struct evrdma__rx_wc w;
+
+	rc = evrdma__rc_pool_taker(ref->ring->pool, c, wc, ref->idx);
+	if (!rc)
+		return;
+	w.status = wc->status;
+	w.send_imm = wc->opcode == EVRDMA_OP_RECV && wc->has_imm;
+	w.imm = wc->imm_data;
+	w.byte_len = wc->byte_len;
+	if (evrdma__rx_arrived(rc, ref->idx, &w, &m) == 0)
+		evrdma__ctl_arrival(rc, ref->idx, &m, w.byte_len);
 }
 
 static const struct evrdma__rings_ops rc_rings_ops = {
@@ -220,16 +223,14 @@ own_cancel(void *owner, struct evrdma_conn *conn)
 
 	evrdma__sq_forget(rc, evrdma__rc_sq_release);
 	evrdma__rc_rx_forget(rc);
-	if (rc->tag && rc->ch.base)
-		evrdma__rings_del(rc->ch.base, rc->tag);
-	rc->tag = 0;
+	evrdma__rc_untag(rc);
 }
 
 /* Register the rings and post the receives. */
 static int
 rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 {
-	struct evrdma_base *base = rc->ch.base;
+	struct evrdma_base *base = evrdma__chan_base(&rc->ch);
 	struct evrdma__pd *pd = evrdma__conn_pd(conn);
 	const struct ibv_device_attr *da = evrdma__conn_dev_attr(conn);
 	unsigned sq = evrdma__conn_sq_depth(conn);
@@ -237,10 +238,21 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	rc->tag = evrdma__rings_add(base, &rc_rings_ops, rc);
 	if (!rc->tag || evrdma__sq_init(rc, conn) < 0)
 		return -1;
+	if (rc->pm.pool) {
+		/* the send ring in the queue's PD, for local access only
+		 * (any peer on the queue could reach a remote-readable region
+		 * in that PD by guessing its rkey, so there are no pulls);
+		 * nothing of the pool is committed yet (its join) */
+		rc->pull_cap = 0;
+		rc->pull_min = 0;
+		rc->src_remote = 0;
+		if (evrdma__rc_pool_setup(rc, conn) < 0 ||
+		    evrdma__mem_pin_check(rc->tx.ring->len) < 0)
+			return -1;
+		return evrdma__tx_setup(rc, pd, 0);
+	}
 	/* We pull when the device can issue READs and the send queue has
 	 * room for them beside our own messages (slots + ctrl at most). */
-	if (rc->pool)
-		return evrdma__rc_pool_setup(rc, conn);
 	rc->pull_cap = sq > rc->slots + rc->ctrl ? sq - rc->slots - rc->ctrl :
 	    0;
 	if (rc->pull_cap > rc->slots)
@@ -248,15 +260,10 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	rc->pull_min = da->max_qp_init_rd_atom > 0 && rc->pull_cap ?
 	    base->cfg.ch_pull_min : 0;
 	rc->src_remote = src_remote && da->max_qp_rd_atom > 0;
-	if (evrdma__mem_pin_check(rc->rring->len + rc->sring->len) < 0)
+	if (evrdma__mem_pin_check(rc->rx.ring->len + rc->tx.ring->len) < 0 ||
+	    evrdma__tx_setup(rc, pd, rc->src_remote) < 0)
 		return -1;
-	rc->rmr = evrdma__mr_reg(base, pd, rc->rring->mem, rc->rring->len,
-	    EVRDMA_ACCESS_LOCAL_WRITE);
-	rc->smr = evrdma__mr_reg(base, pd, rc->sring->mem, rc->sring->len,
-	    rc->src_remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
-	if (!rc->rmr || !rc->smr || evrdma__rc_rx_init(rc) < 0)
-		return -1;
-	return evrdma__rc_post_free(rc);
+	return evrdma__rx_setup(rc, pd);
 }
 
 static void
@@ -265,15 +272,15 @@ rc_hs_out(struct ch_rdma *rc, uint8_t *out, size_t *len)
 	struct evrdma__ch_hs hs;
 
 	memset(&hs, 0, sizeof(hs));
-	hs.mode = rc->ch.mode == EVRDMA_CHANNEL_MESSAGE;
+	hs.mode = evrdma__chan_messages(&rc->ch);
 	hs.slots = (uint16_t)rc->slots;
 	hs.ctrl = (uint8_t)rc->ctrl;
 	hs.slot_size = rc->slot_size;
 	hs.pull_min = rc->pull_min;
-	hs.lend = rc->pool != NULL;
+	hs.lend = rc->pm.pool != NULL;
 	if (rc->src_remote) {
-		hs.src_rkey = rc->smr->mr->rkey;
-		hs.src_base = rc->smr->iova;
+		hs.src_rkey = rc->tx.mr->mr->rkey;
+		hs.src_base = rc->tx.mr->iova;
 	}
 	evrdma__ch_hs_encode(out, &hs);
 	*len = EVRDMA_CH_HS_LEN;
@@ -287,7 +294,7 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	int err = evrdma__ch_hs_decode(p, len, &hs);
 
 	if (err != EVRDMA_CH_HS_OK ||
-	    hs.mode != (rc->ch.mode == EVRDMA_CHANNEL_MESSAGE)) {
+	    hs.mode != evrdma__chan_messages(&rc->ch)) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: bad handshake: %s",
 		    (void *)rc, err ? evrdma__ch_hs_strerror(err) :
 		    "the other mode");
@@ -299,10 +306,8 @@ rc_hs_in(struct ch_rdma *rc, const uint8_t *p, size_t len, int *code)
 	rc->peer_ctrl = hs.ctrl;
 	rc->peer_slot_size = hs.slot_size;
 	rc->peer_pull_min = hs.pull_min;
-	/* a peer on a pool lends its credits as it has buffers */
-	rc->s_credits = hs.lend ? EVRDMA_CH_LEND_INITIAL : hs.slots;
 	rc->peer_lends = hs.lend;
-	rc->c_credits = hs.ctrl;
+	evrdma__ctl_start(rc, hs.slots, hs.ctrl, hs.lend);
 	if (hs.src_rkey) {
 		rc->peer_src.rkey = hs.src_rkey;
 		rc->peer_src.addr = hs.src_base;
@@ -357,14 +362,8 @@ own_prepare(void *owner, struct evrdma_conn *conn, const uint8_t *peer,
 static int
 rc_unexpose(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
-	struct evrdma_mr *mr;
-
-	mr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(conn),
-	    rc->sring->mem, rc->sring->len, 0);
-	if (!mr)
+	if (evrdma__tx_setup(rc, evrdma__conn_pd(conn), 0) < 0)
 		return -1;
-	evrdma_mr_free(rc->smr);
-	rc->smr = mr;
 	rc->src_remote = 0;
 	return 0;
 }
@@ -391,107 +390,37 @@ own_established(void *owner, struct evrdma_conn *conn)
 	struct ch_rdma *rc = owner;
 
 	rc->pullable = rc->peer_pull_min && rc->src_remote;
-	if (evrdma__rc_pull_setup(rc, conn) < 0)
+	/* Whether we pull the peer's messages. One that offers its ring for
+	 * our pulls must serve our READs (review r46: every pull would wait
+	 * for ever): else a protocol violation. */
+	if (!rc->pull_min)
+		rc->peer_src.rkey = 0;	/* we never read it */
+	if (rc->peer_src.rkey && !conn->rd_out) {
+		evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by "
+		    "the peer: it offers pulls but serves no RDMA READ",
+		    (void *)rc);
 		return -1;
-	if (rc->pool && evrdma__rc_pool_join(rc) < 0) {
+	}
+	if (rc->pm.pool && evrdma__rc_pool_join(rc) < 0) {
 		evrdma__log(EVRDMA_LOG_WARN, "channel %p: %s", (void *)rc,
 		    evrdma_errmsg());
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		return 0;
 	}
 	if (!rc->passive) {
-		rc->st |= RC_EST;
+		rc_set(rc, RC_EST);
 		evrdma__chan_connected(&rc->ch);
 		rc_schedule(rc);
 	}
 	return 0;
 }
 
-static void
-own_ended(void *owner, struct evrdma_conn *conn, int reason, int err)
-{
-	struct ch_rdma *rc = owner;
-
-	rc->st |= RC_ENDED;
-	evrdma__chan_end_reason(&rc->ch, reason, conn->dns_error);
-	evrdma__rc_drop_pending_writes(rc);
-	/* the receives flush now: every message that arrived is ours before
-	 * closed() (a pool's are not flushed: the pass takes what arrived
-	 * first, after a poll of the queue's CQ, evrdma__rc_pool_pass()) */
-	if (!rc->pool) {
-		evrdma__rc_conn_free(rc);
-	} else {
-		struct evrdma_cq *cq = evrdma__srq_cq(rc->srq);
-
-		if (cq) {
-			rc->drain_mark = cq->emptied;
-			evrdma__dev_poll_soon(cq->dev);
-		}
-	}
-	if (!(rc->st & (RC_EST | RC_CLOSING)) && !rc->passive)
-		evrdma__chan_connect_failed(&rc->ch, reason);
-	rc_schedule(rc);
-}
-
-/* The base goes: the channel lets go of it, its pass included, and
- * becomes a husk. */
-static void
-rc_orphan(struct ch_rdma *rc)
-{
-	evrdma__work_cancel(rc->ch.base, &rc->pump_work);
-	evrdma__chan_orphan(&rc->ch);
-}
-
-static void
-own_closed(void *owner, int husk)
-{
-	struct ch_rdma *rc = owner;
-	struct evrdma_channel *ch = &rc->ch;
-	int never_handed = rc->passive && !(rc->st & RC_EST) &&
-	    !(ch->end & CHE_FREED);
-
-	if (rc->conn)
-		rc->ka_probes = rc->conn->ka_probes;
-	rc->conn = NULL;
-	/* (the QP is gone: nothing more completes) */
-	if (rc->tag && ch->base)
-		evrdma__rings_del(ch->base, rc->tag);
-	rc->tag = 0;
-	if (rc->lg.on)
-		evrdma__linger_stop(ch->base, &rc->lg);
-	evrdma__ev_free(rc->linger_ev);
-	evrdma__ev_free(rc->ret_ev);
-	rc->linger_ev = rc->ret_ev = NULL;
-	rc->ret_armed = 0;
-	evrdma_mr_free(rc->rmr);
-	evrdma_mr_free(rc->smr);
-	rc->rmr = rc->smr = NULL;
-	evrdma__spill_end(rc);
-	evrdma__rc_drop_pending_writes(rc);
-	evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
-	if (!(ch->end & CHE_GONE))
-		evrdma__rc_judge_end(rc);
-	evrdma__chan_gone(ch);
-	if (rc->pool)
-		evrdma__rc_pool_depart(rc);
-	if (husk) {
-		rc_orphan(rc);
-	} else {
-		rc_schedule(rc);
-	}
-	/* a request of a listener's that never reached the user: nobody
-	 * else will free it */
-	if (never_handed)
-		evrdma__chan_unhanded(ch);
-	evrdma__chan_unref(ch);		/* the connection's reference */
-}
-
 static const struct evrdma__owner_ops rc_owner_ops = {
 	.prepare = own_prepare,
 	.reply = own_reply,
 	.established = own_established,
-	.ended = own_ended,
-	.closed = own_closed,
+	.ended = evrdma__rc_ended,
+	.closed = evrdma__rc_closed,
 	.drain = own_drain,
 	.cancel = own_cancel,
 };
@@ -505,7 +434,7 @@ op_kick(struct evrdma_channel *ch)
 	 * cannot do any more (deliver what the callback made room for) the
 	 * next pass does */
 	if (rc->st & RC_PRE_SEND)
-		rc->st |= RC_AGAIN;
+		rc_set(rc, RC_AGAIN);
 	else
 		rc_schedule(rc);
 }
@@ -520,152 +449,17 @@ op_flush(struct evrdma_channel *ch)
 		    "channel not connected");
 	if (rc->st & RC_PRE_SEND)
 		return 0;	/* the pass sends when the callback returns */
-	switch (evrdma__rc_send_all(rc)) {
+	switch (evrdma__ctl_send_all(rc)) {
 	case -1:
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
 		return -1;
 	case 1:
-		rc->st |= RC_FLUSH_SENT;
+		rc_set(rc, RC_FLUSH_SENT);
 		break;
 	}
 	/* what is due to the user (the write callback) comes from the pass */
 	rc_schedule(rc);
 	return 0;
-}
-
-static size_t
-rc_linger_left(const struct ch_rdma *rc)	/* output, its open write */
-{
-	return rc->ch.out_len + (rc->wopen >= 0 ? rc->wopen_len : 0);
-}
-
-static void rc_linger_expire(struct evrdma__linger *lg);
-
-static void
-op_close(struct evrdma_channel *ch)
-{
-	struct ch_rdma *rc = to_rc(ch);
-
-	if (evrdma__forked)
-		return;	/* the parent's connection: this process lets it be */
-	rc->st |= RC_CLOSING;
-	if (rc->resv >= 0) {
-		evrdma__slot_drop(rc, (unsigned)rc->resv, rc->resv_max);
-		rc->resv = -1;
-	}
-	if (!ch->out_taken) {
-		/* unsent output is discarded, as bufferevent_free() does,
-		 * and an open write with it (evrdma/channel.h) */
-		evrdma__rc_drop_pending_writes(rc);
-		evrdma__chan_output_discard(ch);
-	}
-	if (!ch->base)
-		return;		/* a husk: nothing left to close */
-	if (!rc_up(rc) || (ch->end & CHE_PEER_RESET)) {
-		evrdma__rc_conn_free(rc);
-		return;
-	}
-	/* freed with bytes it never read: not an orderly end, as a socket
-	 * closed with unread data resets the connection */
-	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
-		rc->st |= RC_RESET_DUE;
-	/* What was sent (and, for the adapter, what output holds) arrives,
-	 * then the end: EOF, or RESET; we wait until the peer has it and
-	 * has pulled what it was to pull, then disconnect, at most the
-	 * teardown timeout. The sends go now, not at the next pass: a
-	 * program that frees and returns from main (the usual end of a
-	 * short client) runs no pass again, and its peer must still get
-	 * the end, with the credits we owe it, as a socket's FIN. */
-	rc->linger_left = rc_linger_left(rc);
-	evrdma__ev_timer_start(rc->linger_ev,
-	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]);
-	evrdma__linger_start(ch->base, &rc->lg, rc_linger_expire);
-	if (!(rc->st & (RC_PRE_SEND | RC_FAILING)) &&
-	    evrdma__rc_send_all(rc) < 0)
-		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
-	rc_schedule(rc);
-}
-
-/*
- * A freed channel's linger ran out with output its peer never made room
- * for (its reader stopped): those bytes are lost, so the end must not read
- * as an orderly one (found by review: the peer got EOF after a short
- * stream). The output goes and the end becomes a RESET, which takes
- * control credits only, with one more teardown timeout to arrive: 1. 0
- * when the connection must just close (no control credit, or the end
- * was sent already).
- */
-static int
-rc_linger_reset(struct ch_rdma *rc)
-{
-	struct evrdma_channel *ch = &rc->ch;
-
-	if (rc->eof_sent || !rc_up(rc) || (rc->st & RC_FAILING) ||
-	    (!ch->out_len && rc->wopen < 0))
-		return 0;
-	evrdma__log(EVRDMA_LOG_INFO, "channel %p: %zu bytes the peer did not "
-	    "take in time: its end is a reset", (void *)rc, ch->out_len);
-	rc->st |= RC_RESET_DUE;
-	evrdma__rc_drop_pending_writes(rc);
-	evrdma__chan_output_discard(ch);
-	return evrdma__rc_send_all(rc) >= 0 && rc->eof_sent &&
-	    evrdma__ev_timer_start(rc->linger_ev,
-	    ch->base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0;
-}
-
-/* A timeout in which output shrank gives another, as over TCP (found by
- * review: a slow reader that never stopped got a RESET 2 s after the
- * free), up to the base's linger bound (rc_linger_expire()). */
-static void
-rc_linger_timeout(void *arg)
-{
-	struct ch_rdma *rc = arg;
-	size_t left = rc_linger_left(rc);
-	int live = !rc->eof_sent && rc_up(rc) && !(rc->st & RC_FAILING);
-
-	if (live && left && left < rc->linger_left &&
-	    evrdma__ev_timer_start(rc->linger_ev,
-	    rc->ch.base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN]) == 0) {
-		rc->linger_left = left;
-		return;
-	}
-	if (rc_linger_reset(rc))
-		return;
-	evrdma__rc_linger_timeout(rc);
-}
-
-/* The base's linger bound, or its cap on lingering connections (linger.c):
- * the peer had long enough; reset. */
-static void
-rc_linger_expire(struct evrdma__linger *lg)
-{
-	struct ch_rdma *rc = (struct ch_rdma *)((char *)lg -
-	    offsetof(struct ch_rdma, lg));
-
-	if (rc_linger_reset(rc))
-		return;
-	evrdma__rc_linger_timeout(rc);
-}
-
-/* The process exits (exit(), a return from main) with the channel not
- * freed: what was sent arrives, then its end, EOF or RESET, as the kernel
- * ends a socket of an exiting process; nothing is waited for. */
-static void
-op_exiting(struct evrdma_channel *ch)
-{
-	struct ch_rdma *rc = to_rc(ch);
-
-	if (!rc_up(rc) || (rc->st & RC_CLOSING) || rc->eof_sent ||
-	    (ch->end & CHE_PEER_RESET))
-		return;
-	rc->st |= RC_CLOSING;
-	if (evbuffer_get_length(ch->input) || rc->rx_head != rc->rx_tail)
-		rc->st |= RC_RESET_DUE;
-	if (!ch->out_taken) {
-		rc->wopen = -1;		/* (its bytes: user space, lost) */
-		evrdma__chan_output_discard(ch);
-	}
-	(void)evrdma__rc_send_all(rc);
 }
 
 static void
@@ -711,15 +505,15 @@ op_stats(struct evrdma_channel *ch, struct evrdma_channel_stats *st)
 	struct ch_rdma *rc = to_rc(ch);
 	struct evrdma_conn *c = (rc->st & RC_CONN_FREED) ? NULL : rc->conn;
 
-	st->bytes_sent = rc->tx_bytes;
-	st->bytes_received = rc->rx_bytes;
-	st->msgs_sent = rc->tx_msgs;
-	st->msgs_received = rc->rx_msgs;
-	st->pulls_sent = rc->tx_pulls;
-	st->pulls_done = rc->rx_pulls;
-	st->credit_stalls = rc->stalls;
-	st->credit_stall_us = rc->stall_us + (rc->stall_t0 ?
-	    evrdma__now_us() - rc->stall_t0 : 0);
+	st->bytes_sent = rc->tx.bytes;
+	st->bytes_received = rc->rx.bytes;
+	st->msgs_sent = rc->tx.msgs;
+	st->msgs_received = rc->rx.msgs;
+	st->pulls_sent = rc->tx.pulls;
+	st->pulls_done = rc->rx.pulls;
+	st->credit_stalls = rc->tx.stalls;
+	st->credit_stall_us = rc->tx.stall_us + (rc->tx.stall_t0 ?
+	    evrdma__now_us() - rc->tx.stall_t0 : 0);
 	st->keepalive_probes = rc->conn ? rc->conn->ka_probes : rc->ka_probes;
 	if (c && c->qp) {
 		struct ibv_qp_attr a;
@@ -736,63 +530,10 @@ op_stats(struct evrdma_channel *ch, struct evrdma_channel_stats *st)
 	}
 }
 
-/* The base goes while the user holds the channel: with its connection
- * still there, that connection's release makes it a husk (own_closed());
- * after it ended, nothing else would. */
-static void
-op_base_gone(struct evrdma_channel *ch)
-{
-	struct ch_rdma *rc = to_rc(ch);
-
-	if (!rc->conn && ch->base)
-		rc_orphan(rc);
-}
-
-static void
-op_destruct(struct evrdma_channel *ch)
-{
-	struct ch_rdma *rc = to_rc(ch);
-
-	if (ch->base)
-		evrdma__work_cancel(ch->base, &rc->pump_work);
-	if (rc->lg.on)
-		evrdma__linger_stop(ch->base, &rc->lg);
-	evrdma__ev_free(rc->linger_ev);
-	evrdma__ev_free(rc->ret_ev);
-	/* the evbuffers' cleanups must not reach us any more */
-	if (rc->pool)
-		evrdma__rc_pool_leave(rc);
-	else if (rc->rring)
-		rc->rring->owner = NULL;
-	if (rc->sring)
-		rc->sring->owner = NULL;
-	evrdma__spill_end(rc);
-	evrdma__chan_fini(ch);
-	evrdma_mr_free(rc->rmr);
-	evrdma_mr_free(rc->smr);
-	if (rc->rring)
-		evrdma__ring_unref(rc->rring);
-	if (rc->sring)
-		evrdma__ring_unref(rc->sring);
-	if (!rc->pool)
-		free(rc->rb);
-	free(rc->rfree);
-	free(rc->rxq);
-	free(rc->sstate);
-	free(rc->sflags);
-	evrdma__sq_fini(rc);
-	free(rc->rwr);
-	free(rc->rsge);
-	free(rc->spq);
-	if (rc->srq)
-		evrdma__srq_drop(rc->srq);
-	free(rc);
-}
-
 static const struct evrdma__chan_ops rc_ops = {
 	.kick = op_kick,
 	.flush = op_flush,
-	.close = op_close,
+	.close = evrdma__rc_close,
 	.abort = op_abort,
 	.connect = op_connect,
 	.connect_hostname = op_connect_hostname,
@@ -800,10 +541,10 @@ static const struct evrdma__chan_ops rc_ops = {
 	.reserve = evrdma__op_reserve,
 	.commit = evrdma__op_commit,
 	.max_message = op_max_message,
-	.base_gone = op_base_gone,
-	.exiting = op_exiting,
+	.base_gone = evrdma__rc_base_gone,
+	.exiting = evrdma__rc_exiting,
 	.stats = op_stats,
-	.destruct = op_destruct,
+	.destruct = evrdma__rc_destruct,
 };
 
 /* A channel; @p pooled: its receives will come from a queue's pool
@@ -813,7 +554,6 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 {
 	const struct evrdma_config *cfg = &base->cfg;
 	struct ch_rdma *rc;
-	unsigned i;
 
 	if (flags & ~EVRDMA_CHANNEL_MESSAGE) {
 		evrdma__fail(EINVAL, "channel: unknown flags 0x%x", flags);
@@ -830,37 +570,19 @@ evrdma__rc_new(struct evrdma_base *base, int flags, int pooled)
 	rc->spare = rc->nbuf - rc->slots - rc->ctrl;
 	rc->slot_size = cfg->ch_slot_size;
 	rc->max_input = cfg->ch_max_input;
-	rc->resv = -1;
-	rc->wopen = -1;
 	rc->pump_work.fn = rc_pump_work;
 	if (evrdma__chan_init(&rc->ch, base, &rc_ops,
 	    flags & EVRDMA_CHANNEL_MESSAGE) < 0)
 		goto nomem;
 	evrdma__chan_ref(&rc->ch);	/* the connection's, until closed() */
-	if (!pooled) {
-		rc->rring = evrdma__ring_new(rc, rc->nbuf, rc->slot_size, 0);
-		rc->rb = calloc(rc->nbuf, sizeof(*rc->rb));
-		rc->rfree = calloc(rc->nbuf, sizeof(*rc->rfree));
-		if (!rc->rring || !rc->rb || !rc->rfree)
-			goto nomem;
-		for (i = 0; i < rc->nbuf; i++)
-			rc->rfree[rc->nfree++] = rc->nbuf - 1 - i;
-	}
-	rc->sring = evrdma__ring_new(rc, rc->slots, rc->slot_size,
-	    RC_SRING_EXTRA(rc->slots));
-	rc->rxq = calloc(rc->nbuf, sizeof(*rc->rxq));
-	rc->sstate = calloc(rc->slots, 1);
-	rc->sflags = calloc(rc->slots, 1);
-	rc->spq = calloc(rc->slots, sizeof(*rc->spq));
-	rc->linger_ev = evrdma__ev_timer_new(base, rc_linger_timeout, rc);
-	rc->ret_ev = evrdma__ev_timer_new(base, rc_ret_idle, rc);
-	if (!rc->sring || !rc->rxq || !rc->sstate || !rc->sflags ||
-	    !rc->spq || !rc->linger_ev || !rc->ret_ev)
+	evrdma__wr_init(rc);
+	if (evrdma__rx_new(rc, pooled) < 0 || evrdma__tx_new(rc) < 0 ||
+	    evrdma__ctl_new(rc) < 0 ||
+	    evrdma__end_new(rc, evrdma__rc_linger_tick) < 0)
 		goto nomem;
-	rc->sfree = rc->slots;
 	return rc;
 nomem:
-	if (rc && rc->ch.ops) {
+	if (rc && evrdma__chan_ops(&rc->ch)) {
 		evrdma__chan_discard(&rc->ch);
 	} else {
 		free(rc);
@@ -877,13 +599,55 @@ nomem:
 void
 evrdma__rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn)
 {
-	const struct evrdma_config *cfg = &rc->ch.base->cfg;
+	const struct evrdma_config *cfg = &rc_base(rc)->cfg;
 
 	evrdma__conn_set_owner(conn, &rc_owner_ops, rc);
-	evrdma__conn_set_rnr_ask(conn, rc->pool ? 7 : 0);
+	evrdma__conn_set_rnr_ask(conn, rc->pm.pool ? 7 : 0);
 	evrdma__conn_set_rnr_retry(conn, 0);
 	evrdma_conn_set_keepalive(conn, cfg->ka_idle_ms, cfg->ka_interval_ms,
 	    cfg->ka_count);
+}
+
+/* A channel for @p conn, which a listener accepts (its receives drawn
+ * from @p srq's pool, if not NULL). NULL with errno. */
+struct ch_rdma *
+evrdma__rc_new_accepted(struct evrdma_conn *conn, int flags,
+    struct evrdma_srq *srq)
+{
+	struct ch_rdma *rc = evrdma__rc_new(evrdma_conn_get_base(conn), flags,
+	    srq != NULL);
+
+	if (!rc)
+		return NULL;
+	rc->passive = 1;
+	if (srq && evrdma__rc_use_pool(rc, srq) < 0) {
+		int err = errno;
+
+		evrdma__log(EVRDMA_LOG_WARN, "channel listener: %s",
+		    evrdma_errmsg());
+		evrdma__chan_discard(&rc->ch);
+		errno = err;
+		return NULL;
+	}
+	rc->conn = conn;
+	evrdma__rc_own_conn(rc, conn);
+	return rc;
+}
+
+/* Draw the receives from @p srq's pool instead of a ring of our own
+ * (before the connection's QP exists). 0, or -1 with errno. */
+int
+evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq)
+{
+	struct evrdma__chpool *pool = evrdma__pool_use(rc, srq);
+
+	if (!pool)
+		return -1;
+	evrdma__rx_use_pool(rc, pool->ring, pool->rb);
+	/* control messages carry no bytes but take a whole buffer of the
+	 * pool each: the fewest the protocol allows */
+	rc->ctrl = EVRDMA_CH_CTRL_MIN;
+	return 0;
 }
 
 int
@@ -891,11 +655,11 @@ evrdma_channel_set_srq(struct evrdma_channel *ch, struct evrdma_srq *srq)
 {
 	struct ch_rdma *rc;
 
-	if (!ch || ch->ops != &rc_ops || !srq)
+	if (!ch || evrdma__chan_ops(ch) != &rc_ops || !srq)
 		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: not an "
 		    "RDMA channel, or no queue");
 	rc = to_rc(ch);
-	if (!rc->conn || rc->passive || rc->pool ||
+	if (!rc->conn || rc->passive || rc->pm.pool ||
 	    rc->conn->state != EVRDMA_CONN_IDLE)
 		return evrdma__fail(EINVAL, "evrdma_channel_set_srq: once, "
 		    "before evrdma_channel_connect()");
@@ -917,7 +681,7 @@ struct evrdma_srq *
 evrdma_channel_srq_new(struct evrdma_base *base, const char *device,
     unsigned nbuf)
 {
-	return evrdma__chpool_srq_new(base, device, nbuf, evrdma__rc_recv_cb);
+	return evrdma__chpool_srq_new(base, device, nbuf, rc_pool_recv_cb);
 }
 
 struct evrdma_channel *

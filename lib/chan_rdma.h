@@ -49,7 +49,7 @@
 
 /* The kinds of the channel's own work requests (their wr_id, rings.c). */
 enum { RC_WR_RECV = 0, RC_WR_SEND = 1 };
-/* What a send ring entry carried (rc->swhat): a send slot's index, a
+/* What a send ring entry carried (rc->sq.what): a send slot's index, a
  * spill chunk's (RC_SPILL_TAG), or a control message */
 #define RC_SQ_CTRL	0x40000000u
 #define RC_SQ_CREDIT	(RC_SQ_CTRL | 0)	/* CREDIT or LOAN */
@@ -176,22 +176,139 @@ struct ch_rbuf {
 #define RC_PASS_RARE	(RC_ENDED | RC_FLUSH_SENT | RC_RESV_WANTED | \
 			 RC_RESET_WENT)
 
+/*
+ * The transport's state is in parts, each written by one file alone
+ * (tools/check-owners): the receive ring (rx, chan_rx.c), credits and
+ * control messages (cr, chan_ctl.c), the send slots and writes (tx,
+ * chan_tx.c), the send ring of work requests (sq, chan_sq.c), the spill
+ * (sp, chan_spill.c), its place in a queue's pool (pm, chan_pool.c) and
+ * its end (end, chan_end.c). Another file changes a part through its
+ * owner's functions (those of the owner's header included). The rest is
+ * chan_rdma.c's: the state word, the connection, and what the handshake
+ * set.
+ */
+
+/* the receive ring: buffers of slot_size, local write only (rx) */
+struct rc_rx {
+	struct ch_ring *ring;		/* a pool's, on a queue */
+	struct evrdma_mr *mr;
+	struct ch_rbuf *rb;
+	unsigned *free, nfree;		/* stack of free buffers */
+	unsigned *q;			/* arrived DATA in order (ring) */
+	uint64_t head, tail, pull;	/* pull: next READ */
+	unsigned posted;		/* receives posted */
+	unsigned held;			/* DATA arrived, buffer not free */
+	unsigned refs_held;		/* buffers input references */
+	unsigned pull_wait, pull_out;
+	int lost;			/* a pull could not be done */
+	/* its work requests, one per buffer, made once */
+	struct ibv_recv_wr *wr;
+	struct ibv_sge *sge;
+	unsigned long long bytes, msgs, pulls;	/* what it carried */
+};
+
+/* the peer's credits in hand, ours owed, and the control messages (cr) */
+struct rc_cr {
+	unsigned s, c;			/* the peer's data and control
+					 * credits, in hand */
+	unsigned ret_data, ret_ctrl, ret_pull;	/* owed to the peer */
+	int peer_starved;
+	uint8_t eof_sent, eof_done;
+	uint8_t grant_due;		/* joined a pool: the first credit
+					 * goes now */
+	/* credits owed after an idle moment: returned then, so that a peer
+	 * that ends knows we consumed its bytes (own_ended()) */
+	struct event *ret_ev;
+	uint64_t ret_mark;		/* rx.tail when it was armed */
+	uint8_t ret_armed, ret_idle;
+	unsigned yield_asked;		/* the peer's RECLAIM to answer */
+};
+
+/* the send slots, then a pull descriptor for each; writes into them (tx) */
+struct rc_tx {
+	struct ch_ring *ring;
+	struct evrdma_mr *mr;
+	uint8_t *state, *flags;		/* SLOT_*, SF_* */
+	unsigned *pq, pq_head, pq_n;	/* pulls not reported done */
+	unsigned next, nfree;
+	/* what it carried (evrdma_channel_get_stats()) */
+	unsigned long long bytes, msgs, pulls, stalls, stall_us;
+	uint64_t stall_t0;		/* output waits for credits since */
+};
+
+/* the application's writes straight into slots: the read callbacks' open
+ * write, a reservation (wr) */
+struct rc_wr {
+	int resv;			/* reserved slot, or -1 */
+	size_t resv_len;
+	size_t resv_max;		/* the most it was reserved for */
+	int wopen;			/* slot of the open write, or -1 */
+	size_t wopen_len;
+};
+
+/*
+ * The send ring (sq): a work request per send queue entry, made once; a
+ * message sets its buffer, length, immediate and flags, joins the pass's
+ * chain, and one ibv_post_send() a pass posts the chain. Sends complete
+ * in order, so a completion (every 16th is signaled, and the last of a
+ * pass unless it may wait) is that of every entry before it: the entries
+ * from done on are outstanding, out of them, and chained of those not
+ * posted yet. DATA messages among them: data (at most slots).
+ */
+struct rc_sq {
+	struct ibv_send_wr *wr;
+	struct ibv_sge *sge;
+	uint32_t *what;			/* RC_SQ_* or a slot */
+	unsigned n, pos, done, out, chained, data;
+	unsigned unsig;			/* since the last signaled */
+	uint8_t firm;			/* one of them must not wait */
+	struct ibv_send_wr *head, *tail;
+	unsigned max_inline;
+};
+
+/* the spill: chunks of large writes beyond the free slots (sp) */
+struct rc_sp {
+	struct ch_spill *c;
+	unsigned n, cap, next;
+	unsigned busy;			/* chunks staged or in flight */
+};
+
+/* receives from a queue's pool instead (rx.rb and rx.ring are the pool's;
+ * rx.nfree and rx.posted stay 0) (pm) */
+struct rc_pm {
+	struct evrdma__chpool *pool;
+	struct evrdma_srq *srq;		/* its queue, a reference */
+	int joined;			/* committed: on pool->chans */
+	LIST_ENTRY(ch_rdma) link;
+	unsigned long drain_mark;	/* the CQ's emptied count at the end */
+	unsigned withheld;		/* of our R, credits not lent */
+	unsigned long long rx_mark;	/* rx.msgs at the pool's last tick */
+	unsigned idle_ticks;		/* pool ticks without a message, */
+	unsigned long long act_mark;	/* ... messages at the last tick */
+	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
+	unsigned reclaim_out;		/* sent: its YIELD is due */
+	unsigned reclaim_ret;		/* data credits returned since */
+	unsigned reclaim_ticks;		/* ticks since it was wanted */
+};
+
+/* the end: our failure, the linger (end) */
+struct rc_end {
+	int fail_reason;		/* with RC_FAILING: why */
+	struct event *linger_ev;
+	size_t linger_left;	/* output at the linger's start or last tick */
+	struct evrdma__linger lg;	/* the base's bound on the linger */
+};
+
 struct ch_rdma {
 	struct evrdma_channel ch;	/* first */
 	struct evrdma_conn *conn;	/* until closed() */
 	unsigned st;			/* RC_*: where it stands, and what
 					 * the next pass owes */
-	int fail_reason;		/* with RC_FAILING: why */
 	int passive;
 	struct evrdma__work pump_work;
-	struct event *linger_ev;
-	size_t linger_left;	/* output at the linger's start or last tick */
-	struct evrdma__linger lg;	/* the base's bound on the linger */
-	/* credits owed after an idle moment: returned then, so that a peer
-	 * that ends knows we consumed its bytes (own_ended()) */
-	struct event *ret_ev;
-	uint64_t ret_mark;		/* rx_tail when it was armed */
-	uint8_t ret_armed, ret_idle;
+	/* the rings' tag (rings.c): their completions come to
+	 * rc_ring_complete() */
+	uint64_t tag;
 
 	/* ours */
 	unsigned slots, ctrl, spare, nbuf;
@@ -199,95 +316,25 @@ struct ch_rdma {
 	size_t max_input;
 	uint32_t pull_min;		/* we pull DATA of this size on */
 	unsigned pull_cap;		/* READs the send queue has room for */
+	int src_remote;			/* tx.mr is readable by the peer */
 
 	/* the peer's */
 	unsigned peer_slots, peer_ctrl;
 	uint32_t peer_slot_size, peer_pull_min;
 	struct evrdma_remote peer_src;	/* its send ring, if we pull */
-
-	/* receive pool: nbuf buffers of slot_size, local write only */
-	struct ch_ring *rring;
-	struct evrdma_mr *rmr;
-	struct ch_rbuf *rb;
-	unsigned *rfree, nfree;		/* stack of free buffers */
-	unsigned *rxq;			/* arrived DATA in order (ring) */
-	uint64_t rx_head, rx_tail, rx_pull;	/* rx_pull: next READ */
-	unsigned posted;		/* receives posted */
-	unsigned held;			/* DATA arrived, buffer not free */
-	unsigned ret_data, ret_ctrl, ret_pull;	/* owed to the peer */
-	unsigned refs_held;		/* buffers input references */
-	unsigned pull_wait, pull_out;
-	int peer_starved;
-	int data_lost;			/* a pull could not be done */
-
-	/* send ring: slots of slot_size, then a pull descriptor for each */
-	struct ch_ring *sring;
-	struct evrdma_mr *smr;
-	int src_remote;			/* smr is readable by the peer */
 	int pullable;			/* the peer pulls, and may */
-	uint8_t *sstate, *sflags;
-	/* The send ring: a work request per send queue entry, made once
-	 * (chan_sq.c); a message sets its buffer, length, immediate and
-	 * flags, joins the pass's chain, and one ibv_post_send() a pass
-	 * posts the chain. Sends complete in order, so a completion (every
-	 * 16th is signaled, and the last of a pass unless it may wait) is
-	 * that of every entry before it: the entries from sq_done on are
-	 * outstanding, sq_out of them, and sq_chained of those not posted
-	 * yet. DATA messages among them: sq_data (at most slots). */
-	struct ibv_send_wr *swr;
-	struct ibv_sge *ssge;
-	uint32_t *swhat;			/* RC_SQ_* or a slot */
-	unsigned sq_n, sq_pos, sq_done, sq_out, sq_chained, sq_data;
-	unsigned sq_unsig;			/* since the last signaled */
-	uint8_t sq_firm;		/* one of them must not wait */
-	uint8_t reset_went;		/* our RESET's send completed */
-	struct ibv_send_wr *sq_head, *sq_tail;
-	unsigned max_inline;
-	/* the rings' tag (rings.c): their completions come to
-	 * evrdma__rc_ring_complete() */
-	uint64_t tag;
-	/* the receive ring's work requests, one per buffer, made once */
-	struct ibv_recv_wr *rwr;
-	struct ibv_sge *rsge;
-	unsigned *spq, spq_head, spq_n;		/* pulls not reported done */
-	/* the spill: chunks of large writes beyond the free slots */
-	struct ch_spill *spill;
-	unsigned spill_n, spill_cap, spill_next;
-	unsigned spill_busy;		/* chunks staged or in flight */
-	unsigned snext, sfree;
-	int resv;			/* reserved slot, or -1 */
-	size_t resv_len;
-	size_t resv_max;		/* the most it was reserved for */
-	int wopen;			/* slot of the open write, or -1 */
-	size_t wopen_len;
-	unsigned s_credits, c_credits;	/* the peer's, in hand */
-	int eof_sent, eof_done;
-
-	/* what it carried (evrdma_channel_get_stats()) */
-	unsigned long long tx_bytes, rx_bytes, tx_msgs, rx_msgs;
-	unsigned long long tx_pulls, rx_pulls, stalls, stall_us;
-	unsigned long long ka_probes;	/* its connection's, once gone */
-	uint64_t stall_t0;		/* output waits for credits since */
-
-	/* receives from a queue's pool instead (rb and rring are the
-	 * pool's; nfree and posted stay 0) */
-	struct evrdma__chpool *pool;
-	struct evrdma_srq *srq;		/* its queue, a reference */
-	int pool_joined;		/* committed: on pool->chans */
-	LIST_ENTRY(ch_rdma) pool_link;
-	unsigned long drain_mark;	/* the CQ's emptied count at the end */
-	unsigned withheld;		/* of our R, credits not lent */
-	uint8_t rx_recent;		/* DATA arrived since the pool's tick */
-	unsigned idle_ticks;		/* pool ticks without a message, */
-	unsigned long long act_mark;	/* ... messages at the last tick */
-	unsigned reclaim_want;		/* a RECLAIM to send, of this many */
-	unsigned reclaim_out;		/* sent: its YIELD is due */
-	unsigned reclaim_ret;		/* data credits returned since */
-	unsigned reclaim_ticks;		/* ticks since it was wanted */
-	uint8_t grant_due;		/* joined: the first credit goes now */
 	/* the peer lends (LEND in its handshake): its RECLAIM to answer */
 	uint8_t peer_lends;
-	unsigned yield_asked;
+	unsigned long long ka_probes;	/* its connection's, once gone */
+
+	struct rc_rx rx;
+	struct rc_cr cr;
+	struct rc_tx tx;
+	struct rc_wr wr;
+	struct rc_sq sq;
+	struct rc_sp sp;
+	struct rc_pm pm;
+	struct rc_end end;
 };
 
 /*
@@ -375,6 +422,31 @@ to_rc(struct evrdma_channel *ch)
 	return (struct ch_rdma *)ch;
 }
 
+/* The base (NULL once the base was freed: a husk). */
+static inline struct evrdma_base *
+rc_base(const struct ch_rdma *rc)
+{
+	return evrdma__chan_base(&rc->ch);
+}
+
+/* The rings' entry goes: nothing of theirs completes here any more. */
+static inline void
+evrdma__rc_untag(struct ch_rdma *rc)
+{
+	struct evrdma_base *base = rc_base(rc);
+
+	if (rc->tag && base)
+		evrdma__rings_del(base, rc->tag);
+	rc->tag = 0;
+}
+
+/* Where the peer's send slots are (its handshake's; a pull's source). */
+static inline const struct evrdma_remote *
+rc_peer_src(const struct ch_rdma *rc)
+{
+	return &rc->peer_src;
+}
+
 /* Can the pass send data? (Control messages go on while closing.) */
 static inline int
 rc_up(const struct ch_rdma *rc)
@@ -382,12 +454,26 @@ rc_up(const struct ch_rdma *rc)
 	return rc->conn && (rc->st & RC_UP_MASK) == RC_EST;
 }
 
+/* The state word changes here alone (the one writer of rc->st, which the
+ * other files call): @p bits set, or cleared. */
+static inline void
+rc_set(struct ch_rdma *rc, unsigned bits)
+{
+	rc->st |= bits;
+}
+
+static inline void
+rc_clear(struct ch_rdma *rc, unsigned bits)
+{
+	rc->st &= ~bits;
+}
+
 /* rc_pass() at the end of this poll pass, or at the next iteration. */
 static inline void
 rc_schedule(struct ch_rdma *rc)
 {
-	if (rc->ch.base)
-		evrdma__work_queue(rc->ch.base, &rc->pump_work);
+	if (rc_base(rc))
+		evrdma__work_queue(rc_base(rc), &rc->pump_work);
 }
 
 static inline size_t
@@ -407,38 +493,14 @@ slots_len(const struct ch_rdma *rc)
 static inline uint8_t *
 slot_mem(struct ch_rdma *rc, unsigned idx)
 {
-	return rc->sring->mem + (size_t)idx * rc->slot_size;
+	return rc->tx.ring->mem + (size_t)idx * rc->slot_size;
 }
 
 /* ---- ring memory and its send slots (chan_ring.c) ---- */
 struct ch_ring *evrdma__ring_new(struct ch_rdma *rc, unsigned n, size_t size,
     size_t extra);
 void evrdma__ring_unref(struct ch_ring *ring);
-int evrdma__slot_alloc(struct ch_rdma *rc, unsigned reserve);
-void evrdma__slot_release(struct ch_rdma *rc, unsigned idx);
-void evrdma__slot_drop(struct ch_rdma *rc, unsigned idx, size_t len);
 
-/* Copy @p len bytes into a free send slot (one stays for the copy path).
- * @return the slot, or -1 when none is free. (Inline, and the slot after
- * the last one taken, which is free in steady state, is taken without a
- * call: every write that fits a slot comes here.) */
-static inline int
-evrdma__slot_copy(struct ch_rdma *rc, const void *data, size_t len)
-{
-	unsigned next = rc->snext;
-	int idx;
-
-	if (rc->sfree > 1 && rc->sstate[next] == SLOT_FREE) {
-		/* (what evrdma__slot_alloc() finds first) */
-		rc->snext = next + 1 == rc->slots ? 0 : next + 1;
-		rc->sfree--;
-		idx = (int)next;
-	} else if ((idx = evrdma__slot_alloc(rc, 1)) < 0) {
-		return -1;
-	}
-	memcpy(slot_mem(rc, (unsigned)idx), data, len);
-	return idx;
-}
 int evrdma__rc_depths_check(const struct evrdma_config *cfg);
 unsigned evrdma__rc_nbuf(const struct evrdma_config *cfg);
 
@@ -454,6 +516,9 @@ int evrdma__spill_find(const struct ch_rdma *rc, const void *addr);
  * reported its pull done: free again once both are (all of them go back
  * when nothing else is staged or in flight). -1: it was not in flight,
  * an impossible state. */
+/* Chunk @p k goes out as the next DATA message (@p pull: as a pull). */
+const struct ch_spill *evrdma__spill_posting(struct ch_rdma *rc, unsigned k,
+    int pull);
 int evrdma__spill_sent(struct ch_rdma *rc, unsigned k, int failed);
 int evrdma__spill_pulled(struct ch_rdma *rc, unsigned k);
 /* The burst is over (nothing staged or in flight, output empty): every
@@ -472,6 +537,11 @@ void evrdma__rc_conn_free(struct ch_rdma *rc);
 void evrdma__rc_linger_check(struct ch_rdma *rc);
 void evrdma__rc_linger_timeout(void *arg);
 void evrdma__rc_judge_end(struct ch_rdma *rc);
+int evrdma__end_new(struct ch_rdma *rc, void (*timeout)(void *arg));
+void evrdma__end_linger(struct ch_rdma *rc, size_t left,
+    void (*expire)(struct evrdma__linger *lg));
+int evrdma__end_linger_again(struct ch_rdma *rc, size_t left);
+void evrdma__end_fini(struct ch_rdma *rc);
 
 /* ---- a queue's receive pool, and lending (chan_pool.c) ---- */
 void evrdma__pool_free(struct evrdma__chpool *pool, unsigned idx);
@@ -487,14 +557,33 @@ int evrdma__rc_pool_join(struct ch_rdma *rc);
 void evrdma__rc_pool_depart(struct ch_rdma *rc);
 void evrdma__rc_pool_leave(struct ch_rdma *rc);
 void evrdma__rc_pool_pass(struct ch_rdma *rc);
-int evrdma__rc_take_loan(struct ch_rdma *rc, const struct evrdma__ch_imm *m);
+int evrdma__pool_yielded(struct ch_rdma *rc, const struct evrdma__ch_imm *m);
+void evrdma__pool_reclaim_sent(struct ch_rdma *rc);
+int evrdma__pool_withhold(struct ch_rdma *rc);
+struct evrdma__chpool *evrdma__pool_use(struct ch_rdma *rc,
+    struct evrdma_srq *srq);
+void evrdma__pool_drop(struct ch_rdma *rc);
 void evrdma__chpool_free(struct evrdma__chpool *pool);
-int evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq);
 struct evrdma_srq *evrdma__chpool_srq_new(struct evrdma_base *base,
     const char *device, unsigned nbuf, evrdma_req_cb recv_cb);
 extern const struct evrdma__chpool_ops evrdma__rc_chpool_ops;
 
 /* ---- receives, delivery and pulls (chan_rx.c) ---- */
+/* What a receive's completion says: the ring's poll's (an ibv_wc) or a
+ * queue's pool's (the request layer's evrdma_wc). */
+struct evrdma__rx_wc {
+	int status;		/* an errno: 0 arrived */
+	int send_imm;		/* a SEND with immediate */
+	uint32_t imm;		/* host order */
+	uint32_t byte_len;
+};
+int evrdma__rx_new(struct ch_rdma *rc, int pooled);
+void evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
+    struct ch_rbuf *rb);
+int evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd);
+void evrdma__rx_close(struct ch_rdma *rc);
+void evrdma__rx_detach(struct ch_rdma *rc);
+void evrdma__rx_free(struct ch_rdma *rc);
 int evrdma__rc_post_free(struct ch_rdma *rc);
 int evrdma__rc_returns_post(struct ch_rdma *rc, unsigned data_after,
     unsigned ctrl_after);
@@ -506,92 +595,71 @@ static inline int
 evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
     unsigned ctrl_after)
 {
-	if (evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
-	    data_after, ctrl_after))
+	if (evrdma__ch_recvs_cover(rc->rx.posted, rc->slots, rc->ctrl,
+	    rc->rx.held, data_after, ctrl_after))
 		return 0;
 	return evrdma__rc_returns_post(rc, data_after, ctrl_after);
 }
 void evrdma__rc_deliver(struct ch_rdma *rc);
-void evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
-    void *arg);
-void evrdma__rc_recv_done(struct ch_rdma *rc, unsigned idx,
-    const struct ibv_wc *wc);
+int evrdma__rx_arrived(struct ch_rdma *rc, unsigned idx,
+    const struct evrdma__rx_wc *w, struct evrdma__ch_imm *m);
+int evrdma__rx_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc,
+    struct evrdma__ch_imm *m, struct evrdma__rx_wc *w);
+void evrdma__rx_drop(struct ch_rdma *rc, unsigned idx);
+void evrdma__rx_data(struct ch_rdma *rc, unsigned idx,
+    const struct evrdma__ch_imm *m, uint32_t byte_len);
 int evrdma__rc_rx_init(struct ch_rdma *rc);
 void evrdma__rc_rx_forget(struct ch_rdma *rc);
 int evrdma__rc_post_pulls(struct ch_rdma *rc);
 int evrdma__rc_waiting(struct ch_rdma *rc);
-/* Established: the pulls we make, checked against what the peer serves:
- * 0, or -1 (a protocol violation, logged). */
-int evrdma__rc_pull_setup(struct ch_rdma *rc, const struct evrdma_conn *conn);
 
-/* ---- send slots, writes, credit returns and loans (chan_tx.c) ---- */
-int evrdma__rc_send_all(struct ch_rdma *rc);
+/* ---- send slots (chan_tx.c; chan_tx.h has the inline ones) ---- */
+int evrdma__tx_new(struct ch_rdma *rc);
+int evrdma__tx_setup(struct ch_rdma *rc, struct evrdma__pd *pd, int remote);
+void evrdma__tx_close(struct ch_rdma *rc);
+void evrdma__tx_detach(struct ch_rdma *rc);
+void evrdma__tx_free(struct ch_rdma *rc);
+/* Put the first @p len bytes of send slot @p idx into @p buf by
+ * reference, staged: posted from where they are when they reach output's
+ * front. -1 (out of memory) leaves the slot as it was. */
+int evrdma__tx_stage(struct ch_rdma *rc, struct evbuffer *buf, unsigned idx,
+    size_t len);
+int evrdma__tx_send_data(struct ch_rdma *rc);
+/* The peer did @p n more of our pulls (in order): -1 when it claims more
+ * than we made, -2 when our own record is impossible. */
+int evrdma__tx_pulls_done(struct ch_rdma *rc, unsigned n);
 void evrdma__rc_sq_release(struct ch_rdma *rc, uint32_t what, int failed);
 void evrdma__rc_send_done(struct ch_rdma *rc, unsigned e,
     const struct ibv_wc *wc);
+
+/* ---- the application's writes into slots (chan_write.c) ---- */
+void evrdma__wr_init(struct ch_rdma *rc);
+void evrdma__wr_drop_resv(struct ch_rdma *rc);
+void evrdma__wr_forget_open(struct ch_rdma *rc);
 void evrdma__rc_drop_pending_writes(struct ch_rdma *rc);
 void evrdma__rc_wopen_settle(struct ch_rdma *rc);
 int evrdma__op_write(struct evrdma_channel *ch, const void *data, size_t len);
 void *evrdma__op_reserve(struct evrdma_channel *ch, size_t len);
 int evrdma__op_commit(struct evrdma_channel *ch, size_t len);
 
-/* ---- the send ring (chan_sq.c) ---- */
+/* ---- credits, control messages, the sends of a pass (chan_ctl.c) ---- */
+int evrdma__ctl_new(struct ch_rdma *rc);
+void evrdma__ctl_fini(struct ch_rdma *rc);
+void evrdma__ctl_start(struct ch_rdma *rc, unsigned slots, unsigned ctrl,
+    int lend);
+void evrdma__ctl_pass_end(struct ch_rdma *rc);
+int evrdma__ctl_send_all(struct ch_rdma *rc);
+void evrdma__ctl_arrival(struct ch_rdma *rc, unsigned idx,
+    const struct evrdma__ch_imm *m, uint32_t byte_len);
+
+/* ---- the send ring (chan_sq.c; chan_sq.h has the inline ones) ---- */
 int evrdma__sq_init(struct ch_rdma *rc, struct evrdma_conn *conn);
 void evrdma__sq_fini(struct ch_rdma *rc);
 /* May the ring take one more message now (room in its send queue)? */
 static inline int
 evrdma__sq_room(const struct ch_rdma *rc)
 {
-	return rc->sq_out < rc->sq_n;
-}
-/* Chain a message of the channel's for the pass's post: @p len bytes at
- * @p va of @p mr (device address @p iova: an SGE's), with immediate
- * @p imm, carrying @p what. The caller checked evrdma__sq_room(). (Inline:
- * once per message.) */
-static inline void
-evrdma__sq_add(struct ch_rdma *rc, const struct evrdma_mr *mr, size_t off,
-    size_t len, uint32_t imm, uint32_t what, int deferrable)
-{
-	unsigned e = rc->sq_pos;
-	struct ibv_send_wr *w = &rc->swr[e];
-	struct ibv_sge *g = &rc->ssge[e];
-
-	rc->sq_pos = e + 1 == rc->sq_n ? 0 : e + 1;
-	rc->sq_out++;
-	rc->sq_chained++;
-	rc->swhat[e] = what;
-	w->next = NULL;
-	w->imm_data = htonl(imm);
-	if (len) {
-		/* (inline data is copied by the provider from the process's
-		 * address; otherwise the device's: zero-based regions
-		 * differ) */
-		if (len <= rc->max_inline) {
-			g->addr = (uintptr_t)mr->addr + off;
-			w->send_flags = IBV_SEND_INLINE;
-		} else {
-			g->addr = evrdma__mr_sge_addr(mr, off);
-			w->send_flags = 0;
-		}
-		g->length = (uint32_t)len;
-		g->lkey = mr->mr->lkey;
-		w->num_sge = 1;
-	} else {
-		w->send_flags = 0;
-		w->num_sge = 0;
-	}
-	if (!deferrable)
-		rc->sq_firm = 1;
-	if (++rc->sq_unsig >= 16) {
-		w->send_flags |= IBV_SEND_SIGNALED;
-		rc->sq_unsig = 0;
-		rc->sq_firm = 0;
-	}
-	if (rc->sq_tail)
-		rc->sq_tail->next = w;
-	else
-		rc->sq_head = w;
-	rc->sq_tail = w;
+	return rc->sq.out < rc->sq.n;
 }
 /* Post the chain (@p may_defer: its last may stay unsignaled, within
  * RC_DEFER). 0, or -1 with errno: what the provider refused went back
@@ -611,9 +679,22 @@ void evrdma__sq_drain(struct ch_rdma *rc);
 void evrdma__sq_forget(struct ch_rdma *rc,
     void (*fn)(struct ch_rdma *rc, uint32_t what, int failed));
 
-/* ---- the channel object, its pass, owner ops, close (chan_rdma.c) ---- */
+/* ---- how a channel ends (chan_close.c) ---- */
+void evrdma__rc_close(struct evrdma_channel *ch);
+void evrdma__rc_exiting(struct evrdma_channel *ch);
+void evrdma__rc_base_gone(struct evrdma_channel *ch);
+void evrdma__rc_destruct(struct evrdma_channel *ch);
+void evrdma__rc_ended(void *owner, struct evrdma_conn *conn, int reason,
+    int err);
+void evrdma__rc_closed(void *owner, int husk);
+void evrdma__rc_linger_tick(void *arg);
+
+/* ---- the channel object, its pass, owner ops (chan_rdma.c) ---- */
 struct ch_rdma *evrdma__rc_new(struct evrdma_base *base, int flags,
     int pooled);
 void evrdma__rc_own_conn(struct ch_rdma *rc, struct evrdma_conn *conn);
+struct ch_rdma *evrdma__rc_new_accepted(struct evrdma_conn *conn, int flags,
+    struct evrdma_srq *srq);
+int evrdma__rc_use_pool(struct ch_rdma *rc, struct evrdma_srq *srq);
 
 #endif /* EVRDMA_CHAN_RDMA_H_INCLUDED_ */

@@ -79,45 +79,6 @@ evrdma__ring_unref(struct ch_ring *ring)
 	free(ring);
 }
 
-/* A free send slot, keeping @p reserve free for the copy path. */
-int
-evrdma__slot_alloc(struct ch_rdma *rc, unsigned reserve)
-{
-	unsigned i;
-
-	if (rc->sfree <= reserve)
-		return -1;
-	for (i = 0; i < rc->slots; i++) {
-		unsigned idx = (rc->snext + i) % rc->slots;
-
-		if (rc->sstate[idx] == SLOT_FREE) {
-			rc->snext = (idx + 1) % rc->slots;
-			rc->sfree--;
-			return (int)idx;
-		}
-	}
-	return -1;
-}
-
-void
-evrdma__slot_release(struct ch_rdma *rc, unsigned idx)
-{
-	rc->sstate[idx] = SLOT_FREE;
-	rc->sfree++;
-}
-
-/* A slot goes back without having been sent (a cancelled reservation, an
- * open write or a reservation dropped by a free or the connection's end):
- * its first @p len bytes, all the application may have written there,
- * are zeroed first, since a peer that pulls can read the whole ring and
- * they were never meant for it. */
-void
-evrdma__slot_drop(struct ch_rdma *rc, unsigned idx, size_t len)
-{
-	memset(slot_mem(rc, idx), 0, len);
-	evrdma__slot_release(rc, idx);
-}
-
 int
 evrdma__rc_depths_check(const struct evrdma_config *cfg)
 {

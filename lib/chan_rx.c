@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chan_rdma.h"
+#include "chan_ctl.h"
 
 /*
  * Post every free buffer of the ring, in one ibv_post_recv(): their work
@@ -23,15 +23,15 @@ evrdma__rc_post_free(struct ch_rdma *rc)
 {
 	struct ibv_recv_wr *head = NULL, **link = &head, *bad = NULL, *w;
 	struct ibv_qp *qp = rc->conn ? evrdma__conn_qp(rc->conn) : NULL;
-	unsigned n = rc->nfree, i, k;
+	unsigned n = rc->rx.nfree, i, k;
 	int err;
 
 	if (!n)
 		return 0;
-	if (!qp || evrdma__forked || !rc->rwr)
+	if (!qp || evrdma__forked || !rc->rx.wr)
 		return evrdma__fail(EPIPE, "the connection is gone");
 	for (i = 0; i < n; i++) {
-		w = &rc->rwr[rc->rfree[n - 1 - i]];
+		w = &rc->rx.wr[rc->rx.free[n - 1 - i]];
 		*link = w;
 		link = &w->next;
 	}
@@ -42,8 +42,8 @@ evrdma__rc_post_free(struct ch_rdma *rc)
 		for (k = 0, w = head; w && w != bad; w = w->next)
 			k++;
 	for (i = 0; i < k; i++)
-		rc->rb[rc->rfree[--rc->nfree]].state = RB_POSTED;
-	rc->posted += k;
+		rc->rx.rb[rc->rx.free[--rc->rx.nfree]].state = RB_POSTED;
+	rc->rx.posted += k;
 	evrdma__ep_ring_posted(&rc->conn->ep, 0, k);
 	if (err)
 		return evrdma__fail(err, "ibv_post_recv: %s", strerror(err));
@@ -56,11 +56,11 @@ int
 evrdma__rc_returns_post(struct ch_rdma *rc, unsigned data_after,
     unsigned ctrl_after)
 {
-	if (rc->pool)
-		return evrdma__pool_post(rc->pool);
+	if (rc->pm.pool)
+		return evrdma__pool_post(rc->pm.pool);
 	if (evrdma__rc_post_free(rc) < 0)
 		return -1;
-	if (!evrdma__ch_recvs_cover(rc->posted, rc->slots, rc->ctrl, rc->held,
+	if (!evrdma__ch_recvs_cover(rc->rx.posted, rc->slots, rc->ctrl, rc->rx.held,
 	    data_after, ctrl_after))
 		return evrdma__fail(ENOMEM, "receives do not cover the credits");
 	return 0;
@@ -70,22 +70,22 @@ evrdma__rc_returns_post(struct ch_rdma *rc, unsigned data_after,
 static inline __attribute__((always_inline)) void
 rb_free(struct ch_rdma *rc, unsigned idx)
 {
-	if (rc->pool) {
+	if (rc->pm.pool) {
 		/* (impossible; evrdma__pool_free() only logs it, not knowing
 		 * whose connection to fail) */
-		if (rc->rb[idx].state == RB_FREE) {
+		if (rc->rx.rb[idx].state == RB_FREE) {
 			evrdma__rc_internal(rc, "a pool's buffer freed twice");
 			return;
 		}
-		evrdma__pool_free(rc->pool, idx);
+		evrdma__pool_free(rc->pm.pool, idx);
 		return;
 	}
-	if (rc->rb[idx].state == RB_FREE) {
+	if (rc->rx.rb[idx].state == RB_FREE) {
 		evrdma__rc_internal(rc, "a receive buffer freed twice");
 		return;
 	}
-	rc->rb[idx].state = RB_FREE;
-	rc->rfree[rc->nfree++] = idx;
+	rc->rx.rb[idx].state = RB_FREE;
+	rc->rx.free[rc->rx.nfree++] = idx;
 }
 
 /* A DATA buffer is done with: the buffer goes back to the pool and its
@@ -94,27 +94,22 @@ rb_free(struct ch_rdma *rc, unsigned idx)
 static inline __attribute__((always_inline)) void
 rb_release(struct ch_rdma *rc, unsigned idx)
 {
-	const struct ch_rbuf *b = &rc->rb[idx];
+	const struct ch_rbuf *b = &rc->rx.rb[idx];
 
 	/* (delivered, so neither free nor posted; and no evbuffer refers
 	 * to it any more: rc_ref_cleanup() releases it when the last
 	 * reference goes) */
-	if (!rc->held || b->state == RB_FREE || b->state == RB_POSTED ||
+	if (!rc->rx.held || b->state == RB_FREE || b->state == RB_POSTED ||
 	    b->refs) {
 		evrdma__rc_internal(rc, "a receive buffer released twice, "
 		    "while posted, or while referenced");
 		return;
 	}
 	rb_free(rc, idx);
-	rc->held--;
-	if (rc->pool && (!rc->pool_joined || evrdma__rc_over_share(rc))) {
-		/* (a channel whose connection is over returns every one) */
-		rc->withheld++;
-		rc->pool->committed--;
-		evrdma__pool_room_freed(rc->pool);
-	} else {
-		rc->ret_data++;
-	}
+	rc->rx.held--;
+	/* (a pool may keep its credit: evrdma__pool_withhold()) */
+	if (!rc->pm.pool || !evrdma__pool_withhold(rc))
+		ctl_owe_data(rc);
 	if (!(rc->st & RC_PRE_SEND))
 		rc_schedule(rc);
 }
@@ -141,13 +136,13 @@ rc_ref_cleanup(const void *data, size_t len, void *arg)
 			evrdma__pool_room_freed(pool);
 		}
 	} else if (rc) {
-		struct ch_rbuf *b = &rc->rb[ref->idx];
+		struct ch_rbuf *b = &rc->rx.rb[ref->idx];
 
-		if (!b->refs || !rc->refs_held)
+		if (!b->refs || !rc->rx.refs_held)
 			evrdma__rc_internal(rc, "a receive buffer released "
 			    "more often than it was referenced");
 		else if (--b->refs == 0) {
-			rc->refs_held--;
+			rc->rx.refs_held--;
 			if (!b->queued)
 				rb_release(rc, ref->idx);
 		}
@@ -158,17 +153,17 @@ rc_ref_cleanup(const void *data, size_t len, void *arg)
 static void
 rxq_pop(struct ch_rdma *rc)
 {
-	rc->rx_head++;
-	if (rc->rx_pull < rc->rx_head)
-		rc->rx_pull = rc->rx_head;
+	rc->rx.head++;
+	if (rc->rx.pull < rc->rx.head)
+		rc->rx.pull = rc->rx.head;
 }
 
 /* The buffer at the head of rxq, if it can be delivered now. */
 static int
 rxq_ready(struct ch_rdma *rc)
 {
-	return rc->rx_head < rc->rx_tail &&
-	    rc->rb[rc->rxq[rc->rx_head % rc->nbuf]].state == RB_READY;
+	return rc->rx.head < rc->rx.tail &&
+	    rc->rx.rb[rc->rx.q[rc->rx.head % rc->nbuf]].state == RB_READY;
 }
 
 /*
@@ -181,13 +176,13 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 {
 	struct evrdma_channel *ch = &rc->ch;
 	/* input's length, kept here: only we add to it in this loop */
-	size_t have = evbuffer_get_length(ch->input);
+	size_t have = evrdma__chan_input_len(ch);
 	int moved = 0, held = 0, refused = 0;
 
 	while (evrdma__chan_reading(ch) && rxq_ready(rc)) {
-		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
-		struct ch_rbuf *b = &rc->rb[idx];
-		uint8_t *p = rc->rring->mem + (size_t)idx * rc->slot_size +
+		unsigned idx = rc->rx.q[rc->rx.head % rc->nbuf];
+		struct ch_rbuf *b = &rc->rx.rb[idx];
+		uint8_t *p = rc->rx.ring->mem + (size_t)idx * rc->slot_size +
 		    b->off;
 		size_t len = b->len - b->off, room, take;
 		int copy_ok, ref_ok;
@@ -201,7 +196,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		 * application still held its bytes). */
 		int referenced = b->refs != 0;
 
-		if (ch->recvcb && !have) {
+		if (!have && evrdma__chan_has_recvcb(ch)) {
 			/* zero-copy to the user; the buffer goes back to
 			 * the peer as soon as the callback returns */
 			rxq_pop(rc);
@@ -209,19 +204,19 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			evrdma__chan_recv(ch, p, len);
 			if (!referenced)
 				rb_release(rc, idx);
-			if (ch->end & CHE_FREED)
+			if (evrdma__chan_end(ch) & CHE_FREED)
 				return;
 			/* it may have put bytes in input: what comes next
 			 * goes there, behind them. (Asked only when something
 			 * comes next or the watermark needs it: nothing was
 			 * moved before a callback, which needs input empty,
 			 * so input_added() below does not run.) */
-			if (rxq_ready(rc) || ch->rd_hi)
-				have = evbuffer_get_length(ch->input);
+			if (rxq_ready(rc) || evrdma__chan_rd_capped(ch))
+				have = evrdma__chan_input_len(ch);
 			continue;
 		}
-		if (ch->sink && !have && len < STAGE_MIN &&
-		    ch->sink->take(ch->sink_arg, p, len)) {
+		if (!have && len < STAGE_MIN &&
+		    evrdma__chan_sink_take(ch, p, len)) {
 			/* copied by the adapter: the slot goes back at once,
 			 * before its read callback (which may write the
 			 * reply: the credit then goes with it) */
@@ -230,9 +225,9 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			if (!referenced)
 				rb_release(rc, idx);
 			evrdma__chan_sunk(ch);
-			if (ch->end & CHE_FREED)
+			if (evrdma__chan_end(ch) & CHE_FREED)
 				return;
-			have = evbuffer_get_length(ch->input);
+			have = evrdma__chan_input_len(ch);
 			continue;
 		}
 		room = evrdma__chan_room(ch, have);
@@ -242,7 +237,7 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			 * an add, may have taken bytes: have is then stale,
 			 * and holding would wait for a drain already done:
 			 * found by review) */
-			size_t now = evbuffer_get_length(ch->input);
+			size_t now = evrdma__chan_input_len(ch);
 
 			if (now < have) {
 				have = now;
@@ -258,10 +253,10 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		 * so that costs at most STAGE_MIN more, and a reader that
 		 * frees a few bytes at a time gets them, as from a socket,
 		 * without a reference per piece into one buffer) */
-		copy_ok = (ch->end & CHE_GONE) ||
+		copy_ok = (evrdma__chan_end(ch) & CHE_GONE) ||
 		    have + take <= rc->max_input ||
 		    room < STAGE_MIN;
-		ref_ok = (ch->end & CHE_GONE) || rc->refs_held < rc->slots / 2;
+		ref_ok = (evrdma__chan_end(ch) & CHE_GONE) || rc->rx.refs_held < rc->slots / 2;
 		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
 			if (evrdma__chan_input_add(ch, p, take, NULL,
 			    NULL) < 0) {
@@ -273,14 +268,14 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			 * evbuffer callback, run inside it, may take the
 			 * chain out, and its cleanup run, before it returns
 			 * (found by review) */
-			rc->rring->refs++;
+			rc->rx.ring->refs++;
 			if (b->refs++ == 0)
-				rc->refs_held++;
+				rc->rx.refs_held++;
 			if (evrdma__chan_input_add(ch, p, take,
-			    rc_ref_cleanup, &rc->rring->slot[idx]) < 0) {
+			    rc_ref_cleanup, &rc->rx.ring->slot[idx]) < 0) {
 				if (--b->refs == 0)
-					rc->refs_held--;
-				rc->rring->refs--;
+					rc->rx.refs_held--;
+				rc->rx.ring->refs--;
 				held = refused = 1;
 				break;
 			}
@@ -299,8 +294,8 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 			rb_release(rc, idx);
 	}
 	/* (the same: the watermark's test needs input's real length) */
-	if (moved && ch->rd_hi)
-		have = evbuffer_get_length(ch->input);
+	if (moved && evrdma__chan_rd_capped(ch))
+		have = evrdma__chan_input_len(ch);
 	/* before the read callback: what it reads may let more in */
 	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
 		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
@@ -315,50 +310,12 @@ evrdma__rc_deliver(struct ch_rdma *rc)
 		evrdma__rc_fail(rc, evrdma__chan_input_refused(ch));
 }
 
-/* The peer has done @p n more of our pulls (in order). -1 when it claims
- * more than we made; -2 when our own record is impossible (the connection
- * fails for it). */
-static int
-rc_pulls_done(struct ch_rdma *rc, unsigned n)
+/* A DATA message arrived in buffer @p idx (its returns were taken). */
+void
+evrdma__rx_data(struct ch_rdma *rc, unsigned idx,
+    const struct evrdma__ch_imm *m, uint32_t byte_len)
 {
-	if (n > rc->spq_n)
-		return -1;
-	for (; n; n--) {
-		unsigned idx = rc->spq[rc->spq_head];
-
-		rc->spq_head = (rc->spq_head + 1) % rc->slots;
-		rc->spq_n--;
-		if (idx & RC_SPILL_TAG) {
-			if (evrdma__spill_pulled(rc, idx & ~RC_SPILL_TAG) < 0) {
-				evrdma__rc_internal(rc, "a spill chunk's pull "
-				    "done, not in flight");
-				return -2;
-			}
-			continue;
-		}
-		/* (a slot whose send failed went back then, and may be
-		 * reserved since: the connection is ending, nothing more to
-		 * free; found by review) */
-		if (rc->sstate[idx] != SLOT_POSTED)
-			continue;
-		if (rc->sflags[idx] & SF_PULLED) {
-			evrdma__rc_internal(rc, "a slot's pull done twice");
-			return -2;
-		}
-		rc->sflags[idx] |= SF_PULLED;
-		if (rc->sflags[idx] & SF_SENT)
-			evrdma__slot_release(rc, idx);
-	}
-	evrdma__rc_linger_check(rc);
-	return 0;
-}
-
-/* A DATA message arrived in buffer @p idx. */
-static void
-rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
-    uint32_t byte_len)
-{
-	struct ch_rbuf *b = &rc->rb[idx];
+	struct ch_rbuf *b = &rc->rx.rb[idx];
 
 	if (b->refs) {
 		/* impossible: a buffer goes back (rb_release) only once no
@@ -367,12 +324,12 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 		    "still referenced");
 		return;
 	}
-	if (rc->ch.end & CHE_PEER_EOF) {
+	if (evrdma__chan_end(&rc->ch) & CHE_PEER_EOF) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "data after EOF");
 		return;
 	}
-	if (!evrdma__ch_data_allowed(rc->held + rc->ret_data + rc->withheld,
+	if (!evrdma__ch_data_allowed(rc->rx.held + rc->cr.ret_data + rc->pm.withheld,
 	    rc->slots)) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "data beyond its credits");
@@ -387,7 +344,7 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 			evrdma__rc_violation(rc, "pull not offered");
 			return;
 		}
-		if (evrdma__ch_pull_decode(rc->rring->mem +
+		if (evrdma__ch_pull_decode(rc->rx.ring->mem +
 		    (size_t)idx * rc->slot_size, byte_len, rc->peer_slots,
 		    rc->peer_slot_size, rc->slot_size, &d, &why) < 0) {
 			rb_free(rc, idx);
@@ -399,7 +356,7 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 		b->paddr = d.addr;
 		b->prkey = d.rkey;
 		b->state = RB_PULL;
-		rc->pull_wait++;
+		rc->rx.pull_wait++;
 	} else {
 		if (byte_len == 0) {
 			rb_free(rc, idx);
@@ -411,164 +368,91 @@ rc_take_data(struct ch_rdma *rc, unsigned idx, const struct evrdma__ch_imm *m,
 	}
 	b->off = 0;
 	b->queued = 1;
-	rc->rxq[rc->rx_tail++ % rc->nbuf] = idx;
-	rc->held++;
-	rc->rx_recent = 1;
-	rc->rx_msgs++;
-	rc->rx_bytes += b->len;
+	rc->rx.q[rc->rx.tail++ % rc->nbuf] = idx;
+	rc->rx.held++;
+	rc->rx.msgs++;
+	rc->rx.bytes += b->len;
 	if (rc->st & RC_CLOSING) {
 		/* freed: nobody reads; the peer gets its credits (and its
 		 * pulls reported done) so that it is not held up, and, unless
 		 * our EOF went already, a RESET instead, as data arriving at
 		 * a closed socket does */
-		if (!rc->eof_sent)
-			rc->st |= RC_RESET_DUE;
+		if (!rc->cr.eof_sent)
+			rc_set(rc, RC_RESET_DUE);
 		if (b->state == RB_PULL) {
 			b->state = RB_READY;
-			rc->pull_wait--;
-			rc->ret_pull++;
+			rc->rx.pull_wait--;
+			ctl_owe_pull(rc);
 		}
-		rc->rx_head = rc->rx_pull = rc->rx_tail;
+		rc->rx.head = rc->rx.pull = rc->rx.tail;
 		b->queued = 0;
 		rb_release(rc, idx);
 	}
 }
 
-/* What a receive's completion says, from the ring's poll (an ibv_wc) or
- * a queue's pool (the request layer's evrdma_wc). */
-struct rc_wc {
-	int status;		/* an errno: 0 arrived */
-	int send_imm;		/* a SEND with immediate */
-	uint32_t imm;		/* host order */
-	uint32_t byte_len;
-};
-
-/* A message (or a failed receive) in buffer @p idx. */
-static void
-rc_arrived(struct ch_rdma *rc, unsigned idx, const struct rc_wc *wc)
+/*
+ * A receive completed in buffer @p idx (@p w: what it says): a message to
+ * dispatch (0, its immediate decoded into *@p m), or nothing more to do
+ * (-1: a flush, a failure, a violation; the buffer went back).
+ */
+int
+evrdma__rx_arrived(struct ch_rdma *rc, unsigned idx,
+    const struct evrdma__rx_wc *w, struct evrdma__ch_imm *m)
 {
-	struct evrdma__ch_imm m;
-	int r;
-
-	if (wc->status) {
+	if (w->status) {
 		/* flushed (the connection is ending) or failed (it ends); the
 		 * last of them tells that everything that arrived is in */
 		rb_free(rc, idx);
-		if ((rc->st & RC_ENDED) && !rc->posted)
+		if ((rc->st & RC_ENDED) && !rc->rx.posted)
 			rc_schedule(rc);
-		return;
+		return -1;
 	}
 	if (rc->st & RC_VIOLATED) {
 		rb_free(rc, idx);
-		return;
+		return -1;
 	}
-	if (!wc->send_imm) {
+	if (!w->send_imm) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "not a SEND with immediate");
-		return;
+		return -1;
 	}
-	if (evrdma__ch_imm_decode(wc->imm, &m) < 0) {
+	if (evrdma__ch_imm_decode(w->imm, m) < 0) {
 		rb_free(rc, idx);
 		evrdma__rc_violation(rc, "bad immediate");
-		return;
+		return -1;
 	}
-	if (!evrdma__ch_return_valid(rc->s_credits, m.dret, rc->peer_slots) ||
-	    !evrdma__ch_return_valid(rc->c_credits, m.cret, rc->peer_ctrl)) {
-		rb_free(rc, idx);
-		evrdma__rc_violation(rc, "credits returned that were not lent");
-		return;
-	}
-	if ((r = rc_pulls_done(rc, m.pdone)) < 0) {
-		rb_free(rc, idx);
-		if (r == -1)
-			evrdma__rc_violation(rc, "pulls acknowledged that "
-			    "were not made");
-		return;
-	}
-	rc->s_credits += m.dret;
-	rc->c_credits += m.cret;
-	if (rc->stall_t0 && m.dret) {
-		rc->stall_us += evrdma__now_us() - rc->stall_t0;
-		rc->stall_t0 = 0;
-	}
-	if (m.starved)
-		rc->peer_starved = 1;
-	if (m.type == EVRDMA_CH_DATA) {
-		rc_take_data(rc, idx, &m, wc->byte_len);
-	} else {
-		rb_free(rc, idx);
-		if (wc->byte_len) {
-			/* (its bytes are dropped; doc/channel-protocol.md:
-			 * no payload) */
-			evrdma__rc_violation(rc, "a control message with a "
-			    "payload");
-			return;
-		}
-		if (!evrdma__ch_ctrl_allowed(rc->ret_ctrl, rc->ctrl)) {
-			evrdma__rc_violation(rc, "control beyond its credits");
-			return;
-		}
-		rc->ret_ctrl++;
-		if (m.type == EVRDMA_CH_LOAN &&
-		    evrdma__rc_take_loan(rc, &m) < 0)
-			return;
-		if (m.type == EVRDMA_CH_EOF) {
-			if (rc->ch.end & CHE_PEER_EOF) {
-				evrdma__rc_violation(rc, "a second EOF");
-				return;
-			}
-			evrdma__chan_peer_eof(&rc->ch, m.reset);
-		}
-	}
-	/* After the poll pass, not from inside it: sending there lets
-	 * channels with traffic in flight refill ahead of the others
-	 * (measured: unfair with 200 channels), and one pass per poll
-	 * batches what all of its completions made due. */
-	rc_schedule(rc);
+	return 0;
 }
 
-/* A completion of the channel's own receive ring (its poll). */
-void
-evrdma__rc_recv_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc)
+/* A completion of the channel's own receive ring (its poll): as
+ * evrdma__rx_arrived(); *@p status is its errno (0: arrived). */
+int
+evrdma__rx_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc,
+    struct evrdma__ch_imm *m, struct evrdma__rx_wc *w)
 {
-	struct rc_wc w;
-
-	if (idx >= rc->nbuf || rc->rb[idx].state != RB_POSTED) {
+	if (idx >= rc->nbuf || rc->rx.rb[idx].state != RB_POSTED) {
+		w->status = 0;
 		evrdma__rc_internal(rc, "a receive completed that was not "
 		    "posted");
-		return;
+		return -1;
 	}
-	rc->posted--;
+	rc->rx.posted--;
 	/* (with an error status, only the status is valid) */
-	w.status = wc->status ? evrdma__wc_errno(wc->status) : 0;
-	if (!w.status) {
-		w.send_imm = wc->opcode == IBV_WC_RECV &&
+	w->status = wc->status ? evrdma__wc_errno(wc->status) : 0;
+	if (!w->status) {
+		w->send_imm = wc->opcode == IBV_WC_RECV &&
 		    (wc->wc_flags & IBV_WC_WITH_IMM);
-		w.imm = ntohl(wc->imm_data);
-		w.byte_len = wc->byte_len;
+		w->imm = ntohl(wc->imm_data);
+		w->byte_len = wc->byte_len;
 	}
-	rc_arrived(rc, idx, &w);
-	evrdma__ep_ring_done(&rc->conn->ep, 0, 1, w.status);
+	return evrdma__rx_arrived(rc, idx, w, m);
 }
 
-/* A receive of a queue's pool (the request layer's), which landed in
- * buffer ref->idx of the pool's ring. */
+/* Buffer @p idx goes back (a control message's, or a message refused). */
 void
-evrdma__rc_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
-    void *arg)
+evrdma__rx_drop(struct ch_rdma *rc, unsigned idx)
 {
-	struct ch_slotref *ref = arg;
-	struct ch_rdma *rc;
-	struct rc_wc w;
-
-	rc = evrdma__rc_pool_taker(ref->ring->pool, c, wc, ref->idx);
-	if (!rc)
-		return;
-	w.status = wc->status;
-	w.send_imm = wc->opcode == EVRDMA_OP_RECV && wc->has_imm;
-	w.imm = wc->imm_data;
-	w.byte_len = wc->byte_len;
-	rc_arrived(rc, ref->idx, &w);
+	rb_free(rc, idx);
 }
 
 static void
@@ -576,20 +460,20 @@ rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 {
 	struct ch_slotref *ref = arg;
 	struct ch_rdma *rc = ref->ring->owner;
-	struct ch_rbuf *b = &rc->rb[ref->idx];
+	struct ch_rbuf *b = &rc->rx.rb[ref->idx];
 
-	rc->pull_out--;
+	rc->rx.pull_out--;
 	if (wc->status) {
 		/* its bytes are lost: the connection fails for it, and the
 		 * stream cannot end in order */
 		b->state = RB_LOST;
-		rc->data_lost = 1;
+		rc->rx.lost = 1;
 		rc_schedule(rc);
 		return;
 	}
 	b->state = RB_READY;
-	rc->ret_pull++;
-	rc->rx_pulls++;
+	ctl_owe_pull(rc);
+	rc->rx.pulls++;
 	rc_schedule(rc);
 }
 
@@ -598,9 +482,9 @@ rc_pull_cb(struct evrdma_conn *c, const struct evrdma_wc *wc, void *arg)
 int
 evrdma__rc_post_pulls(struct ch_rdma *rc)
 {
-	while (rc->rx_pull < rc->rx_tail) {
-		unsigned idx = rc->rxq[rc->rx_pull % rc->nbuf];
-		struct ch_rbuf *b = &rc->rb[idx];
+	while (rc->rx.pull < rc->rx.tail) {
+		unsigned idx = rc->rx.q[rc->rx.pull % rc->nbuf];
+		struct ch_rbuf *b = &rc->rx.rb[idx];
 
 		if (b->state == RB_PULL) {
 			/* from its send ring, or (wide) from its spill: what
@@ -610,22 +494,22 @@ evrdma__rc_post_pulls(struct ch_rdma *rc)
 			    b->prkey };
 			int w = b->pslot == RB_WIDE;
 
-			if (rc->pull_out >= rc->pull_cap)
+			if (rc->rx.pull_out >= rc->pull_cap)
 				break;	/* rc_pull_cb resumes */
-			if (evrdma_conn_post_read(rc->conn, rc->rmr,
+			if (evrdma_conn_post_read(rc->conn, rc->rx.mr,
 			    (size_t)idx * rc->slot_size, b->len,
-			    w ? &wide : &rc->peer_src,
+			    w ? &wide : rc_peer_src(rc),
 			    w ? 0 : (uint64_t)b->pslot * rc->peer_slot_size,
-			    rc_pull_cb, &rc->rring->slot[idx]) < 0) {
+			    rc_pull_cb, &rc->rx.ring->slot[idx]) < 0) {
 				if (errno == EAGAIN)
 					break;	/* a completion resumes */
 				return -1;
 			}
 			b->state = RB_PULLING;
-			rc->pull_wait--;
-			rc->pull_out++;
+			rc->rx.pull_wait--;
+			rc->rx.pull_out++;
 		}
-		rc->rx_pull++;
+		rc->rx.pull++;
 	}
 	return 0;
 }
@@ -635,26 +519,26 @@ evrdma__rc_post_pulls(struct ch_rdma *rc)
 int
 evrdma__rc_waiting(struct ch_rdma *rc)
 {
-	if (rc->rx_head == rc->rx_tail)
+	if (rc->rx.head == rc->rx.tail)
 		return 0;
-	if (!(rc->ch.end & CHE_GONE))
+	if (!(evrdma__chan_end(&rc->ch) & CHE_GONE))
 		return 1;	/* more may still come in order */
 	if (rxq_ready(rc))
 		return 1;
 	/* the connection is over with a message that never arrived whole:
 	 * what follows it can never be delivered, and the end is no
 	 * orderly one */
-	if (!rc->data_lost)
+	if (!rc->rx.lost)
 		evrdma__log(EVRDMA_LOG_INFO, "channel %p: messages lost with "
 		    "the connection", (void *)rc);
-	rc->data_lost = 1;
+	rc->rx.lost = 1;
 	evrdma__chan_peer_eof_void(&rc->ch);
-	while (rc->rx_head < rc->rx_tail) {
-		unsigned idx = rc->rxq[rc->rx_head % rc->nbuf];
+	while (rc->rx.head < rc->rx.tail) {
+		unsigned idx = rc->rx.q[rc->rx.head % rc->nbuf];
 
-		rc->rb[idx].queued = 0;
+		rc->rx.rb[idx].queued = 0;
 		rxq_pop(rc);
-		if (!rc->rb[idx].refs)
+		if (!rc->rx.rb[idx].refs)
 			rb_release(rc, idx);
 	}
 	return 0;
@@ -668,18 +552,18 @@ evrdma__rc_rx_init(struct ch_rdma *rc)
 {
 	unsigned i;
 
-	rc->rwr = calloc(rc->nbuf, sizeof(*rc->rwr));
-	rc->rsge = calloc(rc->nbuf, sizeof(*rc->rsge));
-	if (!rc->rwr || !rc->rsge)
+	rc->rx.wr = calloc(rc->nbuf, sizeof(*rc->rx.wr));
+	rc->rx.sge = calloc(rc->nbuf, sizeof(*rc->rx.sge));
+	if (!rc->rx.wr || !rc->rx.sge)
 		return evrdma__fail(ENOMEM, "out of memory");
 	for (i = 0; i < rc->nbuf; i++) {
-		rc->rsge[i].addr = evrdma__mr_sge_addr(rc->rmr,
+		rc->rx.sge[i].addr = evrdma__mr_sge_addr(rc->rx.mr,
 		    (size_t)i * rc->slot_size);
-		rc->rsge[i].length = rc->slot_size;
-		rc->rsge[i].lkey = rc->rmr->mr->lkey;
-		rc->rwr[i].wr_id = evrdma__wr_ring(rc->tag, RC_WR_RECV, i);
-		rc->rwr[i].sg_list = &rc->rsge[i];
-		rc->rwr[i].num_sge = 1;
+		rc->rx.sge[i].length = rc->slot_size;
+		rc->rx.sge[i].lkey = rc->rx.mr->mr->lkey;
+		rc->rx.wr[i].wr_id = evrdma__wr_ring(rc->tag, RC_WR_RECV, i);
+		rc->rx.wr[i].sg_list = &rc->rx.sge[i];
+		rc->rx.wr[i].num_sge = 1;
 	}
 	return 0;
 }
@@ -691,27 +575,97 @@ evrdma__rc_rx_forget(struct ch_rdma *rc)
 {
 	unsigned i;
 
-	if (rc->pool || !rc->rwr)
+	if (rc->pm.pool || !rc->rx.wr)
 		return;
 	if (rc->conn)
-		evrdma__ep_ring_forget(&rc->conn->ep, 0, rc->posted);
+		evrdma__ep_ring_forget(&rc->conn->ep, 0, rc->rx.posted);
 	for (i = 0; i < rc->nbuf; i++)
-		if (rc->rb[i].state == RB_POSTED)
+		if (rc->rx.rb[i].state == RB_POSTED)
 			rb_free(rc, i);
-	rc->posted = 0;
+	rc->rx.posted = 0;
 }
 
-/* Established: whether we pull the peer's messages. One that offers its
- * ring for our pulls must serve our READs (review r46: every pull would
- * wait for ever): 0, or -1 (a protocol violation). */
+
+/* The receive ring's memory and bookkeeping (evrdma__rc_new()); on a
+ * queue's pool (@p pooled), only the queue of arrivals. */
 int
-evrdma__rc_pull_setup(struct ch_rdma *rc, const struct evrdma_conn *conn)
+evrdma__rx_new(struct ch_rdma *rc, int pooled)
 {
-	if (!rc->pull_min)
-		rc->peer_src.rkey = 0;	/* we never read it */
-	if (!rc->peer_src.rkey || conn->rd_out)
+	unsigned i;
+
+	rc->rx.q = calloc(rc->nbuf, sizeof(*rc->rx.q));
+	if (!rc->rx.q)
+		return -1;
+	if (pooled)
 		return 0;
-	evrdma__log(EVRDMA_LOG_WARN, "channel %p: protocol violation by the "
-	    "peer: it offers pulls but serves no RDMA READ", (void *)rc);
-	return -1;
+	rc->rx.ring = evrdma__ring_new(rc, rc->nbuf, rc->slot_size, 0);
+	rc->rx.rb = calloc(rc->nbuf, sizeof(*rc->rx.rb));
+	rc->rx.free = calloc(rc->nbuf, sizeof(*rc->rx.free));
+	if (!rc->rx.ring || !rc->rx.rb || !rc->rx.free)
+		return -1;
+	for (i = 0; i < rc->nbuf; i++)
+		rc->rx.free[rc->rx.nfree++] = rc->nbuf - 1 - i;
+	return 0;
+}
+
+/* Receive from a queue's pool (its ring and buffers) instead of a ring of
+ * our own. */
+void
+evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
+    struct ch_rbuf *rb)
+{
+	if (rc->rx.ring)
+		evrdma__ring_unref(rc->rx.ring);
+	free(rc->rx.rb);
+	free(rc->rx.free);
+	rc->rx.free = NULL;
+	rc->rx.nfree = 0;
+	rc->rx.ring = ring;
+	ring->refs++;
+	rc->rx.rb = rb;
+}
+
+/* The QP exists: the ring registered in @p pd (local writes only), its
+ * work requests made, its buffers posted. 0, or -1 with errno. */
+int
+evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd)
+{
+	rc->rx.mr = evrdma__mr_reg(rc_base(rc), pd, rc->rx.ring->mem,
+	    rc->rx.ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
+	if (!rc->rx.mr || evrdma__rc_rx_init(rc) < 0)
+		return -1;
+	return evrdma__rc_post_free(rc);
+}
+
+/* The connection is gone: the registration goes (input may still hold
+ * references into the ring's memory). */
+void
+evrdma__rx_close(struct ch_rdma *rc)
+{
+	evrdma_mr_free(rc->rx.mr);
+	rc->rx.mr = NULL;
+}
+
+/* The channel goes: the evbuffers' cleanups must not reach it any more
+ * (before its input goes). */
+void
+evrdma__rx_detach(struct ch_rdma *rc)
+{
+	if (!rc->pm.pool && rc->rx.ring)
+		rc->rx.ring->owner = NULL;
+}
+
+void
+evrdma__rx_free(struct ch_rdma *rc)
+{
+	evrdma__rx_close(rc);
+	if (rc->rx.ring)
+		evrdma__ring_unref(rc->rx.ring);
+	rc->rx.ring = NULL;
+	if (!rc->pm.pool)
+		free(rc->rx.rb);
+	free(rc->rx.free);
+	free(rc->rx.q);
+	free(rc->rx.wr);
+	free(rc->rx.sge);
 }

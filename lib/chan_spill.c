@@ -40,14 +40,14 @@ spill_cleanup(const void *data, size_t len, void *arg)
 
 	(void)data;
 	(void)len;
-	if (rc && rc->spill[ref->idx].state == SPILL_STAGED) {
+	if (rc && rc->sp.c[ref->idx].state == SPILL_STAGED) {
 		/* dropped unsent: its bytes were never the peer's, and where
 		 * it pulls it may still READ the chunk (its address and key
 		 * went out with an earlier pull of it), so they go, as a send
 		 * slot's do (doc/SECURITY.md) */
 		memset(ring->mem, 0, ring->len);
-		rc->spill[ref->idx].state = SPILL_FREE;
-		rc->spill_busy--;
+		rc->sp.c[ref->idx].state = SPILL_FREE;
+		rc->sp.busy--;
 	}
 	evrdma__ring_unref(ring);
 }
@@ -61,33 +61,33 @@ spill_take(struct ch_rdma *rc)
 	struct ch_spill *s;
 	unsigned i;
 
-	for (i = 0; i < rc->spill_n; i++) {
-		unsigned k = (rc->spill_next + i) % rc->spill_n;
+	for (i = 0; i < rc->sp.n; i++) {
+		unsigned k = (rc->sp.next + i) % rc->sp.n;
 
-		if (rc->spill[k].state == SPILL_FREE) {
-			rc->spill_next = (k + 1) % rc->spill_n;
+		if (rc->sp.c[k].state == SPILL_FREE) {
+			rc->sp.next = (k + 1) % rc->sp.n;
 			return (int)k;
 		}
 	}
 	if (chunk < RC_SPILL_CHUNK_MIN)
 		return -1;	/* (rc_write_large() does not ask) */
-	if (!rc->spill) {
-		rc->spill_cap = (unsigned)(RC_SPILL_MAX / chunk);
-		if (!rc->spill_cap)
+	if (!rc->sp.c) {
+		rc->sp.cap = (unsigned)(RC_SPILL_MAX / chunk);
+		if (!rc->sp.cap)
 			return -1;
-		rc->spill = calloc(rc->spill_cap, sizeof(*rc->spill));
-		if (!rc->spill)
+		rc->sp.c = calloc(rc->sp.cap, sizeof(*rc->sp.c));
+		if (!rc->sp.c)
 			return -1;
 	}
-	if (rc->spill_n == rc->spill_cap ||
-	    rc->ch.base->spill_bytes + chunk > RC_SPILL_BASE_MAX)
+	if (rc->sp.n == rc->sp.cap ||
+	    rc_base(rc)->spill_bytes + chunk > RC_SPILL_BASE_MAX)
 		return -1;
-	s = &rc->spill[rc->spill_n];
+	s = &rc->sp.c[rc->sp.n];
 	s->ring = evrdma__ring_new(rc, 1, chunk, EVRDMA_CH_PULL_WIDE_LEN);
 	if (!s->ring)
 		return -1;
 	/* (its rkey leaves only in a pull descriptor to a peer that pulls) */
-	s->mr = evrdma__mr_reg(rc->ch.base, evrdma__conn_pd(rc->conn),
+	s->mr = evrdma__mr_reg(rc_base(rc), evrdma__conn_pd(rc->conn),
 	    s->ring->mem, s->ring->len,
 	    rc->pullable ? EVRDMA_ACCESS_REMOTE_READ : 0);
 	if (!s->mr) {
@@ -98,10 +98,10 @@ spill_take(struct ch_rdma *rc)
 		s->ring = NULL;
 		return -1;
 	}
-	s->ring->slot[0].idx = rc->spill_n;
+	s->ring->slot[0].idx = rc->sp.n;
 	s->state = SPILL_FREE;
-	rc->ch.base->spill_bytes += chunk;
-	return (int)rc->spill_n++;
+	rc_base(rc)->spill_bytes += chunk;
+	return (int)rc->sp.n++;
 }
 
 size_t
@@ -123,18 +123,18 @@ evrdma__spill_write(struct ch_rdma *rc, struct evbuffer *out,
 
 		if (k < 0)
 			break;
-		s = &rc->spill[k];
+		s = &rc->sp.c[k];
 		memcpy(s->ring->mem, p + done, n);
 		/* staged before the add, as a slot (slot_stage()) */
 		s->ring->refs++;
 		s->state = SPILL_STAGED;
-		rc->spill_busy++;
+		rc->sp.busy++;
 		if (evbuffer_add_reference(out, s->ring->mem, n, spill_cleanup,
 		    &s->ring->slot[0]) < 0) {
 			/* the chunk stays free, and a peer that pulled from it
 			 * before knows where it is: it holds nothing meant for
 			 * the peer (as a dropped slot, evrdma__slot_drop) */
-			rc->spill_busy--;
+			rc->sp.busy--;
 			s->state = SPILL_FREE;
 			memset(s->ring->mem, 0, n);
 			s->ring->refs--;
@@ -150,9 +150,9 @@ evrdma__spill_find(const struct ch_rdma *rc, const void *addr)
 {
 	unsigned k;
 
-	for (k = 0; k < rc->spill_n; k++)
-		if (rc->spill[k].state == SPILL_STAGED &&
-		    rc->spill[k].ring->mem == addr)
+	for (k = 0; k < rc->sp.n; k++)
+		if (rc->sp.c[k].state == SPILL_STAGED &&
+		    rc->sp.c[k].ring->mem == addr)
 			return (int)k;
 	return -1;
 }
@@ -164,20 +164,20 @@ spill_free_all(struct ch_rdma *rc)
 {
 	unsigned k;
 
-	for (k = 0; k < rc->spill_n; k++) {
-		struct ch_spill *s = &rc->spill[k];
+	for (k = 0; k < rc->sp.n; k++) {
+		struct ch_spill *s = &rc->sp.c[k];
 
 		evrdma_mr_free(s->mr);
 		s->ring->owner = NULL;
 		evrdma__ring_unref(s->ring);
 	}
 	/* (a base that is gone took every region with it) */
-	if (rc->ch.base)
-		rc->ch.base->spill_bytes -= (size_t)rc->spill_n * rc_chunk(rc);
-	free(rc->spill);
-	rc->spill = NULL;
-	rc->spill_n = rc->spill_cap = rc->spill_next = 0;
-	rc->spill_busy = 0;
+	if (rc_base(rc))
+		rc_base(rc)->spill_bytes -= (size_t)rc->sp.n * rc_chunk(rc);
+	free(rc->sp.c);
+	rc->sp.c = NULL;
+	rc->sp.n = rc->sp.cap = rc->sp.next = 0;
+	rc->sp.busy = 0;
 }
 
 /* Chunk @p k is free again: its send completed and, when pulled, the
@@ -186,16 +186,26 @@ spill_free_all(struct ch_rdma *rc)
 static void
 spill_done(struct ch_rdma *rc, unsigned k)
 {
-	rc->spill[k].state = SPILL_FREE;
-	rc->spill_busy--;
+	rc->sp.c[k].state = SPILL_FREE;
+	rc->sp.busy--;
 	evrdma__spill_idle(rc);
 }
 
 void
 evrdma__spill_idle(struct ch_rdma *rc)
 {
-	if (rc->spill && !rc->spill_busy && !rc->ch.out_len)
+	if (rc->sp.c && !rc->sp.busy && !evrdma__chan_out_len(&rc->ch))
 		spill_free_all(rc);
+}
+
+const struct ch_spill *
+evrdma__spill_posting(struct ch_rdma *rc, unsigned k, int pull)
+{
+	struct ch_spill *s = &rc->sp.c[k];
+
+	s->state = SPILL_POSTED;
+	s->flags = pull ? SF_PULL : 0;
+	return s;
 }
 
 int
@@ -203,10 +213,10 @@ evrdma__spill_sent(struct ch_rdma *rc, unsigned k, int failed)
 {
 	struct ch_spill *s;
 
-	if (k >= rc->spill_n || rc->spill[k].state != SPILL_POSTED ||
-	    !rc->spill_busy || (rc->spill[k].flags & SF_SENT))
+	if (k >= rc->sp.n || rc->sp.c[k].state != SPILL_POSTED ||
+	    !rc->sp.busy || (rc->sp.c[k].flags & SF_SENT))
 		return -1;
-	s = &rc->spill[k];
+	s = &rc->sp.c[k];
 	s->flags |= SF_SENT;
 	/* (a failed send: the peer never learns of the pull, and the
 	 * connection is over) */
@@ -223,9 +233,9 @@ evrdma__spill_pulled(struct ch_rdma *rc, unsigned k)
 	/* freed already, or every chunk gone with it: its send failed, and
 	 * the connection is ending (a pull reported done by a message
 	 * polled after that failure) */
-	if (k >= rc->spill_n)
+	if (k >= rc->sp.n)
 		return 0;
-	s = &rc->spill[k];
+	s = &rc->sp.c[k];
 	if (!(s->flags & SF_PULL))
 		return -1;
 	if (s->state != SPILL_POSTED)
@@ -241,6 +251,6 @@ evrdma__spill_pulled(struct ch_rdma *rc, unsigned k)
 void
 evrdma__spill_end(struct ch_rdma *rc)
 {
-	if (rc->spill)
+	if (rc->sp.c)
 		spill_free_all(rc);
 }

@@ -221,7 +221,6 @@ conn_qp_error(struct evrdma_conn *conn)
 	attr.qp_state = IBV_QPS_ERR;
 	if (EVRDMA_SYM(ibv_modify_qp)(conn->qp, &attr, IBV_QP_STATE) == 0) {
 		conn->qp_in_error = 1;
-		evrdma__ep_drain(&conn->ep);
 		if (conn->owner_ops && conn->owner_ops->drain)
 			conn->owner_ops->drain(conn->owner, conn);
 	} else {
@@ -318,7 +317,7 @@ conn_ka_cb(void *arg)
 		return;
 	}
 	conn->ka_probing = 1;
-	if (!conn->ka_probe && !conn->ep.corked && conn_ka_probe(conn) == 0)
+	if (!conn->ka_probe && conn_ka_probe(conn) == 0)
 		conn->ka_probe = 1;
 	evrdma__ev_timer_start(conn->ka_ev, conn->ka_interval_ms);
 }

@@ -3,7 +3,7 @@
 /*
  * evrdma: connections, private: what conn_cm.c (establishment) and
  * conn_post.c (posting) call of conn.c (the object, failure, teardown),
- * and the state test ep_send.h's inline post makes.
+ * and the state test of a post (also a channel's send ring's).
  * The struct and the interface to the rest of the library are in
  * evrdma-internal.h.
  */
@@ -19,6 +19,17 @@ evrdma__conn_closing(const struct evrdma_conn *conn)
 	return conn->state == EVRDMA_CONN_CLOSING ||
 	    conn->state == EVRDMA_CONN_FAILED ||
 	    conn->state == EVRDMA_CONN_CLOSED;
+}
+
+/*
+ * May @p conn post a send now? What conn_post.c's checks of a send ask,
+ * in one inline test (they say why not).
+ */
+static inline int
+evrdma__conn_postable(const struct evrdma_conn *conn)
+{
+	return conn && conn->base && !conn->user_freed &&
+	    !evrdma__conn_closing(conn) && !conn->qp_in_error && conn->rts;
 }
 
 /* Call the user's event callback, once per outcome, never after free nor

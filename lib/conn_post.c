@@ -12,7 +12,7 @@
 
 #include "evrdma-internal.h"
 #include "conn.h"
-#include "ep_send.h"
+#include "conn.h"
 
 /* ---- posting ---- */
 
@@ -91,32 +91,6 @@ evrdma_conn_post_recv(struct evrdma_conn *conn, struct evrdma_mr *mr,
 	    cb, arg);
 }
 
-int
-evrdma__conn_ring_init(struct evrdma_conn *conn, struct evrdma_mr *mr,
-    size_t len, unsigned n, evrdma_req_cb cb, void *const *args)
-{
-	if (conn_check_post(conn, 1) < 0)
-		return -1;
-	return evrdma__ep_ring_init(&conn->ep, mr, len, n, cb, args);
-}
-
-int
-evrdma__conn_ring_post(struct evrdma_conn *conn, const unsigned *idx,
-    unsigned n)
-{
-	if (conn_check_post(conn, 1) < 0)
-		return -1;
-	return evrdma__ep_ring_post(&conn->ep, idx, n);
-}
-
-int
-evrdma__conn_sring_init(struct evrdma_conn *conn, unsigned defer_max)
-{
-	if (!conn || !conn->qp)
-		return evrdma__fail(ENOTCONN, "no queue pair yet");
-	return evrdma__ep_sring_init(&conn->ep, defer_max);
-}
-
 static int
 post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
     size_t len, int with_imm, uint32_t imm, evrdma_req_cb cb, void *arg)
@@ -128,13 +102,6 @@ post_send_common(struct evrdma_conn *conn, struct evrdma_mr *mr, size_t off,
 	wr.imm_data = htonl(imm);
 	return evrdma__ep_post(&conn->ep, mr, off, len, &wr, EVRDMA_OP_SEND,
 	    cb, arg);
-}
-
-int
-evrdma__conn_post_refused(struct evrdma_conn *conn)
-{
-	/* (evrdma__conn_postable() said no: this says why, -1 always) */
-	return conn_check_post(conn, 0);
 }
 
 int

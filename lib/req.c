@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "evrdma-internal.h"
-#include "ep_send.h"
 
 /* ---- the table ---- */
 
@@ -54,12 +53,9 @@ req_new(struct evrdma__ep *ep, int opcode, evrdma_req_cb cb, void *arg)
 		tab->cache = (struct evrdma_req *)req->ep;
 	else if (!(req = malloc(sizeof(*req))))
 		return NULL;
-	/* every field up to the work request is set here (no memset: this
-	 * runs twice per message); the work request only a corked post
-	 * fills, and it fills it whole */
+	/* every field but the SGE is set here (no memset); only a kept
+	 * ring's request has its SGE, made once */
 	req->mr = NULL;
-	req->unsignaled = 0;
-	req->defer = 0;
 	req->kept = 0;
 	req->slot = tab->free_slots[--tab->nfree];
 	/* (31 bits: a wr_id with bit 63 set is a transport-owned ring's,
@@ -164,26 +160,6 @@ evrdma__ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
 	return ibv_post_send(ep->qp, wr, bad);
 }
 
-/* A signaled send went: the unsignaled ones before it complete with it. */
-static inline void
-ep_signaled(struct evrdma__ep *ep)
-{
-	ep->unsig_run = 0;
-	ep->run_firm = 0;
-}
-
-/* Chain a copy of @p wr (the request keeps it until uncork). */
-static void
-ep_cork_add(struct evrdma__ep *ep, struct evrdma_req *req,
-    const struct ibv_send_wr *wr, const struct ibv_sge *sge)
-{
-	req->sge = *sge;
-	req->wr = *wr;
-	req->wr.sg_list = &req->sge;
-	req->wr.next = NULL;
-	evrdma__ep_cork_link(ep, req);
-}
-
 /* The queue pair is the parent's (rdma_sym.c). */
 static int
 req_forked(void)
@@ -239,15 +215,8 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 		wr->num_sge = (mr && len) ? 1 : 0;
 		if (inl)
 			wr->send_flags |= IBV_SEND_INLINE;
-		if (ep->corked) {
-			ep_cork_add(ep, req, wr, &sge);
-			rc = 0;
-		} else {
-			wr->send_flags |= IBV_SEND_SIGNALED;
-			rc = ep_post_send(ep, wr, &bad);
-			if (!rc)
-				ep_signaled(ep);
-		}
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		rc = ep_post_send(ep, wr, &bad);
 	}
 	if (rc) {
 		req_free(ep->tab, req);
@@ -259,135 +228,6 @@ evrdma__ep_post(struct evrdma__ep *ep, struct evrdma_mr *mr, size_t off,
 	return 0;
 }
 
-/* The prepared sends go (none is outstanding any more). */
-static void
-ep_sring_free(struct evrdma__ep *ep)
-{
-	unsigned i;
-
-	for (i = 0; i < ep->sring_n; i++) {
-		ep->tab->live++;	/* req_free counts it out */
-		req_free(ep->tab, ep->sring[i]);
-	}
-	free(ep->sring);
-	ep->sring = NULL;
-	ep->sring_n = ep->sring_next = 0;
-}
-
-/* A request taken for a post the provider refused: back unused. */
-static void
-ep_req_unpost(struct evrdma__ep *ep, struct evrdma_req *req)
-{
-	if (req->kept) {
-		/* (the next post takes the one after it: any will do) */
-		req->posted = 0;
-		ep->tab->live--;
-	} else {
-		req_free(ep->tab, req);
-	}
-}
-
-int
-evrdma__ep_sring_init(struct evrdma__ep *ep, unsigned defer_max)
-{
-	unsigned i, n = ep->sq_depth;
-
-	/* (no queue: no ring, the messages go one request each) */
-	if (ep->sring || !n)
-		return 0;
-	/* (at most 16 go unsignaled in a row: evrdma__ep_cork_link) */
-	ep->defer_max = defer_max < 16 ? defer_max : 16;
-	ep->sring = calloc(n, sizeof(*ep->sring));
-	if (!ep->sring)
-		return evrdma__fail(ENOMEM, "out of memory");
-	for (i = 0; i < n; i++) {
-		struct evrdma_req *req = req_new(ep, EVRDMA_OP_SEND, NULL,
-		    NULL);
-
-		if (!req) {
-			ep_sring_free(ep);
-			return evrdma__fail(ENOMEM, "out of memory");
-		}
-		ep->tab->live--;	/* not posted yet */
-		req->kept = 1;
-		req->posted = 0;
-		/* what no message changes: set once */
-		req->wr.wr_id = req_wr_id(req);
-		req->wr.sg_list = &req->sge;
-		req->wr.opcode = IBV_WR_SEND_WITH_IMM;
-		ep->sring[ep->sring_n++] = req;
-	}
-	ep->sring_next = 0;
-	return 0;
-}
-
-int
-evrdma__ep_send_imm_any(struct evrdma__ep *ep, struct evrdma_mr *mr,
-    size_t off, size_t len, uint32_t imm, evrdma_req_cb cb, void *arg)
-{
-	struct evrdma_req *req;
-	struct ibv_send_wr *w;
-	int inl = len && len <= ep->max_inline;
-
-	if ((!ep->corked && !ep->sring) || evrdma__forked) {
-		struct ibv_send_wr wr;
-
-		memset(&wr, 0, sizeof(wr));
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-		wr.imm_data = htonl(imm);
-		return evrdma__ep_post(ep, mr, off, len, &wr, EVRDMA_OP_SEND,
-		    cb, arg);
-	}
-	/* Corked: into a prepared request's work request (or a new
-	 * request's, filled whole), chained to the cork (as ep_cork_add
-	 * does, with neither a work request to copy nor one to clear
-	 * first; a SEND's provider reads no other field). ep_send.h does
-	 * the same inline in steady state. */
-	if (ep->sq_out >= ep->sq_depth)
-		return evrdma__fail(EAGAIN, "send queue full");
-	if (ep->sring && (req = evrdma__ep_sring_take(ep, cb, arg))) {
-		w = &req->wr;
-	} else {
-		req = req_new(ep, EVRDMA_OP_SEND, cb, arg);
-		if (!req)
-			return evrdma__fail(ENOMEM, "out of memory");
-		w = &req->wr;
-		w->wr_id = req_wr_id(req);
-		w->sg_list = &req->sge;
-		w->opcode = IBV_WR_SEND_WITH_IMM;
-	}
-	w->next = NULL;
-	w->num_sge = 0;
-	w->imm_data = htonl(imm);
-	w->send_flags = 0;
-	if (mr && len) {
-		req->sge.addr = inl ? (uintptr_t)mr->addr + off :
-		    evrdma__mr_sge_addr(mr, off);
-		req->sge.length = (uint32_t)len;
-		req->sge.lkey = mr->mr->lkey;
-		w->num_sge = 1;
-		if (inl)
-			w->send_flags |= IBV_SEND_INLINE;
-	}
-	if (ep->corked) {
-		evrdma__ep_cork_link(ep, req);
-	} else {
-		struct ibv_send_wr *bad;
-		int rc;
-
-		w->send_flags |= IBV_SEND_SIGNALED;
-		rc = ep_post_send(ep, w, &bad);
-		if (rc) {
-			ep_req_unpost(ep, req);
-			return evrdma__fail(rc, "ibv_post_send: %s",
-			    strerror(rc));
-		}
-		ep_signaled(ep);
-	}
-	ep_account(ep, req, mr && len ? mr : NULL);
-	return 0;
-}
-
 #define RECV_BATCH 32
 
 /* The rings' requests go (nothing of them is outstanding any more). */
@@ -395,8 +235,6 @@ static void
 ep_ring_free(struct evrdma__ep *ep)
 {
 	unsigned i;
-
-	ep_sring_free(ep);
 
 	for (i = 0; i < ep->ring_n; i++) {
 		ep->tab->live++;	/* req_free counts it out */
@@ -575,29 +413,6 @@ evrdma__wc_errno(enum ibv_wc_status s)
 }
 
 /*
- * Sends complete in order: the sends posted unsignaled before @p upto
- * finished successfully (a failure would have produced its own completion).
- */
-static void
-ep_complete_unsignaled(struct evrdma__ep *ep, struct evrdma_req *upto)
-{
-	struct evrdma_req *r, *next;
-	struct evrdma_wc w;
-
-	/* (the same success for each but its opcode: the callbacks get it
-	 * const; a deferred batch is up to half a channel's slots) */
-	memset(&w, 0, sizeof(w));
-	w.wc_status = IBV_WC_SUCCESS;
-	for (r = TAILQ_FIRST(&ep->sends); r && r != upto; r = next) {
-		next = TAILQ_NEXT(r, link);
-		if (!r->unsignaled)
-			continue;
-		w.opcode = r->opcode;
-		ep_deliver(ep, r, &w);
-	}
-}
-
-/*
  * A receive of a shared receive queue: the connection whose QP took it
  * gets the callback, counts it as activity (keepalive), and fails if it
  * failed (the queue goes on). The callback gets NULL when that QP is
@@ -688,8 +503,6 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 	}
 	evrdma__ep_ref(ep);
 	ep->activity++;
-	if (!req->is_recv)
-		ep_complete_unsignaled(ep, req);
 	ep_deliver(ep, req, &w);
 	/* A failed request leaves the QP in the error state, and so does a
 	 * flush nobody asked for: the connection is broken. */
@@ -697,55 +510,6 @@ evrdma__ep_complete(struct evrdma_req *req, const struct ibv_wc *wc)
 		ep->ops->failed(ep, w.status);
 	if (ep->watch)
 		ep->ops->settled(ep);
-	evrdma__ep_unref(ep);
-}
-
-/*
- * Post the chain with one call; the last request is signaled so that every
- * request of the chain gets its completion. A request the provider refused
- * completes at once with the error, exactly once like any other; those it
- * took before it are flushed when the connection fails for it.
- */
-void
-evrdma__ep_uncork(struct evrdma__ep *ep, int may_defer)
-{
-	struct ibv_send_wr *head = ep->cork_head, *bad = NULL, *w;
-	struct evrdma_req *last;
-	int rc;
-
-	if (--ep->corked || !head)
-		return;
-	/*
-	 * The last is signaled, unless the owner lets its messages wait now,
-	 * every send since the last signaled one is such a message, and
-	 * fewer than defer_max of them are out: their completions then come
-	 * with a later send's, or the drain's at teardown. Every chained work
-	 * request is a request's own (evrdma__ep_cork_link).
-	 */
-	w = ep->cork_tail;
-	last = (struct evrdma_req *)((char *)w -
-	    offsetof(struct evrdma_req, wr));
-	if (last->unsignaled && (!may_defer || ep->run_firm ||
-	    ep->unsig_run >= ep->defer_max)) {
-		w->send_flags |= IBV_SEND_SIGNALED;
-		last->unsignaled = 0;
-		ep_signaled(ep);
-	}
-	ep->cork_head = ep->cork_tail = NULL;
-	rc = ep_post_send(ep, head, &bad);
-	if (!rc)
-		return;
-	evrdma__log(EVRDMA_LOG_ERROR, "ibv_post_send (batch): %s",
-	    strerror(rc));
-	evrdma__ep_ref(ep);
-	for (w = bad; w; ) {
-		struct evrdma_req *r = evrdma__req_lookup(ep->tab, w->wr_id);
-
-		w = w->next;
-		ep_deliver_status(ep, r, EIO);
-	}
-	if (!ep->quiet)
-		ep->ops->failed(ep, EIO);
 	evrdma__ep_unref(ep);
 }
 
@@ -786,32 +550,6 @@ evrdma__ep_cancel_all(struct evrdma__ep *ep)
 	ep_ring_cancel(ep, 0);
 	ep_ring_free(ep);
 	evrdma__ep_unref(ep);
-}
-
-/*
- * The QP is in the error state, and sends left unsignaled may be out:
- * those that ran have no completion coming, and teardown would wait for
- * them in vain. A signaled send after them is flushed at once, and its
- * completion completes them (ep_complete_unsignaled), as the kernel's
- * ib_drain_sq() does. (Only in the error state: otherwise this empty
- * SEND would reach the peer.) Without room for it, the teardown timer
- * cancels them.
- */
-void
-evrdma__ep_drain(struct evrdma__ep *ep)
-{
-	struct evrdma_req *last = TAILQ_LAST(&ep->sends, evrdma__reqq);
-	struct ibv_send_wr wr;
-
-	/* (corked: it joins the chain, and is its signaled last) */
-	if (!last || !last->unsignaled)
-		return;
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_SEND;
-	if (evrdma__ep_post(ep, NULL, 0, 0, &wr, EVRDMA_OP_SEND, NULL,
-	    NULL) < 0)
-		evrdma__log(EVRDMA_LOG_DEBUG, "endpoint %p: no drain: %s",
-		    (void *)ep, strerror(errno));
 }
 
 void
