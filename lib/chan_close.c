@@ -257,5 +257,6 @@ evrdma__rc_destruct(struct evrdma_channel *ch)
 	evrdma__rx_free(rc);
 	evrdma__tx_free(rc);
 	evrdma__sq_fini(rc);
+	evrdma__pool_unref(rc);
 	free(rc);
 }

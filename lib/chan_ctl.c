@@ -94,11 +94,30 @@ ctl_post(struct ch_rdma *rc, int type, int starved, int reset)
 	m.starved = (uint8_t)starved;
 	m.reset = (uint8_t)reset;
 	evrdma__sq_add(rc, NULL, 0, 0, evrdma__ch_imm_encode(&m),
-	    !eof ? RC_SQ_CREDIT : reset && (rc->st & RC_FAILING) ?
-	    RC_SQ_RESET : RC_SQ_EOF, 0);
+	    eof ? RC_SQ_EOF : RC_SQ_CREDIT, 0);
 	rc->cr.c--;
 	if (eof)
 		rc->cr.eof_sent = 1;
+	return 1;
+}
+
+/* Our failure's RESET: a bare EOF with its reset bit, carrying no
+ * returns (the connection is over: nothing it could fail on, and nothing
+ * owed changes). 1 posted, 0 no control credit or no room. */
+static int
+ctl_post_reset(struct ch_rdma *rc)
+{
+	struct evrdma__ch_imm m;
+
+	if (!rc->cr.c || !evrdma__sq_room(rc))
+		return 0;
+	memset(&m, 0, sizeof(m));
+	m.type = EVRDMA_CH_EOF;
+	m.reset = 1;
+	evrdma__sq_add(rc, NULL, 0, 0, evrdma__ch_imm_encode(&m),
+	    RC_SQ_RESET, 0);
+	rc->cr.c--;
+	rc->cr.eof_sent = 1;
 	return 1;
 }
 
@@ -212,7 +231,10 @@ evrdma__ctl_send_all(struct ch_rdma *rc)
 		if (sent >= 0 && (!(rc->st & RC_CLOSING) ||
 		    evrdma__chan_out_taken(&rc->ch)))
 			sent = evrdma__tx_send_data(rc);
-		if (sent >= 0 && ctl_send(rc) < 0)
+		/* (the application's callback on output, run while data
+		 * was taken, may have failed the channel: then its RESET,
+		 * below, and nothing else; an EOF here lost the failure) */
+		if (sent >= 0 && !(rc->st & RC_FAILING) && ctl_send(rc) < 0)
 			sent = -1;
 	}
 	/* Our failure ends with a RESET, after everything sent, so that the
@@ -220,8 +242,7 @@ evrdma__ctl_send_all(struct ch_rdma *rc)
 	 * disconnect with nothing unconsumed reads as; its completion
 	 * brings the abort (RC_RESET_WENT). Without a control credit the
 	 * abort comes at once (evrdma__rc_fail()). */
-	if ((rc->st & RC_FAILING) && !rc->cr.eof_sent &&
-	    ctl_post(rc, EVRDMA_CH_EOF, 0, 1) <= 0)
+	if ((rc->st & RC_FAILING) && !rc->cr.eof_sent && ctl_post_reset(rc) <= 0)
 		rc_set(rc, RC_RESET_WENT);
 	/*
 	 * The messages' completions may wait for a later send's (fewer CQ

@@ -46,7 +46,7 @@ evrdma__rc_fail(struct ch_rdma *rc, int reason)
 		return;
 	rc_set(rc, RC_FAILING);
 	rc->end.fail_reason = reason;
-	if (!rc->cr.eof_sent && rc->cr.c && rc->sq.n) {
+	if (!rc->cr.eof_sent && rc->cr.c && evrdma__sq_room(rc)) {
 		rc_schedule(rc);
 		return;
 	}

@@ -582,12 +582,20 @@ evrdma__pool_use(struct ch_rdma *rc, struct evrdma_srq *srq)
 	return pool;
 }
 
-/* The channel goes: its buffers go back, its reference on the queue. */
+/* The channel goes: its buffers go back to the pool (what input still
+ * refers to goes back as an orphan, when its evbuffer lets go). */
 void
 evrdma__pool_drop(struct ch_rdma *rc)
 {
 	if (rc->pm.pool)
 		evrdma__rc_pool_leave(rc);
+}
+
+/* Last: the channel's reference on the queue (its pool lives while the
+ * channel's input, freed before, returned its orphans). */
+void
+evrdma__pool_unref(struct ch_rdma *rc)
+{
 	if (rc->pm.srq)
 		evrdma__srq_drop(rc->pm.srq);
 	rc->pm.srq = NULL;

@@ -124,7 +124,8 @@ rc_pass(struct ch_rdma *rc)
 		if (sent < 0) {
 			if (rc->conn)
 				evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
-		} else if (rc->rx.nfree >= (rc->spare ? rc->spare : 1) &&
+		} else if (!(rc->st & RC_FAILING) &&
+		    rc->rx.nfree >= (rc->spare ? rc->spare : 1) &&
 		    evrdma__rc_post_free(rc) < 0 && errno != EPIPE) {
 			/* the sends are out: now top up the receives, once
 			 * every spare is used (in batches of 4, not 2: 60
@@ -174,8 +175,13 @@ rc_ring_complete(void *owner, const struct ibv_wc *wc, unsigned kind,
 		evrdma__rc_send_done(rc, idx, wc);
 		return;
 	}
-	if (evrdma__rx_done(rc, idx, wc, &m, &w) == 0)
+	switch (evrdma__rx_done(rc, idx, wc, &m, &w)) {
+	case 0:
 		evrdma__ctl_arrival(rc, idx, &m, w.byte_len);
+		break;
+	case -2:
+		return;		/* (not ours to count) */
+	}
 	evrdma__ep_ring_done(&conn->ep, 0, 1, w.status);
 }
 

@@ -563,6 +563,7 @@ int evrdma__pool_withhold(struct ch_rdma *rc);
 struct evrdma__chpool *evrdma__pool_use(struct ch_rdma *rc,
     struct evrdma_srq *srq);
 void evrdma__pool_drop(struct ch_rdma *rc);
+void evrdma__pool_unref(struct ch_rdma *rc);
 void evrdma__chpool_free(struct evrdma__chpool *pool);
 struct evrdma_srq *evrdma__chpool_srq_new(struct evrdma_base *base,
     const char *device, unsigned nbuf, evrdma_req_cb recv_cb);

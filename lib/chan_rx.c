@@ -425,7 +425,9 @@ evrdma__rx_arrived(struct ch_rdma *rc, unsigned idx,
 }
 
 /* A completion of the channel's own receive ring (its poll): as
- * evrdma__rx_arrived(); *@p status is its errno (0: arrived). */
+ * evrdma__rx_arrived(); *@p status is its errno (0: arrived). -2: not a
+ * receive we posted (an impossible state: the connection fails, and the
+ * ring's count is left alone). */
 int
 evrdma__rx_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc,
     struct evrdma__ch_imm *m, struct evrdma__rx_wc *w)
@@ -434,7 +436,7 @@ evrdma__rx_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc,
 		w->status = 0;
 		evrdma__rc_internal(rc, "a receive completed that was not "
 		    "posted");
-		return -1;
+		return -2;
 	}
 	rc->rx.posted--;
 	/* (with an error status, only the status is valid) */
