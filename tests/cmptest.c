@@ -7,6 +7,7 @@
  */
 #include "cmptest.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -218,7 +219,8 @@ sc_on_event(struct sc_end *e, short what)
 		{ BEV_EVENT_READING, "READING" },
 		{ BEV_EVENT_WRITING, "WRITING" },
 	};
-	char f[64] = "";
+	char f[64] = "", en[16] = "";
+	int err = errno;	/* first: what the transport left */
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -236,9 +238,17 @@ sc_on_event(struct sc_end *e, short what)
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		e->eof++;
-		/* where reading stands, and what input holds, at EOF */
-		sc_tok(e, "ev:%s,%s,in%zu", f, sc_enstr(sc_enabled(e)),
-		    evbuffer_get_length(sc_in(e)));
+		/* where reading stands, and what input holds, at EOF; and
+		 * errno, when the scenario asks */
+		if (e->errno_want && (what & BEV_EVENT_EOF))
+			snprintf(en, sizeof(en), err == e->errno_want ?
+			    ",kept" : ",errno%d", err);
+		sc_tok(e, "ev:%s,%s,in%zu%s", f, sc_enstr(sc_enabled(e)),
+		    evbuffer_get_length(sc_in(e)), en);
+		if (e->reenable > 0) {
+			e->reenable--;
+			sc_enable(e, EV_READ);
+		}
 	} else {
 		sc_tok(e, "ev:%s", f);
 	}

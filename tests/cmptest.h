@@ -50,6 +50,13 @@ struct sc_end {
 	uint64_t drained;	/* bytes sc_drain() took */
 	unsigned repeats;	/* read callbacks without new data */
 	int up, eof, timeouts;
+	/* at EOF: log whether errno is still this (0: not logged), as the
+	 * application left it before the loop ran (a socket's read of 0
+	 * sets none) */
+	int errno_want;
+	/* at EOF or an error: enable EV_READ again inside the event
+	 * callback, this many more times */
+	int reenable;
 	/* a scenario's own read or write callback (then only it logs) */
 	void (*on_read)(struct sc_end *);
 	void (*on_write)(struct sc_end *);

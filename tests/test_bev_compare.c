@@ -21,7 +21,10 @@
  * (bufferevent_setcb(), _disable(), _setwatermark(), _trigger() and
  * _free() from a read callback, le-proxy's flow control); then connect
  * failure, a connect that hangs (its write timeout) and libevent's
- * sample/hello-world.c, on every backend. The
+ * sample/hello-world.c, on every backend; and issue 50's: the end of the
+ * stream stays readable (EOF again on each enable of EV_READ, errno as
+ * the application left it), and pipelined requests served with reading
+ * paused. The
  * scenarios this file shares with test_chan_compare.c, and the harness,
  * are in cmptest.c.
  */
@@ -58,6 +61,8 @@ struct sc_bev {
 	int in_call;			/* inside a callback or a trigger */
 	int trig, hdrs;			/* sc_setcb_in_readcb() */
 	int chokes, drains;		/* sc_proxy_echo() */
+	struct event *resume;		/* sc_pipeline(): the server's own */
+	int paused, waiting, answers;
 };
 
 /* ==== the scenarios of bufferevents alone (the others: cmptest.c) ==== */
@@ -1027,6 +1032,187 @@ sc_free_in_readcb(struct sc *sc)
 	s->on_read = NULL;
 }
 
+/*
+ * Issue 50: the end of the stream stays readable, as a socket at EOF
+ * does. Each bufferevent_enable(bev, EV_READ) after BEV_EVENT_EOF reports
+ * it again, from the loop (a socket's read of 0), also when the enable is
+ * made inside the event callback; and errno then is what the application
+ * left (a read of 0 sets none): libraries that take an EOF with EAGAIN in
+ * errno for a spurious one enable reading again and wait for the next.
+ * The half-closed end still writes.
+ */
+static void
+sc_eof_again(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "eof");
+	s->errno_want = EDOM;
+	sc_shutdown(c);
+	errno = EDOM;
+	SC_WAIT(sc, s->eof == 1);
+	sc_quiet(sc);
+	sc_mark(sc, "again");
+	sc_enable(s, EV_READ);
+	errno = EDOM;
+	SC_WAIT(sc, s->eof == 2);
+	sc_quiet(sc);
+	sc_mark(sc, "inside");
+	s->reenable = 2;
+	sc_enable(s, EV_READ);
+	errno = EDOM;
+	SC_WAIT(sc, s->eof == 5);
+	sc_quiet(sc);
+	sc_mark(sc, "write");
+	sc_write(s, 100);
+	SC_WAIT(sc, SC_INLEN(c) == 100);
+	sc_quiet(sc);
+	/* the peer closes while reading is off: what the transport does
+	 * meanwhile (an RDMA disconnect's events) leaves errno alone */
+	sc_mark(sc, "closed");
+	sc_free(c);
+	errno = EDOM;
+	sc_quiet(sc);
+	sc_enable(s, EV_READ);
+	SC_WAIT(sc, s->eof == 6);
+	sc_quiet(sc);
+}
+
+/* After a reset the error comes once; each enable of EV_READ after it
+ * reports EOF (a socket's read fails with ECONNRESET once, then returns
+ * 0), with errno as the application left it. */
+static void
+sc_error_then_eof(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+
+	sc_mark(sc, "unread");
+	sc_disable(s, EV_READ);
+	sc_write(c, 100);
+	SC_WAIT(sc, SC_OUTLEN(c) == 0);
+	sc_quiet(sc);
+	sc_mark(sc, "reset");
+	sc_free(s);
+	SC_WAIT(sc, c->eof == 1);
+	sc_quiet(sc);
+	sc_mark(sc, "again");
+	c->errno_want = EDOM;
+	sc_enable(c, EV_READ);
+	errno = EDOM;
+	SC_WAIT(sc, c->eof == 2);
+	sc_quiet(sc);
+}
+
+/*
+ * Issue 50: pipelined requests, as an HTTP library serves them (libevhtp
+ * pauses a connection this way). The client writes 12 requests in one
+ * write. The server takes one request at a time from input: it disables
+ * EV_READ, writes the answer and resumes from an event of its own. Its
+ * resume enables EV_READ and takes the next request from what input
+ * holds, at once when output is empty, else from the write callback once
+ * output has drained. Every request is answered, in order.
+ */
+#define SC_PL_REQS	12
+
+static void
+pl_take(struct sc_end *e)
+{
+	struct sc_bev *b = sc_bev_of(e);
+	char *line;
+
+	if (b->paused || !(line = evbuffer_readln(sc_in(e), NULL,
+	    EVBUFFER_EOL_LF)))
+		return;
+	sc_tok(e, "Q%s", line);
+	free(line);
+	b->paused = 1;
+	sc_disable(e, EV_READ);
+	ck_assert_int_eq(bufferevent_write(e->bev, "answer\n", 7), 0);
+	event_active(b->resume, EV_WRITE, 1);
+}
+
+static void
+pl_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct sc_end *e = arg;
+	struct sc_bev *b = sc_bev_of(e);
+
+	b->paused = 0;
+	if (SC_OUTLEN(e)) {
+		b->waiting = 1;
+		sc_enable(e, EV_WRITE);
+		return;
+	}
+	sc_enable(e, EV_READ | EV_WRITE);
+	pl_take(e);
+}
+
+static void
+pl_server_write(struct sc_end *e)
+{
+	struct sc_bev *b = sc_bev_of(e);
+
+	if (!b->waiting)
+		return;
+	b->waiting = 0;
+	sc_enable(e, EV_READ);
+	if (SC_INLEN(e))
+		pl_take(e);
+}
+
+static void
+pl_client_read(struct sc_end *e)
+{
+	struct sc_bev *b = sc_bev_of(e);
+	char *line;
+
+	while ((line = evbuffer_readln(sc_in(e), NULL, EVBUFFER_EOL_LF))) {
+		b->answers++;
+		free(line);
+	}
+}
+
+static void
+pl_client_write(struct sc_end *e)
+{
+	(void)e;
+}
+
+static void
+sc_pipeline(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct sc_bev *b = sc_bev_of(c);
+	char reqs[SC_PL_REQS * 4];
+	size_t n = 0;
+	int i;
+	uint64_t dl;
+
+	b->resume = event_new(sc->eb, -1, 0, pl_resume, s);
+	ck_assert_ptr_nonnull(b->resume);
+	s->on_read = pl_take;
+	s->on_write = pl_server_write;
+	c->on_read = pl_client_read;
+	c->on_write = pl_client_write;
+	sc_mark(sc, "pipeline");
+	for (i = 1; i <= SC_PL_REQS; i++)
+		n += (size_t)snprintf(reqs + n, sizeof(reqs) - n, "%d\n", i);
+	ck_assert_int_eq(bufferevent_write(c->bev, reqs, n), 0);
+	/* (not SC_WAIT: those unanswered are the finding) */
+	dl = tu_now_ms() + 5000;
+	while (b->answers < SC_PL_REQS && tu_now_ms() < dl)
+		bt_step(sc->eb, 50);
+	sc_quiet(sc);
+	sc_tok(c, "answers%d", b->answers);
+	sc_tok(s, "in%zu", SC_INLEN(s));
+	s->on_read = NULL;
+	s->on_write = NULL;
+	c->on_read = NULL;
+	c->on_write = NULL;
+	event_free(b->resume);
+	b->resume = NULL;
+}
+
 /* ==== the cases ==== */
 
 struct sc_case {
@@ -1166,6 +1352,23 @@ static const struct sc_case sc_cases[] = {
 	{ "le-proxy flow control, echoing", sc_proxy_echo, 4, 4096, 8192, 0,
 	    " ev:CONNECTED eW |fill |read R* rx8388608,out0 |end",
 	    " A eW |fill choke eW |read each drained,out0 |end",
+	    NULL, NULL, 0 },
+	{ "50: EOF again on each enable", sc_eof_again, 4, 4096, 8192, 0,
+	    " ev:CONNECTED eW |eof |again |inside |write R100 |closed |end",
+	    " A eW |eof ev:EOF|READING,eW,in0,kept"
+	    " |again ev:EOF|READING,eW,in0,kept"
+	    " |inside ev:EOF|READING,eW,in0,kept ev:EOF|READING,eW,in0,kept"
+	    " ev:EOF|READING,eW,in0,kept |write W"
+	    " |closed ev:EOF|READING,eW,in0,kept |end", NULL, NULL, 0 },
+	{ "50: an error, then EOF on each enable", sc_error_then_eof, 4,
+	    4096, 8192, 0,
+	    " ev:CONNECTED eW |unread W |reset ev:ERROR|READING,eW,in0"
+	    " |again ev:EOF|READING,eW,in0,kept |end",
+	    " A eW |unread |reset |again |end", NULL, NULL, 0 },
+	{ "50: pipelined requests, reading paused", sc_pipeline, 4, 4096,
+	    8192, 0,
+	    " ev:CONNECTED eW |pipeline answers12 |end",
+	    " A eW |pipeline Q1 Q2 Q3 Q4 Q5 Q6 Q7 Q8 Q9 Q10 Q11 Q12 in0 |end",
 	    NULL, NULL, 0 },
 	{ "free in the read callback, held by a reference",
 	    sc_free_in_readcb, 4, 4096, 8192, 0,
