@@ -130,5 +130,6 @@ Suite *bt_suite_compare2(void);		/* (its second part, the guest's) */
 Suite *bt_suite_bev(void);		/* test_bev.c */
 Suite *bt_suite_attack(void);		/* test_bev_attack.c */
 Suite *bt_suite_strangers(void);	/* test_bev_strangers.c */
+Suite *bt_suite_lib(void);		/* test_bev_lib.c */
 
 #endif /* EVRDMA_BEVTEST_H_INCLUDED_ */

@@ -134,6 +134,7 @@ static const struct {
 	{ "device-bev", bt_suite_bev, 0 },
 	{ "device-bev-attack", bt_suite_attack, 0 },
 	{ "device-bev-strangers", bt_suite_strangers, 0 },
+	{ "device-bev-lib", bt_suite_lib, 0 },
 	{ "device-chan-semantics", dt_suite_chan_semantics, 0 },
 	{ "device-chan-failure", dt_suite_chan_failure, 0 },
 	{ "device-chan-recv", dt_suite_chan_recv, 0 },

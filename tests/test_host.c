@@ -1242,6 +1242,7 @@ main(void)
 	srunner_add_suite(sr, bt_suite_bev());
 	srunner_add_suite(sr, bt_suite_attack());
 	srunner_add_suite(sr, bt_suite_strangers());
+	srunner_add_suite(sr, bt_suite_lib());
 	srunner_add_suite(sr, ti_suite_host());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
