@@ -124,6 +124,16 @@ void evrdma__ev_free(struct event *ev);
  * are running now have returned (they count in base->depth). */
 void evrdma__ev_after_dispatch(struct evrdma_base *base, evrdma__timer_cb cb,
     void *arg);
+/*
+ * errno as the application left it: what it was when the loop called the
+ * running callback of @p base's events (the system calls evrdma makes
+ * there are not the application's: a socket's read of 0 sets no errno),
+ * or errno itself outside them. The callback restores it as it returns,
+ * as evrdma__errno_app_set() last set it (an application's callback may
+ * set errno, and see it later, as on a socket).
+ */
+int evrdma__errno_app(const struct evrdma_base *base);
+void evrdma__errno_app_set(struct evrdma_base *base, int err);
 int evrdma__set_nonblock(int fd);
 /* Resolve host:port without blocking; cb gets 0 and the first address, or
  * an error with sa == NULL, always from @p base's loop (also when @p dns
@@ -516,6 +526,9 @@ struct evrdma_base {
 	unsigned depth;
 	evrdma__timer_cb after_cb;
 	void *after_arg;
+	/* errno when the loop called the first of them (loop.c,
+	 * evrdma__errno_app()) */
+	int errno_in;
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
 	 * only the bufferevent calls work (they make TCP bufferevents) */

@@ -45,14 +45,41 @@ struct ev_glue {
  * the loop goes on: evrdma_base_free() from inside a callback (base.c).
  */
 static void
+base_entered(struct evrdma_base *base)
+{
+	if (!base->depth++)
+		base->errno_in = errno;
+}
+
+/* The last of them returns: errno goes back to what the application
+ * left (evrdma__errno_app()), whatever evrdma's own calls set meanwhile
+ * (a non-blocking read's EAGAIN: issue 50). */
+static void
 base_left(struct evrdma_base *base)
 {
 	evrdma__timer_cb cb = base->after_cb;
+	int err = base->errno_in;
 
-	if (--base->depth || !cb)
+	if (--base->depth)
 		return;
-	base->after_cb = NULL;
-	cb(base->after_arg);		/* (it may free the base) */
+	if (cb) {
+		base->after_cb = NULL;
+		cb(base->after_arg);	/* (it may free the base) */
+	}
+	errno = err;
+}
+
+int
+evrdma__errno_app(const struct evrdma_base *base)
+{
+	return base && base->depth ? base->errno_in : errno;
+}
+
+void
+evrdma__errno_app_set(struct evrdma_base *base, int err)
+{
+	if (base && base->depth)
+		base->errno_in = err;
 }
 
 void
@@ -78,7 +105,7 @@ fd_trampoline(evutil_socket_t fd, short what, void *p)
 		return;
 	}
 	/* (the callback may free g: base is read before) */
-	base->depth++;
+	base_entered(base);
 	g->fd_cb((int)fd, g->arg);
 	base_left(base);
 }
@@ -91,7 +118,7 @@ timer_trampoline(evutil_socket_t fd, short what, void *p)
 
 	if (evrdma__forked)
 		return;
-	base->depth++;
+	base_entered(base);
 	g->timer_cb(g->arg);
 	base_left(base);
 }
