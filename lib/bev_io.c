@@ -252,24 +252,40 @@ evrdma__ad_take(struct ad *ad, struct bufferevent *bev, struct evbuffer *dst)
 	return (size_t)n;
 }
 
-/* The reading end, once every received byte is in the bufferevent's
+/*
+ * The reading end, once every received byte is in the bufferevent's
  * input: reading stops and the event callback hears it, as a socket's
- * read of 0 (or of an error) does. */
+ * read of 0 (or of an error) does. The end stays readable, as a socket at
+ * its end: each enable of EV_READ after it reports it again, from the
+ * loop (the doorbell), an error once and EOF after it, as a socket's read
+ * fails once and then returns 0 (issue 50: libraries that take an EOF
+ * for spurious enable reading again and wait for the next).
+ */
 static void
 ad_read_end(struct ad *ad)
 {
 	struct bufferevent *bev = ad->bev;	/* the caller holds it */
+	short what = ad->rd_end_done ? BEV_EVENT_EOF | BEV_EVENT_READING :
+	    ad->rd_end;
 
-	ad->rd_end_done = 1;
 	bufferevent_disable(bev, EV_READ);
-	evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: %s", (void *)bev,
-	    ad->rd_end & BEV_EVENT_EOF ? "end of stream" :
-	    evrdma_reason_str(ad->error));
-	/* errno as a socket's read leaves it (libevent keeps it across a
-	 * deferred callback) */
-	if (ad->rd_end & BEV_EVENT_ERROR)
-		errno = ad->err ? ad->err : ECONNRESET;
-	bufferevent_trigger_event(bev, ad->rd_end, 0);
+	if (!ad->rd_end_done)
+		evrdma__log(EVRDMA_LOG_DEBUG, "bufferevent %p: %s",
+		    (void *)bev, what & BEV_EVENT_EOF ? "end of stream" :
+		    evrdma_reason_str(ad->error));
+	ad->rd_end_done = 1;
+	/* errno as a socket's read leaves it: the error's, or at EOF what
+	 * the application left (a read of 0 sets none; libevent keeps it
+	 * across a deferred callback) */
+	errno = what & BEV_EVENT_ERROR ? (ad->err ? ad->err : ECONNRESET) :
+	    evrdma__errno_app(ad->base);
+	bufferevent_trigger_event(bev, what, 0);
+	evrdma__errno_app_set(ad->base, errno);
+	/* enabled again inside the callback: the doorbell rings from the
+	 * loop; else it waits for the enable */
+	if (evrdma__ad_live(ad) == bev && evrdma__ad_probe(ad))
+		bufferevent_trigger(ad->u, EV_READ,
+		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 /*
@@ -295,13 +311,12 @@ evrdma__ad_deliver(struct ad *ad)
 	while (ad->tp) {
 		size_t have = evbuffer_get_length(tp_in(ad));
 
-		if (!have && (!ad->rd_end || ad->rd_end_done))
+		if (!have && !ad->rd_end)
 			break;
 		if (!evrdma__ad_probe(ad))
 			break;		/* the doorbell brings us back */
 		if (!have) {
-			if (ad->rd_end && !ad->rd_end_done)
-				ad_read_end(ad);
+			ad_read_end(ad);
 			break;
 		}
 		if (!evrdma__ad_take(ad, bev, bufferevent_get_input(bev)))

@@ -102,8 +102,15 @@
  *    one, as on any filter, libevent makes, connects and leaks a socket of
  *    its own and returns 0. Use evrdma_bufferevent_connect().
  *  - Stream only; message mode stays with channels.
- *  - BEV_EVENT_EOF|BEV_EVENT_READING comes once; a socket's comes again
- *    on every bufferevent_enable(bev, EV_READ) after it (its read of 0).
+ *
+ * The end of the stream stays readable, as a socket at EOF: each
+ * bufferevent_enable(bev, EV_READ) after BEV_EVENT_EOF|BEV_EVENT_READING
+ * reports it again, from the loop (also when made inside the event
+ * callback); after BEV_EVENT_ERROR|BEV_EVENT_READING, EOF. errno at an
+ * EOF is what the application left, as a socket's read of 0 sets none:
+ * evrdma's own system calls (a non-blocking read's EAGAIN) never reach
+ * it, so a library that takes an EOF with EAGAIN for a spurious one
+ * (enables reading again, clears errno and waits) sees the next.
  *
  * Where a connection ends, as a socket's (evrdma/channel.h gives the
  * rule): bytes that passed the write callback are in the channel, as in a
