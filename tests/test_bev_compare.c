@@ -63,6 +63,7 @@ struct sc_bev {
 	int chokes, drains;		/* sc_proxy_echo() */
 	struct event *resume;		/* sc_pipeline(): the server's own */
 	int paused, waiting, answers;
+	size_t sr_max;			/* sc_max_single_read() */
 };
 
 /* ==== the scenarios of bufferevents alone (the others: cmptest.c) ==== */
@@ -1213,6 +1214,49 @@ sc_pipeline(struct sc *sc)
 	b->resume = NULL;
 }
 
+/*
+ * Issue 50: a read callback gets what one read of a socket bufferevent
+ * takes at most, the bufferevent's max single read
+ * (bufferevent_set_max_single_read(), 16384 unless set) and, in libevent
+ * 2.1, 4096 bytes (evbuffer_read()'s EVBUFFER_MAX_READ); the next read
+ * comes from the loop. A library that parses one request per read
+ * callback (libevhtp answers pipelined requests so) gets as many calls as
+ * over a socket, where one delivery of everything gave it one.
+ */
+static void
+sr_read(struct sc_end *e)
+{
+	struct sc_bev *b = sc_bev_of(e);
+	size_t n = SC_INLEN(e);
+
+	if (n > b->sr_max)
+		b->sr_max = n;
+	e->rx += n;
+	evbuffer_drain(sc_in(e), n);
+}
+
+static void
+sc_max_single_read(struct sc *sc)
+{
+	struct sc_end *c = &sc->c, *s = &sc->s;
+	struct sc_bev *b = sc_bev_of(s);
+
+	sc_mark(sc, "default");
+	s->on_read = sr_read;
+	sc_write(c, 40000);
+	SC_WAIT(sc, s->rx == 40000);
+	sc_quiet(sc);
+	sc_tok(s, "max%zu", b->sr_max);
+	sc_mark(sc, "set");
+	b->sr_max = 0;
+	ck_assert_int_eq(bufferevent_set_max_single_read(s->bev, 1000), 0);
+	sc_write(c, 4000);
+	SC_WAIT(sc, s->rx == 44000);
+	sc_quiet(sc);
+	sc_tok(s, "max%zu", b->sr_max);
+	s->on_read = NULL;
+}
+
 /* ==== the cases ==== */
 
 struct sc_case {
@@ -1370,6 +1414,10 @@ static const struct sc_case sc_cases[] = {
 	    " ev:CONNECTED eW |pipeline answers12 |end",
 	    " A eW |pipeline Q1 Q2 Q3 Q4 Q5 Q6 Q7 Q8 Q9 Q10 Q11 Q12 in0 |end",
 	    NULL, NULL, 0 },
+	{ "50: a read callback gets what a socket's read takes",
+	    sc_max_single_read, 0, 0, 0, 0,
+	    " ev:CONNECTED eW |default W |set W |end",
+	    " A eW |default max4096 |set max1000 |end", NULL, NULL, 0 },
 	{ "free in the read callback, held by a reference",
 	    sc_free_in_readcb, 4, 4096, 8192, 0,
 	    " ev:CONNECTED eW |free W ev:ERROR|READING,eW,in0 |end",
