@@ -249,6 +249,8 @@ ad_new(struct evrdma_base *base, int options)
 	ad->base = base;
 	ad->eb = base->eb;
 	ad->teardown_ms = base->cfg.timeout_ms[EVRDMA_TIMEOUT_TEARDOWN];
+	ad->read_max = event_get_version_number() < 0x02020000 ?
+	    AD_READ_MAX_21 : SIZE_MAX;
 	ad->tok = evbuffer_new();
 	ad->work = event_new(ad->eb, -1, 0, evrdma__ad_work_cb, ad);
 	ad->move = event_new(ad->eb, -1, 0, evrdma__ad_move_cb, ad);

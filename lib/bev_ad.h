@@ -39,6 +39,10 @@
  * from which the channel sends a write as a message of its own (its
  * STAGE_MIN), which would cut the stream where a socket does not */
 #define AD_DIRECT_MAX	1024
+/* what a read of libevent 2.1's socket bufferevent takes at most, beside
+ * its max single read (evbuffer_read()'s EVBUFFER_MAX_READ; 2.2 reads up
+ * to the max single read) */
+#define AD_READ_MAX_21	4096
 
 enum ad_state { AD_IDLE, AD_CONNECTING, AD_UP, AD_FAILED };
 
@@ -91,6 +95,9 @@ struct ad {
 	enum ad_state state;
 	int fallback;			/* may fall back to TCP */
 	size_t cap;			/* output the transport takes */
+	size_t read_max;		/* a read takes at most this
+					 * (AD_READ_MAX_21 or SIZE_MAX), and
+					 * the max single read */
 	unsigned teardown_ms;
 	/* the connect, for a fallback */
 	struct sockaddr_storage sa;
@@ -233,6 +240,8 @@ void evrdma__ad_take_timeouts(struct ad *ad);
 void evrdma__ad_connecting(struct ad *ad, int on);
 /* What the rate limit lets move now, in or out (SIZE_MAX: no limit). */
 size_t evrdma__ad_rate_max(const struct ad *ad, int wr);
+/* What one read callback gets at most (a socket's read). */
+size_t evrdma__ad_read_max(const struct ad *ad, struct bufferevent *bev);
 /* Room in the bufferevent's input below its read high watermark. */
 size_t evrdma__ad_read_room(const struct bufferevent *bev,
     const struct evbuffer *dst);

@@ -139,9 +139,24 @@ ad_charge(const struct ad *ad, size_t n, size_t max, int wr)
 /* ---- receiving ---- */
 
 /*
+ * What a read of a socket bufferevent takes at most, and so what one read
+ * callback gets here (issue 50: libraries parse a request per read
+ * callback): the max single read (bufferevent_set_max_single_read(),
+ * 16384 unless set) and, in libevent 2.1, evbuffer_read()'s 4096 bytes.
+ */
+size_t
+evrdma__ad_read_max(const struct ad *ad, struct bufferevent *bev)
+{
+	size_t max = (size_t)bufferevent_get_max_single_read(bev);
+
+	return max < ad->read_max ? max : ad->read_max;
+}
+
+/*
  * Move received bytes from the transport into @p dst (the bufferevent's
- * input), at most @p limit (-1: no limit) and what the rate limit lets
- * through. The bytes moved, or -1.
+ * input), at most @p limit (-1: no limit), one read's worth
+ * (evrdma__ad_read_max()) and what the rate limit lets through. The bytes
+ * moved, or -1.
  */
 static ev_ssize_t
 ad_move_in(struct ad *ad, struct evbuffer *dst, ev_ssize_t limit)
@@ -153,6 +168,9 @@ ad_move_in(struct ad *ad, struct evbuffer *dst, ev_ssize_t limit)
 		n = (size_t)limit;
 	if (!n)
 		return 0;
+	max = evrdma__ad_read_max(ad, ad->bev);
+	if (n > max)
+		n = max;
 	max = evrdma__ad_rate_max(ad, 0);
 	if (n > max)
 		n = max;
@@ -323,6 +341,12 @@ evrdma__ad_deliver(struct ad *ad)
 			break;		/* nothing taken (a rate limit) */
 		had_cb = !evrdma__lev_no_callbacks(bev);
 		bufferevent_trigger(bev, EV_READ, 0);
+		/* more than one read took: the next read from the loop, as a
+		 * socket's, after what the callback made due there */
+		if (evbuffer_get_length(tp_in(ad))) {
+			event_active(ad->work, EV_TIMEOUT, 1);
+			break;
+		}
 		/*
 		 * A read callback that freed the bufferevent (our reference
 		 * keeps it, its callbacks cleared): nothing more goes into

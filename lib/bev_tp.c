@@ -128,7 +128,8 @@ tp_ch_take(void *arg, const void *p, size_t len)
 	    evrdma__ad_rate_max(ad, 0) != SIZE_MAX)
 		return 0;
 	in = bufferevent_get_input(bev);
-	if (evrdma__ad_read_room(bev, in) < len)
+	if (evrdma__ad_read_room(bev, in) < len ||
+	    evrdma__ad_read_max(ad, bev) < len)
 		return 0;
 	return ad_add(in, p, len) == 0;
 }

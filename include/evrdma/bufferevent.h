@@ -27,7 +27,11 @@
  * scenarios on both and comparing every callback (tests/test_bev_compare.c):
  * a new bufferevent has EV_WRITE enabled and EV_READ disabled; the read
  * high watermark caps input and holds the peer back (through the
- * channel's credits); the read timeout counts while reading is enabled and
+ * channel's credits); a read callback gets at most what one read of a
+ * socket bufferevent takes, its max single read
+ * (bufferevent_set_max_single_read(), 16384 unless set) and, with libevent
+ * 2.1, 4096 bytes, and the next from the loop (a library that takes a
+ * request per read callback gets as many calls); the read timeout counts while reading is enabled and
  * input is below the high watermark, the write timeout while output holds
  * bytes the connection has not taken; BEV_EVENT_CONNECTED, BEV_EVENT_EOF,
  * BEV_EVENT_ERROR and BEV_EVENT_TIMEOUT with BEV_EVENT_READING or
@@ -71,9 +75,9 @@
  *    which gives the same EVUTIL_EAI_* code for every bufferevent.
  *  - Rate limits: a bufferevent's own (bufferevent_set_rate_limit())
  *    apply to both directions; rate-limit groups do not (libevent 2.1 has
- *    no public way to charge them). bufferevent_set_max_single_read() and
- *    _write() do not cut deliveries: a read callback gets what arrived, up
- *    to the read high watermark.
+ *    no public way to charge them). bufferevent_set_max_single_write()
+ *    does not cut writes: written bytes go to the connection up to twice
+ *    its ring at once.
  *  - bufferevent_get_underlying() returns the adapter's pair end: leave it
  *    alone. All calls must come from the event loop's thread, as for every
  *    evrdma object; BEV_OPT_THREADSAFE makes bufferevent_lock() work, it
