@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "evrdma-internal.h"
@@ -246,4 +247,38 @@ evrdma_config_set_tcp_fallback(struct evrdma_config *cfg, int enable)
 		return -1;
 	cfg->tcp_fallback = enable;
 	return 0;
+}
+
+/* evrdma_config_set_default()'s: the bases of the event_base calls
+ * (base.c), made on any thread */
+static struct evrdma_config dflt;
+static int dflt_set;
+static pthread_mutex_t dflt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int
+evrdma_config_set_default(const struct evrdma_config *cfg)
+{
+	if (cfg && cfg->cq_size < cfg->sq_depth + cfg->rq_depth)
+		return evrdma__fail(EINVAL, "evrdma_config_set_default: cq "
+		    "size %u is below send+recv queue depth %u",
+		    cfg->cq_size, cfg->sq_depth + cfg->rq_depth);
+	pthread_mutex_lock(&dflt_lock);
+	if (cfg)
+		dflt = *cfg;
+	dflt_set = cfg != NULL;
+	pthread_mutex_unlock(&dflt_lock);
+	return 0;
+}
+
+void
+evrdma__config_default(struct evrdma_config *cfg)
+{
+	pthread_mutex_lock(&dflt_lock);
+	if (dflt_set) {
+		*cfg = dflt;
+	} else {
+		evrdma__config_defaults(cfg);
+		cfg->tcp_fallback = 1;
+	}
+	pthread_mutex_unlock(&dflt_lock);
 }

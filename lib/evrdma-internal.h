@@ -101,6 +101,7 @@ struct evrdma_config {
 	int slow_path;
 };
 void evrdma__config_defaults(struct evrdma_config *cfg);
+void evrdma__config_default(struct evrdma_config *cfg);	/* _set_default's */
 
 /* ---- libevent glue (loop.c) ---- */
 typedef void (*evrdma__fd_cb)(int fd, void *arg);

@@ -303,6 +303,25 @@ EVRDMA_EXPORT int evrdma_config_set_channel_pull(struct evrdma_config *cfg,
 EVRDMA_EXPORT int evrdma_config_set_tcp_fallback(struct evrdma_config *cfg,
     int enable);
 
+/**
+ * The configuration of the evrdma bases that the calls taking an
+ * event_base (evrdma_bufferevent_socket_new(),
+ * evrdma_evconnlistener_new_bind(), evrdma_evconnlistener_new():
+ * evrdma/bufferevent.h) make for an event_base on which the program made
+ * no base of its own: a program sets it once, in main(), and a library
+ * that passes its event_base around needs no new argument. It applies to
+ * such bases made from now on. Until it is set (and after NULL) they take
+ * evrdma_config_new()'s defaults with the TCP fallback on, as a
+ * replacement for bufferevent_socket_new() must not fail for want of
+ * RDMA. For another configuration on one event_base, make a base there
+ * with evrdma_base_new(): the event_base calls use it. Any thread may
+ * call this.
+ * @param cfg the configuration, copied; NULL: the built-in default
+ * @return 0, or -1 with errno EINVAL (a CQ size below the queue depths,
+ *   which evrdma_base_new() would refuse)
+ */
+EVRDMA_EXPORT int evrdma_config_set_default(const struct evrdma_config *cfg);
+
 #ifdef __cplusplus
 }
 #endif
