@@ -82,13 +82,20 @@ evrdma__base_without_rdma_of(struct event_base *eb)
 /*
  * The TCP fallback (evrdma_config_set_tcp_fallback()): no RDMA here, say
  * why (evrdma_errmsg() still holds the cause), and hand out a base on which
- * only the bufferevent calls work, over TCP.
+ * only the bufferevent calls work, over TCP. (The shared bases of the
+ * event_base calls say it once: one comes and goes with every connection
+ * a library makes.)
  */
 static struct evrdma_base *
 base_without_rdma(struct evrdma_base *base, int why)
 {
-	evrdma__log(EVRDMA_LOG_WARN, "no RDMA on this host (%s): "
-	    "bufferevents use TCP", evrdma_errmsg());
+	static int said;
+
+	if (!base->shared || !said)
+		evrdma__log(EVRDMA_LOG_WARN, "no RDMA on this host (%s): "
+		    "bufferevents use TCP", evrdma_errmsg());
+	if (base->shared)
+		said = 1;
 	base->no_rdma = why;
 	pthread_mutex_lock(&tcp_bases_lock);
 	LIST_INSERT_HEAD(&tcp_bases, base, tcp_link);
@@ -96,8 +103,8 @@ base_without_rdma(struct evrdma_base *base, int why)
 	return base_ready(base);
 }
 
-struct evrdma_base *
-evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
+static struct evrdma_base *
+base_new(struct event_base *eb, const struct evrdma_config *cfg, int shared)
 {
 	struct evrdma_base *base;
 	int err;
@@ -120,6 +127,8 @@ evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
 		return NULL;
 	}
 	base->eb = eb;
+	base->shared = shared;
+	base->listen_v6only = -1;
 	if (cfg)
 		base->cfg = *cfg;
 	else
@@ -164,6 +173,97 @@ fail:
 	free(base);
 	errno = err;
 	return NULL;
+}
+
+struct evrdma_base *
+evrdma_base_new(struct event_base *eb, const struct evrdma_config *cfg)
+{
+	return base_new(eb, cfg, 0);
+}
+
+/* ---- the bases of the event_base calls ---- */
+
+struct evrdma_base *
+evrdma__base_for(struct event_base *eb)
+{
+	struct evrdma_base *base, *found = NULL;
+	struct evrdma_config cfg;
+
+	if (!eb) {
+		evrdma__fail(EINVAL, "no event_base");
+		return NULL;
+	}
+	/* (newest first: a program's before a shared one) */
+	pthread_mutex_lock(&all_bases_lock);
+	LIST_FOREACH(base, &all_bases, all_link)
+		if (base->eb == eb && !base->freeing &&
+		    (!found || (found->shared && !base->shared)))
+			found = base;
+	pthread_mutex_unlock(&all_bases_lock);
+	if (!found) {
+		evrdma__config_default(&cfg);
+		if (!(found = base_new(eb, &cfg, 1)))
+			return NULL;
+	}
+	evrdma__base_hold(found);
+	return found;
+}
+
+void
+evrdma__base_hold(struct evrdma_base *base)
+{
+	if (base && base->shared)
+		base->holds++;
+}
+
+/* Nothing it made is still there, closing or not. */
+static int
+base_idle(const struct evrdma_base *base)
+{
+	const struct evrdma_stats *st = &base->stats;
+
+	return !st->conns && !st->cm_ids && !st->listeners && !st->bevs &&
+	    !base->reqs.live && TAILQ_EMPTY(&base->lingering);
+}
+
+static void
+base_idle_check(void *arg)
+{
+	struct evrdma_base *base = arg;
+
+	if (base->holds)
+		return;
+	if (base_idle(base))
+		evrdma_base_free(base);
+	else if (evrdma__ev_timer_start(base->idle_ev, 50) < 0)
+		evrdma__log(EVRDMA_LOG_WARN, "a shared base stays: %s",
+		    evrdma_errmsg());
+}
+
+/*
+ * The last hold of a shared base went: it goes now, or, while connections
+ * it made still close (sending what was written before their free), once
+ * they are done, looked for every 50 ms. Until then the event_base has an
+ * event; after it none of evrdma's, and its dispatch returns, as once a
+ * socket program's last bufferevent is freed.
+ */
+void
+evrdma__base_release(struct evrdma_base *base)
+{
+	if (!base || !base->shared || base->freeing || --base->holds)
+		return;
+	if (base_idle(base)) {
+		evrdma_base_free(base);
+		return;
+	}
+	if (!base->idle_ev &&
+	    !(base->idle_ev = evrdma__ev_timer_new(base, base_idle_check,
+	    base))) {
+		evrdma__log(EVRDMA_LOG_WARN, "a shared base stays: %s",
+		    evrdma_errmsg());
+		return;
+	}
+	base_idle_check(base);
 }
 
 static void base_release(struct evrdma_base *base);
@@ -225,6 +325,7 @@ base_release(struct evrdma_base *base)
 	evrdma__mr_release_all(base);
 	evrdma__dev_free_all(base);
 	evrdma__work_fini(base);
+	evrdma__ev_free(base->idle_ev);
 	evrdma__ev_free(base->cm_ev);
 	if (base->cm_ch)
 		EVRDMA_SYM(rdma_destroy_event_channel)(base->cm_ch);

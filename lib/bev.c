@@ -189,6 +189,8 @@ ad_user_freed(void *arg)
 static void
 ad_destroy(struct ad *ad)
 {
+	struct evrdma_base *held = ad->on_base ? ad->base : NULL;
+
 	if (ad->on_base) {
 		LIST_REMOVE(&ad->hook, link);
 		ad->base->stats.bevs--;
@@ -208,6 +210,7 @@ ad_destroy(struct ad *ad)
 		evbuffer_free(ad->tok);
 	free(ad->host);
 	free(ad);
+	evrdma__base_release(held);	/* (a shared base may go) */
 }
 
 /*
@@ -282,6 +285,7 @@ ad_new(struct evrdma_base *base, int options)
 	ad->hook.base_gone = ad_base_gone;
 	LIST_INSERT_HEAD(&base->hooks, &ad->hook, link);
 	ad->on_base = 1;
+	evrdma__base_hold(base);
 	base->stats.bevs++;
 	return ad;
 fail:

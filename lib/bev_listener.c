@@ -52,6 +52,7 @@ static void
 bl_free(void *arg)
 {
 	struct bl *bl = arg;
+	struct evrdma_base *held = bl->base;
 
 	if (bl->on_base)
 		LIST_REMOVE(&bl->hook, link);
@@ -60,6 +61,7 @@ bl_free(void *arg)
 	if (bl->retry)
 		event_free(bl->retry);
 	free(bl);
+	evrdma__base_release(held);	/* (a shared base may go) */
 }
 
 /* evrdma_base_free(): the listener becomes a husk that accepts nothing,
@@ -262,6 +264,7 @@ bl_new(struct evrdma_base *base, evrdma_bufferevent_accept_cb cb, void *arg,
 	bl->cb = cb;
 	bl->arg = arg;
 	bl->base = base;
+	evrdma__base_hold(base);
 	bl->flags = flags;
 	bl->options = BEV_OPT_CLOSE_ON_FREE;
 	return bl;

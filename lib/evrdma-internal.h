@@ -125,14 +125,9 @@ void evrdma__ev_free(struct event *ev);
  * are running now have returned (they count in base->depth). */
 void evrdma__ev_after_dispatch(struct evrdma_base *base, evrdma__timer_cb cb,
     void *arg);
-/*
- * errno as the application left it: what it was when the loop called the
- * running callback of @p base's events (the system calls evrdma makes
- * there are not the application's: a socket's read of 0 sets no errno),
- * or errno itself outside them. The callback restores it as it returns,
- * as evrdma__errno_app_set() last set it (an application's callback may
- * set errno, and see it later, as on a socket).
- */
+/* errno as the application left it when the loop called @p base's running
+ * callback (errno outside one), which restores it as it returns (as last
+ * set): evrdma's system calls never reach the application's errno. */
 int evrdma__errno_app(const struct evrdma_base *base);
 void evrdma__errno_app_set(struct evrdma_base *base, int err);
 int evrdma__set_nonblock(int fd);
@@ -527,9 +522,7 @@ struct evrdma_base {
 	unsigned depth;
 	evrdma__timer_cb after_cb;
 	void *after_arg;
-	/* errno when the loop called the first of them (loop.c,
-	 * evrdma__errno_app()) */
-	int errno_in;
+	int errno_in;	/* errno as the first came (evrdma__errno_app()) */
 	/* 0, or why this base has no RDMA (ENOSYS: rdma-core missing,
 	 * ENODEV: no device): a base made with the TCP fallback, on which
 	 * only the bufferevent calls work (they make TCP bufferevents) */
@@ -541,11 +534,21 @@ struct evrdma_base {
 	LIST_HEAD(, evrdma__hook) hooks;
 	LIST_ENTRY(evrdma_base) tcp_link;	/* no_rdma: on base.c's list */
 	LIST_ENTRY(evrdma_base) all_link;	/* base.c's list of them all */
+	int shared;		/* the event_base calls' (base_for) */
+	unsigned holds;		/* its adapters and listeners */
+	struct event *idle_ev;	/* (shared) waits for closings */
+	int listen_v6only;	/* the next listener's, as its socket's; -1 */
 };
 
 /* A base without RDMA on @p eb (the one whose resolver a TCP bufferevent
  * of @p eb uses), or NULL. */
 struct evrdma_base *evrdma__base_without_rdma_of(struct event_base *eb);
+/* The base of the event_base calls, held for the caller: the newest the
+ * program made on @p eb, else a shared one; NULL with errno. Adapters and
+ * listeners hold theirs; a shared one goes once none does or closes. */
+struct evrdma_base *evrdma__base_for(struct event_base *eb);
+void evrdma__base_hold(struct evrdma_base *base);
+void evrdma__base_release(struct evrdma_base *base);
 
 struct evrdma__hook {
 	void (*base_gone)(struct evrdma__hook *h);
