@@ -381,6 +381,36 @@ evrdma_bufferevent_new(struct evrdma_base *base, int options)
 	return ad->bev;
 }
 
+struct bufferevent *
+evrdma_bufferevent_socket_new(struct event_base *eb, evutil_socket_t fd,
+    int options)
+{
+	struct evrdma_base *base;
+	struct bufferevent *bev;
+	int err;
+
+	if (!eb || (fd < 0 && fd != -1) || (fd == -1 && (options &
+	    ~AD_OPTIONS))) {
+		evrdma__fail(EINVAL, "evrdma_bufferevent_socket_new: %s",
+		    !eb ? "no event_base" : fd < -1 ? "bad socket" :
+		    "unknown options");
+		return NULL;
+	}
+	if (fd >= 0) {
+		/* a socket of the program's: TCP (RDMA takes over none) */
+		if (!(bev = bufferevent_socket_new(eb, fd, options)))
+			evrdma__fail(ENOMEM, "bufferevent_socket_new failed");
+		return bev;
+	}
+	if (!(base = evrdma__base_for(eb)))
+		return NULL;
+	bev = evrdma_bufferevent_new(base, options);
+	err = errno;
+	evrdma__base_release(base);
+	errno = err;
+	return bev;
+}
+
 /* The adapter under @p bev, looking through stacked bufferevents. */
 static struct ad *
 ad_below(struct bufferevent *bev)

@@ -381,3 +381,186 @@ evrdma_bufferevent_listener_set_options(struct evrdma_listener *lst,
 	bl->options = options | BEV_OPT_CLOSE_ON_FREE;
 	return 0;
 }
+
+/* ---- the event_base calls: a shared base, and the program's socket ---- */
+
+struct evrdma_listener *
+evrdma_evconnlistener_new_bind(struct event_base *eb,
+    evrdma_bufferevent_accept_cb cb, void *arg, int flags, int backlog,
+    const struct sockaddr *sa, int socklen)
+{
+	struct evrdma_base *base = evrdma__base_for(eb);
+	struct evrdma_listener *lst;
+	int err;
+
+	if (!base)
+		return NULL;
+	lst = evrdma_bufferevent_listener_new(base, cb, arg, flags, backlog,
+	    sa, socklen);
+	err = errno;
+	evrdma__base_release(base);
+	errno = err;
+	return lst;
+}
+
+/* An option of the program's socket, 0 when it cannot be read. */
+static int
+sock_opt(evutil_socket_t fd, int level, int name)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(fd, level, name, &v, &len) == 0 ? v : 0;
+}
+
+/*
+ * The RDMA side of a listener on the program's socket: on the socket's
+ * own address and port, IPv6-only as the socket is. NULL when it has
+ * none: no RDMA on the base, a Unix socket, or the port taken over RDMA
+ * (by another listener when the socket has SO_REUSEPORT, which rdma_cm
+ * does not share: the socket serves TCP, the other listener RDMA; with
+ * the fallback for any cause, logged); NULL with *@p failed set and
+ * errno when the listener must fail (bl freed then).
+ */
+static struct evrdma_listener *
+bl_fd_rdma(struct bl *bl, evutil_socket_t fd, const struct sockaddr *ss,
+    socklen_t sslen, int backlog, int *failed)
+{
+	static const char fn[] = "evrdma_evconnlistener_new";
+	struct evrdma_base *base = bl->base;
+	struct evrdma_listener *lst;
+	int err;
+
+	*failed = 0;
+	if (base->no_rdma || (ss->sa_family != AF_INET &&
+	    ss->sa_family != AF_INET6))
+		return NULL;
+	if (ss->sa_family == AF_INET6)
+		base->listen_v6only = sock_opt(fd, IPPROTO_IPV6, IPV6_V6ONLY);
+	lst = evrdma__channel_listener_new(base, ss, (int)sslen,
+	    backlog > 0 ? backlog : -1, (bl->flags & EVRDMA__LEV_OPTS) |
+	    EVRDMA_CHANNEL_STREAM, bl_rdma_accept, bl, bl_free);
+	err = errno;
+	base->listen_v6only = -1;
+	if (lst)
+		return lst;
+	if (err == EADDRINUSE && sock_opt(fd, SOL_SOCKET, SO_REUSEPORT)) {
+		evrdma__log(EVRDMA_LOG_INFO, "%s: port %d is taken over RDMA "
+		    "(SO_REUSEPORT: another listener has it there): this one "
+		    "serves TCP", fn, sa_port(ss));
+		return NULL;
+	}
+	if (base->cfg.tcp_fallback) {
+		evrdma__log(EVRDMA_LOG_WARN, "%s: cannot listen over RDMA on "
+		    "port %d (%s): TCP only", fn, sa_port(ss), strerror(err));
+		return NULL;
+	}
+	bl_free(bl);
+	*failed = 1;
+	evrdma__fail(err, "%s: cannot listen over RDMA on port %d: %s", fn,
+	    sa_port(ss), strerror(err));
+	return NULL;
+}
+
+static struct evrdma_listener *
+bl_new_fd(struct evrdma_base *base, evrdma_bufferevent_accept_cb cb,
+    void *arg, int flags, int backlog, evutil_socket_t fd)
+{
+	static const char fn[] = "evrdma_evconnlistener_new";
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct evrdma_listener *lst;
+	struct evconnlistener *el;
+	struct bl *bl;
+	socklen_t tlen = sizeof(int);
+	int failed, type = 0;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0) {
+		evrdma__fail(errno, "%s: fd %d: %s", fn, (int)fd,
+		    strerror(errno));
+		return NULL;
+	}
+	if (type != SOCK_STREAM) {
+		evrdma__fail(EINVAL, "%s: fd %d is not a stream socket", fn,
+		    (int)fd);
+		return NULL;
+	}
+	/* as evconnlistener_new(): 0 means it listens already; and
+	 * non-blocking, which its accept loop needs (libevent's would hang
+	 * the loop on a blocking one) */
+	if (evutil_make_socket_nonblocking(fd) < 0 ||
+	    (backlog != 0 && listen(fd, backlog > 0 ? backlog : 128) < 0)) {
+		evrdma__fail(errno, "%s: listen: %s", fn, strerror(errno));
+		return NULL;
+	}
+	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+		/* (bound by listen() when it was not) */
+		sslen = sizeof(ss);
+		if (getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0) {
+			evrdma__fail(errno, "%s: getsockname: %s", fn,
+			    strerror(errno));
+			return NULL;
+		}
+	}
+	if (!(bl = bl_new(base, cb, arg, flags)))
+		return NULL;
+	lst = bl_fd_rdma(bl, fd, (struct sockaddr *)&ss, sslen, backlog,
+	    &failed);
+	if (failed)
+		return NULL;
+	if (!lst && !(lst = evrdma__listener_new(base, NULL, 0, -1,
+	    (flags & EVRDMA__LEV_OPTS) | EVRDMA__LISTEN_BARE, &bl_bare_ops,
+	    bl, fn))) {
+		bl_free(bl);
+		return NULL;
+	}
+	bl_attach(bl, lst);
+	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+		lst->port = sa_port((struct sockaddr *)&ss);
+	/* the socket itself accepts TCP (or Unix) last: a failure before
+	 * leaves it to the program, open, as evconnlistener_new() does;
+	 * and it closes with the listener only when the program asks
+	 * (LEV_OPT_CLOSE_ON_FREE) */
+	el = evconnlistener_new(base->eb, bl_tcp_accept, bl,
+	    flags & EVRDMA__LEV_OPTS, 0, fd);
+	if (!el) {
+		evrdma_listener_free(lst);	/* bl with it */
+		evrdma__fail(ENOMEM, "%s: evconnlistener_new failed", fn);
+		return NULL;
+	}
+	evconnlistener_set_error_cb(el, bl_tcp_error);
+	bl->tcp = el;
+	bl_on_base(bl);
+	return lst;
+}
+
+struct evrdma_listener *
+evrdma_evconnlistener_new(struct event_base *eb,
+    evrdma_bufferevent_accept_cb cb, void *arg, int flags, int backlog,
+    evutil_socket_t fd)
+{
+	struct evrdma_listener *lst;
+	struct evrdma_base *base;
+	int err;
+
+	/* (the options of binding mean nothing on a bound socket, as for
+	 * evconnlistener_new()) */
+	if (!eb || !cb || fd < 0) {
+		evrdma__fail(EINVAL, "evrdma_evconnlistener_new: %s", !eb ?
+		    "no event_base" : !cb ? "no accept callback" :
+		    "no socket");
+		return NULL;
+	}
+	if (evrdma__listener_flags(flags & ~(LEV_OPT_REUSEABLE_PORT |
+	    LEV_OPT_BIND_IPV6ONLY), 0, "evrdma_evconnlistener_new") < 0)
+		return NULL;
+	if (!(base = evrdma__base_for(eb)))
+		return NULL;
+	lst = bl_new_fd(base, cb, arg, flags & EVRDMA__LEV_OPTS, backlog, fd);
+	err = errno;
+	evrdma__base_release(base);
+	errno = err;
+	return lst;
+}

@@ -486,7 +486,7 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 	if (evrdma__listener_flags(flags, EVRDMA_LISTEN_RAW |
 	    EVRDMA__LISTEN_BARE, fn) < 0)
 		return NULL;
-	if (!base || !sa) {
+	if (!base || (!sa && !(flags & EVRDMA__LISTEN_BARE))) {
 		evrdma__fail(EINVAL, "%s: no %s", fn, base ? "address" :
 		    "base");
 		return NULL;
@@ -495,7 +495,9 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 		return NULL;
 	if (!(flags & EVRDMA__LISTEN_BARE) && evrdma__base_rdma(base, fn) < 0)
 		return NULL;
-	if (!((sa->sa_family == AF_INET &&
+	/* (a bare listener's owner listens on whatever it has: a TCP or
+	 * Unix socket) */
+	if (!(flags & EVRDMA__LISTEN_BARE) && !((sa->sa_family == AF_INET &&
 	    socklen >= (int)sizeof(struct sockaddr_in)) ||
 	    (sa->sa_family == AF_INET6 &&
 	    socklen >= (int)sizeof(struct sockaddr_in6)))) {
@@ -543,7 +545,11 @@ evrdma__listener_new(struct evrdma_base *base, const struct sockaddr *sa,
 		free(lst);
 		return NULL;
 	}
-	if (EVRDMA_SYM(rdma_bind_addr)(lst->id, (struct sockaddr *)&ss) ||
+	if ((ss.ss_family == AF_INET6 && base->listen_v6only >= 0 &&
+	    EVRDMA_SYM(rdma_set_option)(lst->id, RDMA_OPTION_ID,
+	    RDMA_OPTION_ID_AFONLY, &base->listen_v6only,
+	    sizeof(base->listen_v6only))) ||
+	    EVRDMA_SYM(rdma_bind_addr)(lst->id, (struct sockaddr *)&ss) ||
 	    EVRDMA_SYM(rdma_listen)(lst->id, backlog)) {
 		int err = errno;
 		EVRDMA_SYM(rdma_destroy_id)(lst->id);

@@ -270,6 +270,95 @@ EVRDMA_EXPORT struct evrdma_listener *evrdma_bufferevent_listener_new(
 EVRDMA_EXPORT int evrdma_bufferevent_listener_set_options(
     struct evrdma_listener *lst, int options);
 
+/** @name The calls that take an event_base
+ * libevent's own shapes, for a library through which only an event_base
+ * travels: its bufferevent_socket_new(), evconnlistener_new_bind() and
+ * evconnlistener_new() lines become these, and nothing else changes
+ * (doc/MIGRATING.md). Each works on the evrdma base of its event_base:
+ *  - the newest base the program made there with evrdma_base_new() and
+ *    has not freed (its configuration applies);
+ *  - else one these calls share on that event_base, made on first use
+ *    with the configuration of evrdma_config_set_default() (the TCP
+ *    fallback on, unless set otherwise). It is evrdma's: it lasts while a
+ *    bufferevent or listener made on it does (a bufferevent freed with
+ *    bytes still to send, until they are sent: the teardown timeout at
+ *    most), and goes once the last has gone, so that
+ *    event_base_dispatch() returns once the program's objects are gone,
+ *    as with sockets. What is still there when the event_base is freed
+ *    is abandoned, as libevent abandons bufferevents on a freed
+ *    event_base: free the objects and let event_base_dispatch() return
+ *    before event_base_free().
+ * @{ */
+
+/**
+ * bufferevent_socket_new(), for a program that passes its event_base:
+ * with @p fd -1 an unconnected bufferevent, as evrdma_bufferevent_new()
+ * makes it on the base of @p eb, to connect with
+ * evrdma_bufferevent_connect() or evrdma_bufferevent_connect_hostname();
+ * with a socket of the program's, a bufferevent_socket on it, as
+ * bufferevent_socket_new() makes it (RDMA takes over no socket).
+ * @param eb the event_base
+ * @param fd -1, or a socket to wrap
+ * @param options BEV_OPT_* as evrdma_bufferevent_new() takes them; with a
+ *   socket, as bufferevent_socket_new() does
+ * @return the bufferevent, or NULL with errno: EINVAL (no @p eb, options
+ *   not taken, @p fd below -1), as evrdma_base_new() when no base can be
+ *   made (ENOSYS or ENODEV without the fallback), as
+ *   evrdma_bufferevent_new()
+ */
+EVRDMA_EXPORT struct bufferevent *evrdma_bufferevent_socket_new(
+    struct event_base *eb, evutil_socket_t fd, int options);
+
+/**
+ * evconnlistener_new_bind() with bufferevent_socket_new() in its
+ * callback: evrdma_bufferevent_listener_new() on the base of @p eb, with
+ * the same arguments and flags.
+ * @return the listener (free with evrdma_listener_free()), or NULL with
+ *   errno as evrdma_bufferevent_listener_new(), or EINVAL for no @p eb
+ */
+EVRDMA_EXPORT struct evrdma_listener *evrdma_evconnlistener_new_bind(
+    struct event_base *eb, evrdma_bufferevent_accept_cb cb, void *arg,
+    int flags, int backlog, const struct sockaddr *sa, int socklen);
+
+/**
+ * evconnlistener_new() on the program's own socket, made, bound and set
+ * up by the program (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY,
+ * TCP_DEFER_ACCEPT...), and listening or not. The socket keeps accepting
+ * what it accepts, whatever the fallback setting: its connections arrive
+ * as plain bufferevent_socket bufferevents. Beside it, on a base with
+ * RDMA, the listener listens over RDMA on the socket's own address and
+ * port, IPv6-only when the socket is (IPV6_V6ONLY), and hands out RDMA
+ * bufferevents to the same callback. Where RDMA cannot listen there, the
+ * socket serves alone: a Unix socket (TCP and Unix have no RDMA
+ * counterpart); a port another listener has over RDMA while the socket
+ * has SO_REUSEPORT (rdma_cm shares no port: that listener takes the RDMA
+ * connections, logged); with the fallback, any cause (logged). Without
+ * the fallback, any other cause fails the call.
+ * evrdma_listener_get_fd() returns the socket, as evconnlistener_get_fd().
+ * The socket is made non-blocking (evconnlistener_new() needs it so, and
+ * hangs the loop on a blocking one).
+ * @param eb the event_base
+ * @param cb the accept callback, required
+ * @param arg its argument, and the error callback's
+ * @param flags LEV_OPT_* as evrdma/listener.h says, and as
+ *   evconnlistener_new() takes them: the socket closes with the listener
+ *   only with LEV_OPT_CLOSE_ON_FREE (else it stays the program's);
+ *   LEV_OPT_REUSEABLE_PORT and LEV_OPT_BIND_IPV6ONLY mean nothing on a
+ *   bound socket and are ignored, as there
+ * @param backlog as evconnlistener_new(): listen(2)'s backlog, -1 (any
+ *   negative) for 128, 0 when the socket listens already; over RDMA the
+ *   backlog of evrdma_listener_new() (0: its default)
+ * @param fd a bound stream socket (IPv4, IPv6 or Unix)
+ * @return the listener (free with evrdma_listener_free()), or NULL with
+ *   errno (EINVAL: no @p eb or @p cb, a flag not taken, not a stream
+ *   socket; ENOTSOCK, EBADF; listen(2)'s; rdma_cm's, such as EADDRINUSE
+ *   without the fallback) and the socket left open, the program's
+ */
+EVRDMA_EXPORT struct evrdma_listener *evrdma_evconnlistener_new(
+    struct event_base *eb, evrdma_bufferevent_accept_cb cb, void *arg,
+    int flags, int backlog, evutil_socket_t fd);
+/** @} */
+
 /**
  * Why the connection failed or ended, after BEV_EVENT_ERROR: an
  * evrdma_reason (evrdma_reason_str() names it), in the event callback or
