@@ -564,3 +564,11 @@ evrdma_evconnlistener_new(struct event_base *eb,
 	errno = err;
 	return lst;
 }
+
+evutil_socket_t
+evrdma_listener_get_fd(struct evrdma_listener *lst)
+{
+	struct bl *bl = lst && lst->side == &bl_side ? lst->side_arg : NULL;
+
+	return bl && bl->tcp ? evconnlistener_get_fd(bl->tcp) : -1;
+}

@@ -230,6 +230,19 @@ EVRDMA_EXPORT int evrdma_listener_disable(struct evrdma_listener *lst);
 EVRDMA_EXPORT int evrdma_listener_get_port(struct evrdma_listener *lst);
 
 /**
+ * The socket the listener accepts TCP (or Unix) connections on, as
+ * evconnlistener_get_fd(): the program's own for evrdma_evconnlistener_new(),
+ * the fallback's for a bufferevent listener with the TCP fallback. Leave
+ * its accepting to the listener; options and getsockname() are the
+ * program's.
+ * @param lst the listener
+ * @return the socket, or -1 when it has none (RDMA only, a listener of
+ *   connections or channels, NULL, its base freed)
+ */
+EVRDMA_EXPORT evutil_socket_t evrdma_listener_get_fd(
+    struct evrdma_listener *lst);
+
+/**
  * Stop listening and free the listener. Connections already handed to the
  * accept callback live on; requests not yet accepted are dropped. Safe from
  * inside the listener's callbacks, and after evrdma_base_free() (which
