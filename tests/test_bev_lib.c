@@ -15,17 +15,25 @@
  * Each scenario runs the library on every backend of bevtest.h and logs
  * what the library does (requests parsed and answered, connections
  * closed, how each end ends); every log must be the socket
- * bufferevent's. On the host the evrdma build runs on the fallback (plain
- * sockets) and on the adapter over TCP; in the guest over RDMA and on the
- * fallback.
+ * bufferevent's, and once its objects are freed nothing of evrdma's is
+ * left on the event_base (its dispatch returns, as with sockets). On the
+ * host the evrdma build runs on the fallback (plain sockets) and on the
+ * adapter over TCP; in the guest over RDMA and on the fallback.
+ *
+ * Then the listener on the program's own socket (SO_REUSEPORT,
+ * IPV6_V6ONLY beside an IPv4 socket on the same port, a Unix socket, a
+ * socket the listener must leave open), misuse, and a base the program
+ * made on the event_base, which the event_base calls use.
  */
 #include "bevtest.h"
 
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #define MH_QUIET_MS	(tu_have_rdma_cm() ? 300 : 120)
 #define MH_WAIT_MS	5000
@@ -62,7 +70,6 @@ struct mh_conn {
 struct mh {
 	struct event_base *evbase;
 	int evrdma;			/* which creation lines */
-	struct evrdma_base *base;	/* (until issue 50's API) */
 	int backend;
 	evutil_socket_t fd;		/* its own listening socket */
 	struct evconnlistener *server;
@@ -384,6 +391,8 @@ mh_accept_fd(struct evconnlistener *serv, evutil_socket_t fd,
 	struct mh_conn *c = mh_conn_new(h, h->evbase, 0);
 	struct bufferevent *bev;
 
+	/* (libevhtp keeps the peer's address from here) */
+	ck_assert_int_eq(sa->sa_family, AF_INET);
 	bev = bufferevent_socket_new(h->evbase, fd,	/* creation line */
 	    BEV_OPT_CLOSE_ON_FREE);
 	ck_assert_ptr_nonnull(bev);
@@ -391,47 +400,47 @@ mh_accept_fd(struct evconnlistener *serv, evutil_socket_t fd,
 }
 
 static void
-mh_accept_bev(struct evrdma_listener *lst,	/* creation line */
+mh_accept_bev(struct evrdma_listener *lst,	/* creation lines */
     struct bufferevent *bev, const struct sockaddr *sa, int socklen,
     void *arg)
 {
 	struct mh *h = arg;
 	struct mh_conn *c = mh_conn_new(h, h->evbase, 0);
 
+	ck_assert_int_eq(sa->sa_family, AF_INET);
 	mh_conn_accept(h, c, bev);
 }
 
-/* The library's server: its own socket, bound, then a listener on it. */
+/* The library's server: its own socket, bound, then a listener on it
+ * (libevhtp's evhtp_bind_sockaddr() and evhtp_accept_socket()). */
 static void
 mh_bind(struct mh *h, const char *addr)
 {
 	struct sockaddr_storage ss, bound;
 	socklen_t bl = sizeof(bound);
-	int len = dt_sockaddr(&ss, addr, 0), one = 1, port;
+	int len = dt_sockaddr(&ss, addr, 0), one = 1;
 
-	if (h->evrdma) {	/* (until issue 50: by address) */
-		h->lst = evrdma_bufferevent_listener_new(h->base,
-		    mh_accept_bev, h, LEV_OPT_CLOSE_ON_FREE |
-		    LEV_OPT_REUSEABLE, -1, (struct sockaddr *)&ss, len);
+	h->fd = socket(ss.ss_family, SOCK_STREAM, 0);
+	ck_assert_int_ge(h->fd, 0);
+	evutil_make_socket_closeonexec(h->fd);
+	evutil_make_socket_nonblocking(h->fd);
+	ck_assert_int_eq(setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)), 0);
+	ck_assert_int_eq(bind(h->fd, (struct sockaddr *)&ss, (socklen_t)len),
+	    0);
+	if (h->evrdma) {	/* creation line */
+		h->lst = evrdma_evconnlistener_new(h->evbase, mh_accept_bev,
+		    h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1, h->fd);
 		ck_assert_msg(h->lst != NULL, "listen: %s", evrdma_errmsg());
-		port = evrdma_listener_get_port(h->lst);
 	} else {
-		h->fd = socket(ss.ss_family, SOCK_STREAM, 0);
-		ck_assert_int_ge(h->fd, 0);
-		evutil_make_socket_closeonexec(h->fd);
-		evutil_make_socket_nonblocking(h->fd);
-		ck_assert_int_eq(setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR,
-		    &one, sizeof(one)), 0);
-		ck_assert_int_eq(bind(h->fd, (struct sockaddr *)&ss,
-		    (socklen_t)len), 0);
 		h->server = evconnlistener_new(h->evbase, mh_accept_fd, h,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1, h->fd);
 		ck_assert_ptr_nonnull(h->server);
-		ck_assert_int_eq(getsockname(h->fd, (struct sockaddr *)&bound,
-		    &bl), 0);
-		port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
 	}
-	h->sslen = dt_sockaddr(&h->ss, bt_connect_addr(h->backend), port);
+	ck_assert_int_eq(getsockname(h->fd, (struct sockaddr *)&bound, &bl),
+	    0);
+	h->sslen = dt_sockaddr(&h->ss, bt_connect_addr(h->backend),
+	    ntohs(((struct sockaddr_in *)&bound)->sin_port));
 }
 
 static void mh_wait_up(struct mh *h);
@@ -442,8 +451,9 @@ mh_connection_new(struct mh *h, struct event_base *evbase)
 {
 	struct mh_conn *c = mh_conn_new(h, evbase, 1);
 
-	if (h->evrdma)	/* creation lines */
-		c->bev = evrdma_bufferevent_new(h->base, 0);
+	if (h->evrdma)	/* creation line */
+		c->bev = evrdma_bufferevent_socket_new(evbase, -1,
+		    BEV_OPT_CLOSE_ON_FREE);
 	else
 		c->bev = bufferevent_socket_new(evbase, -1,
 		    BEV_OPT_CLOSE_ON_FREE);
@@ -571,16 +581,59 @@ static const struct mh_case mh_cases[] = {
 
 #define MH_NCASES ((int)(sizeof(mh_cases) / sizeof(mh_cases[0])))
 
+/*
+ * The program around the library: its event_base, and for the evrdma
+ * build the one configuration it sets (the fallback; the test knob of
+ * the adapter over TCP), with no object of evrdma's to thread through.
+ */
+static struct event_base *
+mh_program_start(int backend)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	struct event_base *eb = event_base_new();
+
+	dt_log_init();
+	ck_assert_ptr_nonnull(eb);
+	ck_assert_ptr_nonnull(cfg);
+	if (backend == BT_ADAPTER)
+		ck_assert_int_eq(setenv("EVRDMA_BEV_ADAPTER", "1", 1), 0);
+	else
+		unsetenv("EVRDMA_BEV_ADAPTER");
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg,
+	    backend != BT_RDMA), 0);
+	ck_assert_int_eq(evrdma_config_set_default(cfg), 0);
+	evrdma_config_free(cfg);
+	return eb;
+}
+
+/* Once its objects are gone, nothing of evrdma's is left on the
+ * event_base (the shared base went with them): event_base_dispatch()
+ * returns at once, as with sockets. */
+static void
+mh_program_end(struct event_base *eb)
+{
+	uint64_t dl = tu_now_ms() + 20000;
+
+	while (event_base_get_num_events(eb, EVENT_BASE_COUNT_ADDED |
+	    EVENT_BASE_COUNT_ACTIVE | EVENT_BASE_COUNT_VIRTUAL)) {
+		ck_assert_msg(tu_now_ms() < dl, "%d events left on the "
+		    "event_base", event_base_get_num_events(eb,
+		    EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE));
+		bt_step(eb, 10);
+	}
+	ck_assert_int_eq(event_base_dispatch(eb), 1);
+	event_base_free(eb);
+	ck_assert_int_eq(evrdma_config_set_default(NULL), 0);
+	unsetenv("EVRDMA_BEV_ADAPTER");
+}
+
 static void
 mh_run(struct mh *h, int backend, const struct mh_case *k)
 {
-	struct bt_env env;
 	uint64_t dl;
 
 	memset(h, 0, sizeof(*h));
-	bt_env_init(&env, backend, NULL);
-	h->evbase = env.eb;
-	h->base = env.base;
+	h->evbase = mh_program_start(backend);
 	h->backend = backend;
 	h->evrdma = backend != BT_TCP;
 	h->fd = -1;
@@ -596,7 +649,7 @@ mh_run(struct mh *h, int backend, const struct mh_case *k)
 		evconnlistener_free(h->server);
 	if (h->lst)
 		evrdma_listener_free(h->lst);
-	bt_env_fini(&env);
+	mh_program_end(h->evbase);
 }
 
 START_TEST(bev_lib_like_socket)
@@ -623,6 +676,398 @@ START_TEST(bev_lib_like_socket)
 }
 END_TEST
 
+/* ==== the listener on the program's socket, and the base ==== */
+
+#define LT_MAX	16
+
+/* A program's accepted and connecting ends. */
+struct lt {
+	struct event_base *eb;
+	int n[2];			/* accepted by listener 0 and 1 */
+	struct bufferevent *acc[LT_MAX], *cli[LT_MAX];
+	int nacc, ncli, up;
+};
+
+struct lt_side {
+	struct lt *t;
+	int which;
+};
+
+static void
+lt_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *sa, int socklen, void *arg)
+{
+	struct lt_side *side = arg;
+	struct lt *t = side->t;
+
+	ck_assert_int_lt(t->nacc, LT_MAX);
+	ck_assert_int_gt(socklen, 0);
+	t->acc[t->nacc++] = bev;
+	t->n[side->which]++;
+}
+
+static void
+lt_client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct lt *t = arg;
+
+	ck_assert_msg(what & BEV_EVENT_CONNECTED, "client event 0x%x", what);
+	t->up++;
+}
+
+/* A client of the program's, through the event_base call. */
+static void
+lt_connect(struct lt *t, const char *addr, int port)
+{
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, addr, port);
+	struct bufferevent *bev = evrdma_bufferevent_socket_new(t->eb, -1, 0);
+
+	ck_assert_msg(bev != NULL, "client: %s", evrdma_errmsg());
+	ck_assert_int_lt(t->ncli, LT_MAX);
+	t->cli[t->ncli++] = bev;
+	bufferevent_setcb(bev, NULL, NULL, lt_client_event, t);
+	ck_assert_int_eq(evrdma_bufferevent_connect(bev,
+	    (struct sockaddr *)&ss, len), 0);
+}
+
+static void
+lt_free_ends(struct lt *t)
+{
+	int i;
+
+	for (i = 0; i < t->nacc; i++)
+		bufferevent_free(t->acc[i]);
+	for (i = 0; i < t->ncli; i++)
+		bufferevent_free(t->cli[i]);
+	t->nacc = t->ncli = 0;
+}
+
+/* A stream socket of @p family bound to @p addr:@p port, with
+ * SO_REUSEPORT and IPV6_V6ONLY as asked (-1: untouched). */
+static evutil_socket_t
+lt_socket(const char *addr, int port, int reuseport, int v6only)
+{
+	struct sockaddr_storage ss;
+	int len = dt_sockaddr(&ss, addr, port), one = 1;
+	evutil_socket_t fd = socket(ss.ss_family, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(evutil_make_socket_nonblocking(fd), 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)), 0);
+	if (reuseport >= 0)
+		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT,
+		    &reuseport, sizeof(reuseport)), 0);
+	if (v6only >= 0)
+		ck_assert_int_eq(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY,
+		    &v6only, sizeof(v6only)), 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&ss, (socklen_t)len), 0);
+	return fd;
+}
+
+static int
+lt_port(evutil_socket_t fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+	return ss.ss_family == AF_INET ?
+	    ntohs(((struct sockaddr_in *)&ss)->sin_port) :
+	    ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+/*
+ * SO_REUSEPORT: two sockets of the program on one port, each under a
+ * listener. Both are made (rdma_cm shares no port: the first listens
+ * over RDMA too, the second serves its socket), and every client is
+ * accepted, those over RDMA by the first.
+ */
+START_TEST(bev_lib_reuseport)
+{
+	int backend = BT_RDMA + _i;	/* BT_RDMA, BT_FALLBACK, BT_ADAPTER */
+	struct lt_side side[2];
+	struct evrdma_listener *l[2];
+	evutil_socket_t fd[2];
+	struct lt t;
+	int port, i;
+
+	if (!bt_available(backend))
+		return;
+	memset(&t, 0, sizeof(t));
+	t.eb = mh_program_start(backend);
+	fd[0] = lt_socket(bt_listen_addr(backend), 0, 1, -1);
+	port = lt_port(fd[0]);
+	fd[1] = lt_socket(bt_listen_addr(backend), port, 1, -1);
+	for (i = 0; i < 2; i++) {
+		side[i].t = &t;
+		side[i].which = i;
+		l[i] = evrdma_evconnlistener_new(t.eb, lt_accept, &side[i],
+		    LEV_OPT_CLOSE_ON_FREE, -1, fd[i]);
+		ck_assert_msg(l[i] != NULL, "listener %d: %s", i,
+		    evrdma_errmsg());
+		ck_assert_int_eq(evrdma_listener_get_fd(l[i]), fd[i]);
+		ck_assert_int_eq(evrdma_listener_get_port(l[i]), port);
+	}
+	for (i = 0; i < 8; i++)
+		lt_connect(&t, bt_connect_addr(backend), port);
+	BT_WAIT(t.eb, t.up == 8 && t.nacc == 8, 20000);
+	fprintf(stderr, "SO_REUSEPORT on %s: %d and %d accepted\n",
+	    bt_name(backend), t.n[0], t.n[1]);
+	if (backend == BT_RDMA)
+		ck_assert_int_eq(t.n[0], 8);
+	lt_free_ends(&t);
+	evrdma_listener_free(l[0]);
+	evrdma_listener_free(l[1]);
+	mh_program_end(t.eb);
+}
+END_TEST
+
+/*
+ * IPV6_V6ONLY: an IPv6-only socket on [::] and an IPv4 one on 0.0.0.0,
+ * on one port, as libevhtp binds them. The listener over RDMA on the
+ * first is IPv6-only as well (rdma_cm's AFONLY), else the second could
+ * not listen over RDMA on its port; each takes its own family.
+ */
+START_TEST(bev_lib_v6only)
+{
+	int backend = BT_RDMA + _i;
+	struct lt_side side[2];
+	struct evrdma_listener *l[2];
+	evutil_socket_t fd[2];
+	struct lt t;
+	int port, i;
+
+	if (!bt_available(backend))
+		return;
+	memset(&t, 0, sizeof(t));
+	t.eb = mh_program_start(backend);
+	fd[0] = lt_socket("::", 0, -1, 1);
+	port = lt_port(fd[0]);
+	fd[1] = lt_socket("0.0.0.0", port, -1, -1);
+	for (i = 0; i < 2; i++) {
+		side[i].t = &t;
+		side[i].which = i;
+		l[i] = evrdma_evconnlistener_new(t.eb, lt_accept, &side[i],
+		    LEV_OPT_CLOSE_ON_FREE, 16, fd[i]);
+		ck_assert_msg(l[i] != NULL, "listener %d: %s", i,
+		    evrdma_errmsg());
+	}
+	lt_connect(&t, backend == BT_RDMA ? dt_addr6() : "::1", port);
+	BT_WAIT(t.eb, t.up == 1 && t.nacc == 1, 20000);
+	lt_connect(&t, bt_connect_addr(backend), port);
+	BT_WAIT(t.eb, t.up == 2 && t.nacc == 2, 20000);
+	ck_assert_int_eq(t.n[0], 1);
+	ck_assert_int_eq(t.n[1], 1);
+	lt_free_ends(&t);
+	evrdma_listener_free(l[0]);
+	evrdma_listener_free(l[1]);
+	mh_program_end(t.eb);
+}
+END_TEST
+
+static void
+lt_echo(struct bufferevent *bev, void *arg)
+{
+	bufferevent_write_buffer(bev, bufferevent_get_input(bev));
+}
+
+static void
+lt_unix_accept(struct evrdma_listener *lst, struct bufferevent *bev,
+    const struct sockaddr *sa, int socklen, void *arg)
+{
+	struct lt *t = arg;
+
+	ck_assert_int_eq(sa->sa_family, AF_UNIX);
+	/* a socket's bufferevent: its descriptor is there (not under the
+	 * test knob's adapter) */
+	if (getenv("EVRDMA_BEV_ADAPTER") == NULL)
+		ck_assert_int_ge(bufferevent_getfd(bev), 0);
+	t->acc[t->nacc++] = bev;
+	bufferevent_setcb(bev, lt_echo, NULL, NULL, t);
+	bufferevent_enable(bev, EV_READ);
+}
+
+/*
+ * A Unix socket: the listener serves it alone (no RDMA there), and
+ * without LEV_OPT_CLOSE_ON_FREE it stays the program's after the free.
+ * The client is the program's own connected socket, through
+ * evrdma_bufferevent_socket_new().
+ */
+START_TEST(bev_lib_unix)
+{
+	int backend = BT_RDMA + _i;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct evrdma_listener *lst;
+	evutil_socket_t fd, cfd;
+	struct bufferevent *c;
+	struct lt t;
+	char buf[8];
+
+	if (!bt_available(backend))
+		return;
+	memset(&t, 0, sizeof(t));
+	t.eb = mh_program_start(backend);
+	/* (abstract: the guest's TMPDIR is a 9p share, which has none) */
+	snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+	    "evrdma-lib-%d", (int)getpid());
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	lst = evrdma_evconnlistener_new(t.eb, lt_unix_accept, &t, 0, 4, fd);
+	ck_assert_msg(lst != NULL, "listener: %s", evrdma_errmsg());
+	ck_assert_int_eq(evrdma_listener_get_fd(lst), fd);
+	ck_assert_int_eq(evrdma_listener_get_port(lst), 0);
+	cfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(cfd, 0);
+	ck_assert_int_eq(connect(cfd, (struct sockaddr *)&sun, sizeof(sun)),
+	    0);
+	ck_assert_int_eq(evutil_make_socket_nonblocking(cfd), 0);
+	c = evrdma_bufferevent_socket_new(t.eb, cfd, BEV_OPT_CLOSE_ON_FREE);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(bufferevent_getfd(c), cfd);
+	bufferevent_enable(c, EV_READ);
+	ck_assert_int_eq(bufferevent_write(c, "hello", 5), 0);
+	BT_WAIT(t.eb, evbuffer_get_length(bufferevent_get_input(c)) == 5,
+	    10000);
+	ck_assert_int_eq(bufferevent_read(c, buf, 5), 5);
+	ck_assert(!memcmp(buf, "hello", 5));
+	bufferevent_free(c);
+	lt_free_ends(&t);
+	evrdma_listener_free(lst);
+	/* the program's still */
+	ck_assert_int_ne(fcntl(fd, F_GETFD), -1);
+	close(fd);
+	mh_program_end(t.eb);
+}
+END_TEST
+
+/* Misuse is an error, and a failed listener leaves the socket open. */
+START_TEST(bev_lib_misuse)
+{
+	int backend = BT_RDMA + _i;
+	struct evrdma_config *cfg;
+	struct event_base *eb;
+	evutil_socket_t fd;
+	int p[2];
+
+	if (!bt_available(backend))
+		return;
+	eb = mh_program_start(backend);
+	fd = lt_socket(bt_listen_addr(backend), 0, -1, -1);
+	errno = 0;
+	ck_assert_ptr_null(evrdma_evconnlistener_new(NULL, lt_accept, NULL,
+	    0, -1, fd));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_evconnlistener_new(eb, NULL, NULL, 0, -1,
+	    fd));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_evconnlistener_new(eb, lt_accept, NULL, 0,
+	    -1, -1));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_evconnlistener_new(eb, lt_accept, NULL,
+	    LEV_OPT_THREADSAFE, -1, fd));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_ne(fcntl(fd, F_GETFD), -1);
+	close(fd);
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_ptr_null(evrdma_evconnlistener_new(eb, lt_accept, NULL, 0,
+	    -1, p[0]));
+	ck_assert_int_eq(errno, ENOTSOCK);
+	close(p[0]);
+	close(p[1]);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_null(evrdma_evconnlistener_new(eb, lt_accept, NULL, 0,
+	    -1, fd));
+	ck_assert_int_eq(errno, EINVAL);
+	close(fd);
+	ck_assert_int_eq(evrdma_listener_get_fd(NULL), -1);
+	ck_assert_ptr_null(evrdma_bufferevent_socket_new(NULL, -1, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_bufferevent_socket_new(eb, -2, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_bufferevent_socket_new(eb, -1, 0x1000));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(evrdma_evconnlistener_new_bind(NULL, lt_accept,
+	    NULL, 0, -1, NULL, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	/* a configuration evrdma_base_new() would refuse */
+	cfg = evrdma_config_new();
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_cq_size(cfg, 64), 0);
+	ck_assert_int_eq(evrdma_config_set_default(cfg), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* without the fallback, no RDMA is an error (the host) */
+	if (!tu_have_rdma_cm()) {
+		ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg, 0), 0);
+		ck_assert_int_eq(evrdma_config_set_cq_size(cfg, 4096), 0);
+		ck_assert_int_eq(evrdma_config_set_default(cfg), 0);
+		ck_assert_ptr_null(evrdma_bufferevent_socket_new(eb, -1, 0));
+		ck_assert(errno == ENOSYS || errno == ENODEV);
+	}
+	evrdma_config_free(cfg);
+	mh_program_end(eb);
+}
+END_TEST
+
+/* A base the program made on its event_base is the one the event_base
+ * calls use (its configuration applies); once it is freed, they share
+ * one of their own. */
+START_TEST(bev_lib_program_base)
+{
+	int backend = _i ? BT_ADAPTER : BT_RDMA;
+	struct evrdma_config *cfg;
+	struct evrdma_stats st;
+	struct evrdma_base *base;
+	struct evrdma_listener *lst;
+	struct bufferevent *bev;
+	struct sockaddr_storage ss;
+	struct lt_side side = { NULL, 0 };
+	struct lt t;
+	int len;
+
+	if (!bt_available(backend))
+		return;
+	memset(&t, 0, sizeof(t));
+	side.t = &t;
+	t.eb = mh_program_start(backend);
+	cfg = evrdma_config_new();
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_tcp_fallback(cfg,
+	    backend != BT_RDMA), 0);
+	base = evrdma_base_new(t.eb, cfg);
+	evrdma_config_free(cfg);
+	ck_assert_ptr_nonnull(base);
+	bev = evrdma_bufferevent_socket_new(t.eb, -1, 0);
+	ck_assert_ptr_nonnull(bev);
+	len = dt_sockaddr(&ss, bt_listen_addr(backend), 0);
+	lst = evrdma_evconnlistener_new_bind(t.eb, lt_accept, &side,
+	    LEV_OPT_REUSEABLE, -1, (struct sockaddr *)&ss, len);
+	ck_assert_ptr_nonnull(lst);
+	/* the fallback's socket, where there is one */
+	if (backend == BT_RDMA)
+		ck_assert_int_eq(evrdma_listener_get_fd(lst), -1);
+	else
+		ck_assert_int_ge(evrdma_listener_get_fd(lst), 0);
+	ck_assert_int_eq(evrdma_base_get_stats(base, &st, sizeof(st)), 0);
+	ck_assert_uint_eq(st.bevs, 1);
+	ck_assert_uint_eq(st.listeners, 1);
+	bufferevent_free(bev);
+	evrdma_listener_free(lst);
+	BT_WAIT(t.eb, evrdma_base_get_stats(base, &st, sizeof(st)) == 0 &&
+	    !st.bevs && !st.conns && !st.listeners, 10000);
+	evrdma_base_free(base);
+	/* now a shared one */
+	bev = evrdma_bufferevent_socket_new(t.eb, -1, 0);
+	ck_assert_ptr_nonnull(bev);
+	ck_assert(bt_is_adapter(bev));
+	bufferevent_free(bev);
+	mh_program_end(t.eb);
+}
+END_TEST
+
 Suite *
 bt_suite_lib(void)
 {
@@ -632,6 +1077,17 @@ bt_suite_lib(void)
 
 	tcase_set_timeout(tc, 180);
 	tcase_add_loop_test(tc, bev_lib_like_socket, 0, MH_NCASES * BT_N);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("socket");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, bev_lib_reuseport, 0, 3);
+	tcase_add_loop_test(tc, bev_lib_v6only, 0, 3);
+	tcase_add_loop_test(tc, bev_lib_unix, 0, 3);
+	tcase_add_loop_test(tc, bev_lib_misuse, 0, 3);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("base");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, bev_lib_program_base, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
