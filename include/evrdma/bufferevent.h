@@ -68,7 +68,17 @@
  *    bufferevent_flush(bev, EV_WRITE, BEV_FINISHED), as on a pair; over
  *    TCP use shutdown(bufferevent_getfd(bev), SHUT_WR). BEV_FLUSH sends
  *    what output holds now, past the ring's size; BEV_NORMAL does nothing
- *    more than the loop does.
+ *    more than the loop does. Code that asks the socket: the peer's
+ *    address is the accept callback's @p peer (keep a copy there, where
+ *    an evconnlistener's callback had one too), and on the connecting
+ *    side the address given to evrdma_bufferevent_connect(), in place of
+ *    getpeername(); socket options mean nothing over RDMA, and
+ *    TCP_NODELAY is what an RDMA bufferevent does anyway (a write goes
+ *    out at once, nothing waits as for Nagle's algorithm; one that fell
+ *    back to TCP has it set): set them where bufferevent_getfd() is not
+ *    -1 (setsockopt() on -1 fails with EBADF and changes nothing).
+ *    A listener's TCP connections are plain bufferevent_socket
+ *    bufferevents, with their socket.
  *  - bufferevent_socket_get_dns_error() returns 0: it reads a field of
  *    libevent's private struct bufferevent_private, which only libevent's
  *    own socket bufferevent sets. Use evrdma_bufferevent_get_dns_error(),
