@@ -19,8 +19,10 @@
  * ports by its creation lines: the constructors take
  * evconnlistener_new_bind()'s arguments in its order, LEV_OPT_* flags
  * included, and evrdma_listener_enable(), _disable(), _get_base(),
- * _set_error_cb() and _free() stand for evconnlistener_enable(),
- * _disable(), _get_base(), _set_error_cb() and _free().
+ * _get_fd(), _set_error_cb() and _free() stand for evconnlistener_enable(),
+ * _disable(), _get_base(), _get_fd(), _set_error_cb() and _free().
+ * evrdma_evconnlistener_new() (evrdma/bufferevent.h) stands for
+ * evconnlistener_new() on a socket the program made.
  */
 
 #include <sys/socket.h>
@@ -106,8 +108,9 @@ typedef void (*evrdma_listener_errorcb)(struct evrdma_listener *lst,
  * in evrdma/channel.h). What each LEV_OPT_* means here:
  *  - LEV_OPT_CLOSE_ON_FREE: implied. evrdma_listener_free() always closes
  *    what the listener listens on (its rdma_cm id; with the TCP fallback
- *    its socket too): neither is handed to the application, which could
- *    not use or close it.
+ *    its socket too): neither is the application's to close. A listener
+ *    on the program's own socket (evrdma_evconnlistener_new()) closes
+ *    the socket only with the flag, as evconnlistener_new().
  *  - LEV_OPT_REUSEABLE: over TCP (the fallback), SO_REUSEADDR on the
  *    listening socket, as libevent sets it: a server that restarts binds
  *    its port while connections of its former run are in TIME_WAIT;
@@ -127,7 +130,10 @@ typedef void (*evrdma_listener_errorcb)(struct evrdma_listener *lst,
  *    neither libevent's nor evrdma's: the constructor fails with EINVAL
  *    (no socket is handed out to leave blocking; a listener, as every
  *    evrdma object, is used from its loop's thread only; rdma_cm shares
- *    no port between listeners; IPv6-only binding is not offered).
+ *    no port between listeners; IPv6-only binding is not offered). On
+ *    the program's own socket, whose SO_REUSEPORT and IPV6_V6ONLY are
+ *    what they are, LEV_OPT_REUSEABLE_PORT and LEV_OPT_BIND_IPV6ONLY
+ *    are ignored, as by evconnlistener_new().
  * @{ */
 /** Accept connect requests without an evrdma handshake (rping, perftest):
  * evrdma_listener_new() only. */
