@@ -1068,6 +1068,62 @@ START_TEST(bev_lib_program_base)
 }
 END_TEST
 
+/* A connect by name, with no evrdma base of the program's and nothing
+ * else of evrdma's on its event_base (the server runs on another): it
+ * resolves (an RDMA bufferevent with its shared base's resolver, a
+ * socket as libevent does with no evdns_base) and connects. */
+START_TEST(bev_lib_hostname)
+{
+	int backend = BT_RDMA + _i;
+	struct lt_side side = { NULL, 0 };
+	struct sockaddr_storage ss;
+	struct evrdma_listener *lst;
+	struct event_base *seb;
+	struct bufferevent *bev;
+	struct lt t, srv;
+	uint64_t dl;
+	int len;
+
+	if (!bt_available(backend))
+		return;
+	memset(&t, 0, sizeof(t));
+	memset(&srv, 0, sizeof(srv));
+	side.t = &srv;
+	t.eb = mh_program_start(backend);
+	seb = srv.eb = event_base_new();
+	ck_assert_ptr_nonnull(seb);
+	len = dt_sockaddr(&ss, bt_listen_addr(backend), 0);
+	lst = evrdma_evconnlistener_new_bind(seb, lt_accept, &side,
+	    LEV_OPT_REUSEABLE, -1, (struct sockaddr *)&ss, len);
+	ck_assert_msg(lst != NULL, "listener: %s", evrdma_errmsg());
+	bev = evrdma_bufferevent_socket_new(t.eb, -1, 0);
+	ck_assert_ptr_nonnull(bev);
+	t.cli[t.ncli++] = bev;
+	bufferevent_setcb(bev, NULL, NULL, lt_client_event, &t);
+	ck_assert_msg(evrdma_bufferevent_connect_hostname(bev, NULL, AF_INET,
+	    bt_connect_addr(backend), evrdma_listener_get_port(lst)) == 0,
+	    "connect_hostname: %s", evrdma_errmsg());
+	dl = tu_now_ms() + 20000;
+	while (!(t.up == 1 && srv.nacc == 1)) {
+		ck_assert_msg(tu_now_ms() < dl, "no connection");
+		bt_step(t.eb, 10);
+		bt_step(seb, 10);
+	}
+	lt_free_ends(&t);
+	lt_free_ends(&srv);
+	evrdma_listener_free(lst);
+	dl = tu_now_ms() + 20000;
+	while (event_base_get_num_events(seb, EVENT_BASE_COUNT_ADDED |
+	    EVENT_BASE_COUNT_ACTIVE)) {
+		ck_assert(tu_now_ms() < dl);
+		bt_step(seb, 10);
+		bt_step(t.eb, 10);
+	}
+	event_base_free(seb);
+	mh_program_end(t.eb);
+}
+END_TEST
+
 Suite *
 bt_suite_lib(void)
 {
@@ -1088,6 +1144,7 @@ bt_suite_lib(void)
 	tc = tcase_create("base");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, bev_lib_program_base, 0, 2);
+	tcase_add_loop_test(tc, bev_lib_hostname, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
