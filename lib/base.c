@@ -73,7 +73,7 @@ evrdma__base_without_rdma_of(struct event_base *eb)
 
 	pthread_mutex_lock(&tcp_bases_lock);
 	LIST_FOREACH(base, &tcp_bases, tcp_link)
-		if (base->eb == eb)
+		if (base->eb == eb && !base->shared)
 			break;
 	pthread_mutex_unlock(&tcp_bases_lock);
 	return base;

@@ -488,7 +488,9 @@ evrdma_bufferevent_connect(struct bufferevent *bev, const struct sockaddr *sa,
 /*
  * A socket bufferevent of a base without RDMA: libevent resolves, so that
  * bufferevent_socket_get_dns_error() answers, but never with a NULL
- * evdns_base (a blocking getaddrinfo()): with the base's own. That one
+ * evdns_base (a blocking getaddrinfo()): with the base's own, where the
+ * program made one; else as libevent does with NULL (a shared base may go
+ * before the query ends, and fail it). That one
  * waits for ever on a name it must ask a nameserver for when it has
  * none; then an evdns_base of its own, which resolves numeric names and
  * /etc/hosts' at once (as the base's would), is freed with the query
@@ -506,8 +508,8 @@ sock_connect_hostname(struct bufferevent *bev, struct evdns_base *dns,
 		return bufferevent_socket_connect_hostname(bev, dns, family,
 		    host, port);
 	if (!(base = evrdma__base_without_rdma_of(bufferevent_get_base(bev))))
-		return evrdma__fail(EINVAL, "evrdma_bufferevent_connect_"
-		    "hostname: not a bufferevent of an evrdma base");
+		return bufferevent_socket_connect_hostname(bev, NULL, family,
+		    host, port);
 	if (!(dns = evrdma__base_evdns(base)))
 		return -1;
 	if (evdns_base_count_nameservers(dns) > 0)

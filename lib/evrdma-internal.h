@@ -540,8 +540,8 @@ struct evrdma_base {
 	int listen_v6only;	/* the next listener's, as its socket's; -1 */
 };
 
-/* A base without RDMA on @p eb (the one whose resolver a TCP bufferevent
- * of @p eb uses), or NULL. */
+/* A base without RDMA the program made on @p eb (the one whose resolver a
+ * TCP bufferevent of @p eb uses: a shared one may go meanwhile), or NULL. */
 struct evrdma_base *evrdma__base_without_rdma_of(struct event_base *eb);
 /* The base of the event_base calls, held for the caller: the newest the
  * program made on @p eb, else a shared one; NULL with errno. Adapters and

@@ -228,12 +228,13 @@ EVRDMA_EXPORT int evrdma_bufferevent_connect(struct bufferevent *bev,
  *   with a blocking getaddrinfo(). Without a nameserver in
  *   /etc/resolv.conf, a name that is neither numeric nor in /etc/hosts
  *   fails at once with EVUTIL_EAI_FAIL (an evdns_base would wait for a
- *   nameserver for ever).
+ *   nameserver for ever). A socket bufferevent of an event_base on which
+ *   the program made no base (evrdma_bufferevent_socket_new() without
+ *   RDMA, or libevent's own) resolves as libevent does with NULL.
  * @param family AF_INET, AF_INET6 or AF_UNSPEC
  * @param host a host name or numeric address
  * @param port the port
- * @return 0, or -1 with errno as evrdma_bufferevent_connect() (EINVAL also
- *   for a NULL @p dns with a bufferevent no evrdma base made)
+ * @return 0, or -1 with errno as evrdma_bufferevent_connect()
  */
 EVRDMA_EXPORT int evrdma_bufferevent_connect_hostname(struct bufferevent *bev,
     struct evdns_base *dns, int family, const char *host, int port);
