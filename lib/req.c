@@ -140,7 +140,8 @@ ep_account(struct evrdma__ep *ep, struct evrdma_req *req,
  * (evrdma__config_fail_post_send): the base's k-th post of sends (and
  * with "k+" every later one too) is refused as a provider with a full
  * queue refuses it, ENOMEM with the first work request bad, so that tests
- * reach what follows a refusal.
+ * reach what follows a refusal; with "k!" it goes, then the QP is moved
+ * to the error state: what is outstanding flushes, mid-burst.
  */
 #define ep_post_send evrdma__ep_post_send
 
@@ -152,6 +153,16 @@ evrdma__ep_post_send(struct evrdma__ep *ep, struct ibv_send_wr *wr,
 	    offsetof(struct evrdma_base, reqs));
 
 	if (base->fail_post_send && --base->fail_post_send == 0) {
+		if (base->fail_post_send_on == 2) {
+			struct ibv_qp_attr a;
+			int err = ibv_post_send(ep->qp, wr, bad);
+
+			memset(&a, 0, sizeof(a));
+			a.qp_state = IBV_QPS_ERR;
+			(void)EVRDMA_SYM(ibv_modify_qp)(ep->qp, &a,
+			    IBV_QP_STATE);
+			return err;
+		}
 		if (base->fail_post_send_on)
 			base->fail_post_send = 1;
 		*bad = wr;

@@ -42,8 +42,8 @@ evrdma__config_fail_post_send(int *on)
 		return 0;
 	errno = 0;
 	k = strtoul(v, &end, 10);
-	if (*end == '+') {
-		*on = 1;
+	if (*end == '+' || *end == '!') {
+		*on = *end == '+' ? 1 : 2;
 		end++;
 	}
 	if (errno || *end || k > UINT_MAX)

@@ -12,9 +12,11 @@
  * general path where a fast one exists (struct evrdma_config's
  * slow_path). */
 int evrdma__config_slow_path(void);
-/* EVRDMA_TEST_FAIL_POST_SEND=k or k+, read at evrdma_base_new(): the
- * base's k-th post of sends is refused, and with "+" every later one too
- * (ep_post_send). k, 0 when unset; *@p on set for "+". */
+/* EVRDMA_TEST_FAIL_POST_SEND=k, k+ or k!, read at evrdma_base_new(): the
+ * base's k-th post of sends is refused, and with "+" every later one too;
+ * with "!" it goes, and then its QP is moved to the error state, as a
+ * device's fault does, mid-burst (ep_post_send). k, 0 when unset; *@p on
+ * 1 for "+", 2 for "!". */
 unsigned evrdma__config_fail_post_send(int *on);
 /* EVRDMA_BEV_ADAPTER=1, read at each call: on a base without RDMA,
  * adapters over TCP rather than plain socket bufferevents, so that the

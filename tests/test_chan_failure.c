@@ -424,6 +424,71 @@ START_TEST(channel_post_refused)
 }
 END_TEST
 
+/* ==== a QP that fails mid-burst ==== */
+
+static void
+qe_log(int level, const char *msg, void *arg)
+{
+	(void)level;
+	if (strstr(msg, "internal error"))
+		(*(int *)arg)++;
+}
+
+/*
+ * The base's k-th post of sends goes, and then its QP is moved to the
+ * error state (the test knob EVRDMA_TEST_FAIL_POST_SEND=k!), as a
+ * device's fault does: with both rings' sends and receives outstanding,
+ * mid-burst, every one of them flushes. Each comes back to its ring once:
+ * both channels end exactly once (one with an error), no byte arrives
+ * that was not sent, no impossible state of the transport's is logged
+ * ("internal error": a slot or buffer released twice, a completion of
+ * nothing posted), and the teardown leaves nothing (dt_env_fini(); under
+ * ASan: nothing freed twice, nothing leaked).
+ */
+static const unsigned qe_k[] = { 1, 2, 3, 5, 8, 40, 200 };
+
+START_TEST(channel_qp_error)
+{
+	struct dt_env env;
+	struct chp p;
+	char k[16];
+	int internal = 0;
+
+	memset(&p, 0, sizeof(p));
+	evrdma_set_log_callback(qe_log, EVRDMA_LOG_ERROR, &internal);
+	snprintf(k, sizeof(k), "%u!", qe_k[_i]);
+	ck_assert_int_eq(setenv("EVRDMA_TEST_FAIL_POST_SEND", k, 1), 0);
+	dt_env_init(&env, NULL);
+	unsetenv("EVRDMA_TEST_FAIL_POST_SEND");
+	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
+	p.srv->drain = 1;
+	p.srv->rx_seed = p.cli.tx_seed;
+	p.cli.drain = 1;
+	p.cli.rx_seed = p.srv->tx_seed;
+	p.cli.tx_total = p.srv->tx_total = 1ull << 40;	/* until the end */
+	p.cli.pump_hi = p.srv->pump_hi = 1 * MiB;
+	p.cli.pump_in_wcb = p.srv->pump_in_wcb = 1;
+	ep_pump(&p.cli);
+	ep_pump(p.srv);
+	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 20000);
+	ch_loop_for(env.eb, 300);
+	fprintf(stderr, "QP in error after post %s: client 0x%x (%s) after "
+	    "%llu bytes, server 0x%x (%s) after %llu\n", k, p.cli.what,
+	    evrdma_reason_str(p.cli.reason), (unsigned long long)p.cli.rx,
+	    p.srv->what, evrdma_reason_str(p.srv->reason),
+	    (unsigned long long)p.srv->rx);
+	ck_assert_int_eq(p.cli.ends, 1);
+	ck_assert_int_eq(p.srv->ends, 1);
+	ck_assert_int_ge(p.cli.error + p.srv->error, 1);
+	ck_assert_int_eq(p.cli.reads_after_end + p.srv->reads_after_end, 0);
+	chp_close(&p);
+	ch_drain(&env, 20000);
+	dt_env_fini(&env);
+	ck_assert_int_eq(internal, 0);
+	evrdma_set_log_callback(NULL, 0, NULL);
+}
+END_TEST
+
 Suite *
 dt_suite_chan_failure(void)
 {
@@ -445,6 +510,12 @@ dt_suite_chan_failure(void)
 	tc = tcase_create("refused");
 	tcase_set_timeout(tc, 60);	/* each */
 	tcase_add_loop_test(tc, channel_post_refused, 1, 17);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("qp-error");
+	tcase_set_timeout(tc, 60);	/* each */
+	tcase_add_loop_test(tc, channel_qp_error, 0,
+	    (int)(sizeof(qe_k) / sizeof(qe_k[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
