@@ -333,6 +333,48 @@ evrdma__chan_rd_capped(const struct evrdma_channel *ch)
 {
 	return ch->rd_hi != 0;
 }
+/*
+ * ---- the receive seam (chan_input.c) ----
+ * Each pass, the transport hands over what arrived, in order: a batch of
+ * pieces, each the bytes of one arrival that input does not have yet,
+ * and the argument of a release handle (the batch's ref_cleanup) for a
+ * reference into it. The channel decides where each goes (the receive
+ * callback, the sink, input by copy or by reference), as the mode and the
+ * watermarks allow, and says how much of each it took; the transport then
+ * lets go of what was taken whole (unless input still refers to it).
+ */
+struct evrdma__chan_piece {
+	const uint8_t *p;		/* the bytes input does not have */
+	size_t len;
+	void *ref_arg;			/* ref_cleanup()'s for a reference */
+	size_t took;			/* out: of which the channel took */
+};
+struct evrdma__chan_batch {
+	struct evrdma__chan_piece *v;
+	unsigned n;
+	/* the transport's limits: a piece under small_max is copied (and
+	 * one may go to the sink); input copies while it stays within
+	 * copy_max; references while ref_room buffers more may be held */
+	size_t small_max, copy_max;
+	unsigned ref_room;
+	/* a reference into a piece: ref_take() before it is added (1 when
+	 * the piece's buffer had none: one less of ref_room), ref_undo()
+	 * when input refused it, ref_cleanup() when input lets it go */
+	void *tp;
+	int (*ref_take)(void *tp, void *ref_arg);
+	void (*ref_undo)(void *tp, void *ref_arg);
+	evbuffer_ref_cleanup_cb ref_cleanup;
+	/* out */
+	unsigned done;			/* pieces taken whole, from the first */
+	int fail;			/* the reason the connection must end
+					 * for (EVRDMA_REASON_*), or 0 */
+};
+/* Deliver @p b (then the read callback). The channel may be freed inside:
+ * the transport applies b->done and the next piece's took, and looks at
+ * nothing else of the channel's when evrdma__chan_end() says CHE_FREED. */
+void evrdma__chan_deliver(struct evrdma_channel *ch,
+    struct evrdma__chan_batch *b);
+
 /* Output holds bytes its user was told are written (the adapter's): a
  * free sends them before the end, instead of discarding them. */
 void evrdma__chan_output_taken(struct evrdma_channel *ch);

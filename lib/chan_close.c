@@ -131,8 +131,13 @@ evrdma__rc_close(struct evrdma_channel *ch)
 	}
 	/* freed with bytes it never read: not an orderly end, as a socket
 	 * closed with unread data resets the connection */
-	if (evrdma__chan_input_len(ch) || rc->rx.head != rc->rx.tail)
+	if (evrdma__chan_input_len(ch) || evrdma__rx_unread(rc)) {
+		evrdma__log(EVRDMA_LOG_DEBUG, "channel %p: freed with bytes "
+		    "unread (%zu in input, %llu arrivals not taken): its end "
+		    "is a reset", (void *)rc, evrdma__chan_input_len(ch),
+		    (unsigned long long)(rc->rx.tail - rc->rx.head));
 		rc_set(rc, RC_RESET_DUE);
+	}
 	/* What was sent (and, for the adapter, what output holds) arrives,
 	 * then the end: EOF, or RESET; we wait until the peer has it and
 	 * has pulled what it was to pull, then disconnect, at most the
@@ -217,7 +222,7 @@ evrdma__rc_exiting(struct evrdma_channel *ch)
 	    (evrdma__chan_end(ch) & CHE_PEER_RESET))
 		return;
 	rc_set(rc, RC_CLOSING);
-	if (evrdma__chan_input_len(ch) || rc->rx.head != rc->rx.tail)
+	if (evrdma__chan_input_len(ch) || evrdma__rx_unread(rc))
 		rc_set(rc, RC_RESET_DUE);
 	if (!evrdma__chan_out_taken(ch)) {
 		evrdma__wr_forget_open(rc);	/* (user space, lost) */

@@ -195,6 +195,8 @@ struct rc_rx {
 	struct ch_rbuf *rb;
 	unsigned *free, nfree;		/* stack of free buffers */
 	unsigned *q;			/* arrived DATA in order (ring) */
+	struct evrdma__chan_piece *pieces;	/* a pass's batch of them */
+	const struct evrdma__chan_batch *batch;	/* while it is delivered */
 	uint64_t head, tail, pull;	/* pull: next READ */
 	unsigned posted;		/* receives posted */
 	unsigned held;			/* DATA arrived, buffer not free */
@@ -602,6 +604,7 @@ evrdma__rc_returns_ready(struct ch_rdma *rc, unsigned data_after,
 	return evrdma__rc_returns_post(rc, data_after, ctrl_after);
 }
 void evrdma__rc_deliver(struct ch_rdma *rc);
+int evrdma__rx_unread(const struct ch_rdma *rc);
 int evrdma__rx_arrived(struct ch_rdma *rc, unsigned idx,
     const struct evrdma__rx_wc *w, struct evrdma__ch_imm *m);
 int evrdma__rx_done(struct ch_rdma *rc, unsigned idx, const struct ibv_wc *wc,

@@ -166,148 +166,106 @@ rxq_ready(struct ch_rdma *rc)
 	    rc->rx.rb[rc->rx.q[rc->rx.head % rc->nbuf]].state == RB_READY;
 }
 
+/* Arrived bytes the application has not taken: in rxq, beyond what the
+ * batch being delivered took (a free inside its callbacks: what the
+ * callback was handed is the application's, as a socket's read bytes). */
+int
+evrdma__rx_unread(const struct ch_rdma *rc)
+{
+	uint64_t taken = rc->rx.batch ? rc->rx.batch->done : 0;
+
+	return rc->rx.tail - rc->rx.head > taken;
+}
+
+/* A reference into a buffer, for input (the receive seam's ref_take):
+ * counted before the addition; 1 when the buffer had none. */
+static int
+rc_ref_take(void *tp, void *arg)
+{
+	struct ch_rdma *rc = tp;
+	struct ch_rbuf *b = &rc->rx.rb[((struct ch_slotref *)arg)->idx];
+
+	rc->rx.ring->refs++;
+	if (b->refs++)
+		return 0;
+	rc->rx.refs_held++;
+	return 1;
+}
+
+/* ... which input refused. */
+static void
+rc_ref_undo(void *tp, void *arg)
+{
+	struct ch_rdma *rc = tp;
+	struct ch_rbuf *b = &rc->rx.rb[((struct ch_slotref *)arg)->idx];
+
+	if (--b->refs == 0)
+		rc->rx.refs_held--;
+	rc->rx.ring->refs--;
+}
+
 /*
- * Move arrived data into input while reading is enabled and input has
- * room (or hand it to the receive callback while input is empty); then
- * the read callback.
+ * Hand what arrived, in order, to the channel (chan.h's receive seam):
+ * every buffer at the head of rxq that is ready, as one batch; then let
+ * go of those it took whole. A buffer input still refers to goes back
+ * when the last reference does (rc_ref_cleanup()): the start of a message
+ * cut at the read high watermark went into input by reference, and the
+ * application (or the bufferevent adapter) may have moved that chain out,
+ * so input is empty while an evbuffer elsewhere refers to the buffer
+ * (found by review: released on delivery, it went back to the peer, or a
+ * shared pool, while the application still held its bytes).
  */
 void
 evrdma__rc_deliver(struct ch_rdma *rc)
 {
-	struct evrdma_channel *ch = &rc->ch;
-	/* input's length, kept here: only we add to it in this loop */
-	size_t have = evrdma__chan_input_len(ch);
-	int moved = 0, held = 0, refused = 0;
+	struct evrdma__chan_batch bt;
+	struct evrdma__chan_piece *v = rc->rx.pieces;
+	uint64_t h;
+	unsigned n = 0, k, half = rc->slots / 2;
 
-	while (evrdma__chan_reading(ch) && rxq_ready(rc)) {
+	if (evrdma__chan_reading(&rc->ch)) {
+		for (h = rc->rx.head; h < rc->rx.tail; h++) {
+			unsigned idx = rc->rx.q[h % rc->nbuf];
+			const struct ch_rbuf *b = &rc->rx.rb[idx];
+
+			if (b->state != RB_READY)
+				break;	/* a pull not done: order */
+			v[n].p = rc->rx.ring->mem +
+			    (size_t)idx * rc->slot_size + b->off;
+			v[n].len = b->len - b->off;
+			v[n].ref_arg = &rc->rx.ring->slot[idx];
+			v[n].took = 0;
+			n++;
+		}
+	}
+	bt.v = v;
+	bt.n = n;
+	bt.small_max = STAGE_MIN;
+	bt.copy_max = rc->max_input;
+	bt.ref_room = rc->rx.refs_held < half ? half - rc->rx.refs_held : 0;
+	bt.tp = rc;
+	bt.ref_take = rc_ref_take;
+	bt.ref_undo = rc_ref_undo;
+	bt.ref_cleanup = rc_ref_cleanup;
+	rc->rx.batch = &bt;
+	evrdma__chan_deliver(&rc->ch, &bt);
+	rc->rx.batch = NULL;
+	for (k = 0; k < bt.done; k++) {
 		unsigned idx = rc->rx.q[rc->rx.head % rc->nbuf];
 		struct ch_rbuf *b = &rc->rx.rb[idx];
-		uint8_t *p = rc->rx.ring->mem + (size_t)idx * rc->slot_size +
-		    b->off;
-		size_t len = b->len - b->off, room, take;
-		int copy_ok, ref_ok;
-		/* Input may be empty while an evbuffer elsewhere still refers
-		 * to this buffer: the start of a message cut at the read high
-		 * watermark went into input by reference, and the application
-		 * (or the bufferevent adapter) moved that chain out. Then the
-		 * last reference's cleanup releases the buffer, not the
-		 * delivery of its rest (found by review: released here, it
-		 * went back to the peer, or a shared pool, while the
-		 * application still held its bytes). */
-		int referenced = b->refs != 0;
 
-		if (!have && evrdma__chan_has_recvcb(ch)) {
-			/* zero-copy to the user; the buffer goes back to
-			 * the peer as soon as the callback returns */
-			rxq_pop(rc);
-			b->queued = 0;
-			evrdma__chan_recv(ch, p, len);
-			if (!referenced)
-				rb_release(rc, idx);
-			if (evrdma__chan_end(ch) & CHE_FREED)
-				return;
-			/* it may have put bytes in input: what comes next
-			 * goes there, behind them. (Asked only when something
-			 * comes next or the watermark needs it: nothing was
-			 * moved before a callback, which needs input empty,
-			 * so input_added() below does not run.) */
-			if (rxq_ready(rc) || evrdma__chan_rd_capped(ch))
-				have = evrdma__chan_input_len(ch);
-			continue;
-		}
-		if (!have && len < STAGE_MIN &&
-		    evrdma__chan_sink_take(ch, p, len)) {
-			/* copied by the adapter: the slot goes back at once,
-			 * before its read callback (which may write the
-			 * reply: the credit then goes with it) */
-			rxq_pop(rc);
-			b->queued = 0;
-			if (!referenced)
-				rb_release(rc, idx);
-			evrdma__chan_sunk(ch);
-			if (evrdma__chan_end(ch) & CHE_FREED)
-				return;
-			have = evrdma__chan_input_len(ch);
-			continue;
-		}
-		room = evrdma__chan_room(ch, have);
-		take = evrdma__chan_admit(ch, have, room, len);
-		if (!take) {
-			/* (an application's callback on input, run inside
-			 * an add, may have taken bytes: have is then stale,
-			 * and holding would wait for a drain already done:
-			 * found by review) */
-			size_t now = evrdma__chan_input_len(ch);
-
-			if (now < have) {
-				have = now;
-				continue;
-			}
-			held = 1;
-			break;
-		}
-		/* (once the connection is over there is no peer to hold
-		 * back: what arrived goes in, as far as the watermark lets.
-		 * Within STAGE_MIN of the read high watermark a piece is
-		 * copied even past max_input: input never passes the mark,
-		 * so that costs at most STAGE_MIN more, and a reader that
-		 * frees a few bytes at a time gets them, as from a socket,
-		 * without a reference per piece into one buffer) */
-		copy_ok = (evrdma__chan_end(ch) & CHE_GONE) ||
-		    have + take <= rc->max_input ||
-		    room < STAGE_MIN;
-		ref_ok = (evrdma__chan_end(ch) & CHE_GONE) || rc->rx.refs_held < rc->slots / 2;
-		if ((take < STAGE_MIN || !ref_ok) && copy_ok) {
-			if (evrdma__chan_input_add(ch, p, take, NULL,
-			    NULL) < 0) {
-				held = refused = 1;
-				break;
-			}
-		} else if (ref_ok) {
-			/* counted before the add: the application's own
-			 * evbuffer callback, run inside it, may take the
-			 * chain out, and its cleanup run, before it returns
-			 * (found by review) */
-			rc->rx.ring->refs++;
-			if (b->refs++ == 0)
-				rc->rx.refs_held++;
-			if (evrdma__chan_input_add(ch, p, take,
-			    rc_ref_cleanup, &rc->rx.ring->slot[idx]) < 0) {
-				if (--b->refs == 0)
-					rc->rx.refs_held--;
-				rc->rx.ring->refs--;
-				held = refused = 1;
-				break;
-			}
-		} else {
-			held = 1;
-			break;	/* held in its buffer: the peer waits */
-		}
-		have += take;
-		b->off += (uint32_t)take;
-		moved = 1;
-		if (b->off < b->len)
-			continue;	/* cut at the high watermark */
 		rxq_pop(rc);
+		b->off = b->len;
 		b->queued = 0;
 		if (!b->refs)
 			rb_release(rc, idx);
 	}
-	/* (the same: the watermark's test needs input's real length) */
-	if (moved && evrdma__chan_rd_capped(ch))
-		have = evrdma__chan_input_len(ch);
-	/* before the read callback: what it reads may let more in */
-	if (evrdma__chan_watch_input(ch, held, have) < 0 && rc->conn)
-		evrdma__rc_fail(rc, EVRDMA_REASON_RESOURCE);
-	if (moved)
-		evrdma__chan_input_added(ch, have);
-	/* Input refused bytes it had room for: out of memory, or the
-	 * application froze its end. A socket bufferevent's read fails
-	 * there (BEV_EVENT_ERROR | READING); holding them waited for a
-	 * drain that may never come, with the read timeout suspended
-	 * (review r44). */
-	if (refused && rc->conn)
-		evrdma__rc_fail(rc, evrdma__chan_input_refused(ch));
+	if (bt.done < n)	/* (cut at the read high watermark) */
+		rc->rx.rb[rc->rx.q[rc->rx.head % rc->nbuf]].off +=
+		    (uint32_t)v[bt.done].took;
+	if (bt.fail && rc->conn &&
+	    !(evrdma__chan_end(&rc->ch) & CHE_FREED))
+		evrdma__rc_fail(rc, bt.fail);
 }
 
 /* A DATA message arrived in buffer @p idx (its returns were taken). */
@@ -596,7 +554,8 @@ evrdma__rx_new(struct ch_rdma *rc, int pooled)
 	unsigned i;
 
 	rc->rx.q = calloc(rc->nbuf, sizeof(*rc->rx.q));
-	if (!rc->rx.q)
+	rc->rx.pieces = calloc(rc->nbuf, sizeof(*rc->rx.pieces));
+	if (!rc->rx.q || !rc->rx.pieces)
 		return -1;
 	if (pooled)
 		return 0;
@@ -668,6 +627,7 @@ evrdma__rx_free(struct ch_rdma *rc)
 		free(rc->rx.rb);
 	free(rc->rx.free);
 	free(rc->rx.q);
+	free(rc->rx.pieces);
 	free(rc->rx.wr);
 	free(rc->rx.sge);
 }

@@ -65,50 +65,64 @@ rx_waiting(const struct rx *r)
 	return r->head < r->tail;
 }
 
-/* chan_rx.c's evrdma__rc_deliver(), its steps as the semantics see them */
+/* the seam's rule (chan_input.c): a piece under small_max is copied, one
+ * of small_max or more referenced; arrive() sets it from the pieces a
+ * test wants referenced */
+static size_t t_small;
+
+static int
+rx_ref_take(void *tp, void *arg)
+{
+	(void)tp;
+	ck_assert_int_eq(((struct piece *)arg)->by_ref, 1);
+	return 1;
+}
+
+static void
+rx_ref_undo(void *tp, void *arg)
+{
+	(void)tp, (void)arg;
+}
+
+/* chan_rx.c's evrdma__rc_deliver(): what waits, as one batch through the
+ * receive seam (evrdma__chan_deliver()); then what it took goes */
 static void
 rx_deliver(struct rx *r)
 {
-	struct evrdma_channel *ch = &r->ch;
-	size_t have = evbuffer_get_length(ch->input);
-	int moved = 0, held = 0, refused = 0;
+	struct evrdma__chan_piece v[16];
+	struct evrdma__chan_batch b;
+	unsigned n = 0, k;
 
-	while (evrdma__chan_reading(ch) && rx_waiting(r)) {
-		struct piece *pc = r->q[r->head];
-		size_t len = pc->len - pc->off, room, take;
+	memset(&b, 0, sizeof(b));
+	for (k = r->head; k < r->tail; k++) {
+		struct piece *pc = r->q[k];
 
-		if (ch->recvcb && !have) {
-			r->head++;
-			evrdma__chan_recv(ch, pc->p + pc->off, len);
-			if (ch->end & CHE_FREED)
-				return;
-			have = evbuffer_get_length(ch->input);
-			continue;
-		}
-		room = evrdma__chan_room(ch, have);
-		take = evrdma__chan_admit(ch, have, room, len);
-		if (!take) {
-			held = 1;
-			break;
-		}
-		/* (input refused them: chan_rx.c holds them in their slot
-		 * and ends the channel, as a socket's failed read does) */
-		if (evrdma__chan_input_add(ch, pc->p + pc->off, take,
-		    pc->by_ref ? rx_cleanup : NULL, pc) < 0) {
-			held = refused = 1;
-			break;
-		}
-		have += take;
-		pc->off += take;
-		moved = 1;
-		if (pc->off == pc->len)
-			r->head++;
+		v[n].p = (const uint8_t *)pc->p + pc->off;
+		v[n].len = pc->len - pc->off;
+		v[n].ref_arg = pc;
+		v[n].took = 0;
+		n++;
 	}
-	ck_assert_int_eq(evrdma__chan_watch_input(ch, held, have), 0);
-	if (moved)
-		evrdma__chan_input_added(ch, have);
-	if (refused)
-		ch->ops->abort(ch, evrdma__chan_input_refused(ch));
+	b.v = v;
+	b.n = n;
+	b.small_max = t_small;
+	b.copy_max = (size_t)-1;
+	b.ref_room = 16;
+	b.tp = r;
+	b.ref_take = rx_ref_take;
+	b.ref_undo = rx_ref_undo;
+	b.ref_cleanup = rx_cleanup;
+	evrdma__chan_deliver(&r->ch, &b);
+	for (k = 0; k < b.done; k++) {
+		r->q[r->head]->off = r->q[r->head]->len;
+		r->head++;
+	}
+	if (b.done < n)		/* cut at the read high watermark */
+		r->q[r->head]->off += v[b.done].took;
+	/* (input refused them: chan_rx.c holds them in their slot and ends
+	 * the channel, as a socket's failed read does) */
+	if (b.fail && !(r->ch.end & CHE_FREED))
+		r->ch.ops->abort(&r->ch, b.fail);
 }
 
 /* chan_rdma.c's rc_pass(), its receiving half */
@@ -258,6 +272,7 @@ setup(void)
 	poison_on_destruct = 0;
 	memset(pieces, 0, sizeof(pieces));
 	npieces = 0;
+	t_small = (size_t)-1;
 }
 
 static void
@@ -294,6 +309,7 @@ static struct piece *
 arrive(struct rx *r, const char *s, size_t len, int by_ref)
 {
 	struct piece *pc;
+	unsigned k;
 
 	ck_assert_uint_lt(r->tail, 16);
 	ck_assert_uint_lt(npieces, 16);
@@ -301,6 +317,15 @@ arrive(struct rx *r, const char *s, size_t len, int by_ref)
 	pc->p = s;
 	pc->len = len;
 	pc->by_ref = by_ref;
+	/* (the seam decides by length: every piece of the test must agree
+	 * with the rule the one threshold makes) */
+	if (by_ref && len < t_small)
+		t_small = len;
+	for (k = 0; k < npieces; k++)
+		ck_assert_msg(pieces[k].by_ref ? pieces[k].len >= t_small :
+		    pieces[k].len < t_small, "piece %u: the test wants it %s, "
+		    "the seam's rule decides by length", k,
+		    pieces[k].by_ref ? "referenced" : "copied");
 	rx_kick(&r->ch);
 	return pc;
 }
