@@ -374,58 +374,6 @@ END_TEST
 
 /* ==== a post of sends the provider refuses ==== */
 
-/*
- * The base's k-th post of sends is refused, as a provider with a full
- * queue refuses it (the test knob EVRDMA_TEST_FAIL_POST_SEND: no other
- * way makes the device refuse a post that fits the queue). k = 1..8 hits
- * the first DATA passes and credit returns of a stream in both
- * directions; variants 9..16 refuse the (k - 8)-th and every later post
- * too, so the failure's own sends (the reset, the drain: uncorked) are
- * refused as well. The refused requests complete once with the error,
- * the connection fails, both channels end exactly once (one with ERROR),
- * no byte arrives that was not sent, and every request completes: nothing
- * left at teardown.
- */
-START_TEST(channel_post_refused)
-{
-	struct dt_env env;
-	struct chp p;
-	char k[16];
-
-	memset(&p, 0, sizeof(p));
-	snprintf(k, sizeof(k), _i > 8 ? "%d+" : "%d", _i > 8 ? _i - 8 : _i);
-	ck_assert_int_eq(setenv("EVRDMA_TEST_FAIL_POST_SEND", k, 1), 0);
-	dt_env_init(&env, NULL);
-	unsetenv("EVRDMA_TEST_FAIL_POST_SEND");
-	chp_open(&p, &env, EVRDMA_CHANNEL_STREAM, 1);
-	p.srv->drain = 1;
-	p.srv->rx_seed = p.cli.tx_seed;
-	p.cli.drain = 1;
-	p.cli.rx_seed = p.srv->tx_seed;
-	p.cli.tx_total = p.srv->tx_total = 1ull << 40;	/* until the end */
-	p.cli.pump_hi = p.srv->pump_hi = 1 * MiB;
-	p.cli.pump_in_wcb = p.srv->pump_in_wcb = 1;
-	ep_pump(&p.cli);
-	ep_pump(p.srv);
-	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 20000);
-	ch_loop_for(env.eb, 300);
-	fprintf(stderr, "post %s refused: client 0x%x (%s) after %llu bytes, "
-	    "server 0x%x (%s) after %llu\n", k, p.cli.what,
-	    evrdma_reason_str(p.cli.reason), (unsigned long long)p.cli.rx,
-	    p.srv->what, evrdma_reason_str(p.srv->reason),
-	    (unsigned long long)p.srv->rx);
-	ck_assert_int_eq(p.cli.ends, 1);
-	ck_assert_int_eq(p.srv->ends, 1);
-	ck_assert_int_ge(p.cli.error + p.srv->error, 1);
-	ck_assert_int_eq(p.cli.reads_after_end + p.srv->reads_after_end, 0);
-	chp_close(&p);
-	ch_drain(&env, 20000);
-	dt_env_fini(&env);
-}
-END_TEST
-
-/* ==== a QP that fails mid-burst ==== */
-
 static void
 qe_log(int level, const char *msg, void *arg)
 {
@@ -435,28 +383,23 @@ qe_log(int level, const char *msg, void *arg)
 }
 
 /*
- * The base's k-th post of sends goes, and then its QP is moved to the
- * error state (the test knob EVRDMA_TEST_FAIL_POST_SEND=k!), as a
- * device's fault does: with both rings' sends and receives outstanding,
- * mid-burst, every one of them flushes. Each comes back to its ring once:
- * both channels end exactly once (one with an error), no byte arrives
- * that was not sent, no impossible state of the transport's is logged
- * ("internal error": a slot or buffer released twice, a completion of
- * nothing posted), and the teardown leaves nothing (dt_env_fini(); under
- * ASan: nothing freed twice, nothing leaked).
+ * A stream both ways under the test knob EVRDMA_TEST_FAIL_POST_SEND=@p k
+ * (@p what: what the knob does, for the log line), until the failure it
+ * makes ends it: both channels end exactly once (one with ERROR), no byte
+ * arrives that was not sent, no impossible state of the transport's is
+ * logged ("internal error": a slot or buffer released twice, a completion
+ * of nothing posted), and the teardown leaves nothing (dt_env_fini();
+ * under ASan: nothing freed twice, nothing leaked).
  */
-static const unsigned qe_k[] = { 1, 2, 3, 5, 8, 40, 200 };
-
-START_TEST(channel_qp_error)
+static void
+stream_under_knob(const char *k, const char *what)
 {
 	struct dt_env env;
 	struct chp p;
-	char k[16];
 	int internal = 0;
 
 	memset(&p, 0, sizeof(p));
 	evrdma_set_log_callback(qe_log, EVRDMA_LOG_ERROR, &internal);
-	snprintf(k, sizeof(k), "%u!", qe_k[_i]);
 	ck_assert_int_eq(setenv("EVRDMA_TEST_FAIL_POST_SEND", k, 1), 0);
 	dt_env_init(&env, NULL);
 	unsetenv("EVRDMA_TEST_FAIL_POST_SEND");
@@ -472,8 +415,8 @@ START_TEST(channel_qp_error)
 	ep_pump(p.srv);
 	CH_WAIT(env.eb, p.cli.ends && p.srv->ends, 20000);
 	ch_loop_for(env.eb, 300);
-	fprintf(stderr, "QP in error after post %s: client 0x%x (%s) after "
-	    "%llu bytes, server 0x%x (%s) after %llu\n", k, p.cli.what,
+	fprintf(stderr, "%s %s: client 0x%x (%s) after %llu bytes, server "
+	    "0x%x (%s) after %llu\n", what, k, p.cli.what,
 	    evrdma_reason_str(p.cli.reason), (unsigned long long)p.cli.rx,
 	    p.srv->what, evrdma_reason_str(p.srv->reason),
 	    (unsigned long long)p.srv->rx);
@@ -486,6 +429,46 @@ START_TEST(channel_qp_error)
 	dt_env_fini(&env);
 	ck_assert_int_eq(internal, 0);
 	evrdma_set_log_callback(NULL, 0, NULL);
+}
+
+/*
+ * The base's k-th post of sends is refused, as a provider with a full
+ * queue refuses it (the test knob EVRDMA_TEST_FAIL_POST_SEND: no other
+ * way makes the device refuse a post that fits the queue). k = 1..8 hits
+ * the first DATA passes and credit returns of a stream in both
+ * directions; variants 9..16 refuse the (k - 8)-th and every later post
+ * too, so the failure's own sends (the reset, the drain) are
+ * refused as well. The refused requests complete once with the error,
+ * the connection fails, both channels end exactly once (one with ERROR),
+ * no byte arrives that was not sent, and every request completes: nothing
+ * left at teardown (stream_under_knob()).
+ */
+START_TEST(channel_post_refused)
+{
+	char k[16];
+
+	snprintf(k, sizeof(k), _i > 8 ? "%d+" : "%d", _i > 8 ? _i - 8 : _i);
+	stream_under_knob(k, "post refused:");
+}
+END_TEST
+
+/* ==== a QP that fails mid-burst ==== */
+
+/*
+ * The base's k-th post of sends goes, and then its QP is moved to the
+ * error state (the test knob EVRDMA_TEST_FAIL_POST_SEND=k!), as a
+ * device's fault does: with both rings' sends and receives outstanding,
+ * mid-burst, every one of them flushes, and each comes back to its ring
+ * once (stream_under_knob()'s checks).
+ */
+static const unsigned qe_k[] = { 1, 2, 3, 5, 8, 40, 200 };
+
+START_TEST(channel_qp_error)
+{
+	char k[16];
+
+	snprintf(k, sizeof(k), "%u!", qe_k[_i]);
+	stream_under_knob(k, "QP in error after post");
 }
 END_TEST
 
