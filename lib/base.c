@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan_warm.h"
 #include "evrdma-internal.h"
 
 /* The bases without RDMA, for evrdma__base_without_rdma_of(): their
@@ -147,7 +148,9 @@ base_new(struct event_base *eb, const struct evrdma_config *cfg, int shared)
 		free(base);
 		return NULL;
 	}
-	if (evrdma__linger_init(base) < 0) {
+	if (evrdma__linger_init(base) < 0 || evrdma__warm_init(base) < 0) {
+		evrdma__linger_fini(base);
+		evrdma__warm_fini(base);
 		evrdma__work_fini(base);
 		free(base);
 		evrdma__fail(ENOMEM, "evrdma_base_new: out of memory");
@@ -169,6 +172,7 @@ base_new(struct event_base *eb, const struct evrdma_config *cfg, int shared)
 fail:
 	err = errno;
 	evrdma__linger_fini(base);
+	evrdma__warm_fini(base);
 	evrdma__work_fini(base);
 	free(base);
 	errno = err;
@@ -313,6 +317,7 @@ base_release(struct evrdma_base *base)
 	LIST_REMOVE(base, all_link);
 	pthread_mutex_unlock(&all_bases_lock);
 	evrdma__linger_fini(base);
+	evrdma__warm_fini(base);
 	while ((c = LIST_FIRST(&base->hooks))) {
 		LIST_REMOVE(c, link);
 		c->base_gone(c);

@@ -30,6 +30,7 @@
 
 #include "chan_ctl.h"
 #include "chan_pool.h"
+#include "chan_warm.h"
 #include "chan_write.h"
 
 static void rc_linger_expire(struct evrdma__linger *lg);
@@ -78,8 +79,15 @@ evrdma__rc_closed(void *owner, int husk)
 	evrdma__rc_untag(rc);
 	evrdma__end_fini(rc);
 	evrdma__ctl_fini(rc);
-	evrdma__rx_close(rc);
-	evrdma__tx_close(rc);
+	/* The rings' registrations go now, with the connection, unless the
+	 * application has let go of the channel, which goes next
+	 * (rc_destruct()): they may go to a warm set then. A channel the
+	 * application still holds pins nothing once its connection is gone. */
+	if (!rc_base(rc)->cfg.warm_max || rc->pm.pool || husk ||
+	    !(evrdma__chan_end(ch) & CHE_FREED)) {
+		evrdma__rx_close(rc);
+		evrdma__tx_close(rc);
+	}
 	evrdma__spill_end(rc);
 	evrdma__rc_drop_pending_writes(rc);
 	evrdma__chan_end_reason(ch, EVRDMA_REASON_DISCONNECTED, 0);
@@ -259,6 +267,14 @@ evrdma__rc_destruct(struct evrdma_channel *ch)
 	evrdma__tx_detach(rc);
 	evrdma__spill_end(rc);
 	evrdma__chan_fini(ch);
+	/* (input and output are gone: whatever they held of the rings) */
+	if (base && !rc->pm.pool && !rc->conn &&
+	    evrdma__warm_give(base, rc->rx.ring, rc->rx.mr, rc->tx.ring,
+	    rc->tx.mr) == 0) {
+		evrdma__rx_disown(rc);
+		evrdma__tx_disown(rc);
+	}
+	evrdma__warm_free(rc->warm);
 	evrdma__rx_free(rc);
 	evrdma__tx_free(rc);
 	evrdma__sq_fini(rc);

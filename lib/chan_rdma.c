@@ -37,6 +37,7 @@
 #include "chan_ctl.h"
 #include "chan_sq.h"
 #include "chan_tx.h"
+#include "chan_warm.h"
 #include "chan_write.h"
 
 /*
@@ -232,6 +233,41 @@ own_cancel(void *owner, struct evrdma_conn *conn)
 	evrdma__rc_untag(rc);
 }
 
+/* Registering @p bytes more stays within RLIMIT_MEMLOCK, once the warm
+ * sets have gone if need be (their bytes count). 0, or -1 with errno. */
+static int
+rc_pin_check(struct ch_rdma *rc, size_t bytes)
+{
+	if (evrdma__mem_pin_check(bytes) == 0)
+		return 0;
+	if (TAILQ_EMPTY(&rc_base(rc)->warm))
+		return -1;
+	evrdma__warm_flush(rc_base(rc));
+	return evrdma__mem_pin_check(bytes);
+}
+
+/* The QP's protection domain: a warm set's when one fits (chan_warm.h),
+ * its rings then replacing the fresh ones in rc_setup(), else a fresh
+ * domain. Not when the send ring holds a write made before the
+ * connection, nor on a queue's pool (the queue's domain, conn_cm.c). */
+static struct evrdma__pd *
+own_pd(void *owner, struct evrdma_dev *dev)
+{
+	struct ch_rdma *rc = owner;
+	struct evrdma_base *base = rc_base(rc);
+	struct evrdma__pd *pd;
+
+	if (base->cfg.warm_max && !rc->pm.pool && !rc->warm &&
+	    evrdma__tx_untouched(rc))
+		rc->warm = evrdma__warm_take(base, dev, rc->rx.ring->len,
+		    rc->tx.ring->len);
+	if (!rc->warm)
+		return evrdma__pd_new(dev);
+	pd = evrdma__warm_pd(rc->warm);
+	pd->refcnt++;			/* the connection's */
+	return pd;
+}
+
 /* Register the rings and post the receives. */
 static int
 rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
@@ -266,8 +302,16 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 	rc->pull_min = da->max_qp_init_rd_atom > 0 && rc->pull_cap ?
 	    base->cfg.ch_pull_min : 0;
 	rc->src_remote = src_remote && da->max_qp_rd_atom > 0;
-	if (evrdma__mem_pin_check(rc->rx.ring->len + rc->tx.ring->len) < 0 ||
-	    evrdma__tx_setup(rc, pd, rc->src_remote) < 0)
+	if (rc->warm) {
+		/* registered in this QP's domain already, and zeroed */
+		evrdma__rx_adopt(rc, rc->warm->rx, rc->warm->rx_mr);
+		evrdma__tx_adopt(rc, rc->warm->tx, rc->warm->tx_mr);
+		free(rc->warm);
+		rc->warm = NULL;
+	} else if (rc_pin_check(rc, rc->rx.ring->len + rc->tx.ring->len) < 0) {
+		return -1;
+	}
+	if (evrdma__tx_setup(rc, pd, rc->src_remote) < 0)
 		return -1;
 	return evrdma__rx_setup(rc, pd);
 }
@@ -422,6 +466,7 @@ own_established(void *owner, struct evrdma_conn *conn)
 }
 
 static const struct evrdma__owner_ops rc_owner_ops = {
+	.pd = own_pd,
 	.prepare = own_prepare,
 	.reply = own_reply,
 	.established = own_established,

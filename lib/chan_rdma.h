@@ -8,6 +8,7 @@
  * channel": struct ch_rdma, the transport's object. The files, each
  * calling only those listed before it (tools/check-layering):
  *   chan_ring.c    ring memory and its send slots
+ *   chan_warm.c    warm sets: ended channels' domains and rings, cached
  *   chan_end.c     the end: violations, our own failures, the linger
  *   chan_pool.c    a queue's receive pool, and lending
  *   chan_spill.c   registered memory for large writes beyond the slots
@@ -311,6 +312,9 @@ struct ch_rdma {
 	/* the rings' tag (rings.c): their completions come to
 	 * rc_ring_complete() */
 	uint64_t tag;
+	/* a warm set taken for the QP, until rc_setup() adopts its rings
+	 * (chan_warm.h) */
+	struct evrdma__warm *warm;
 
 	/* ours */
 	unsigned slots, ctrl, spare, nbuf;
@@ -585,6 +589,12 @@ void evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
     struct ch_rbuf *rb);
 int evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd);
 void evrdma__rx_close(struct ch_rdma *rc);
+/* A warm set's receive ring, registered already, instead of the fresh
+ * one (before evrdma__rx_setup(): nothing was posted). */
+void evrdma__rx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
+    struct evrdma_mr *mr);
+/* The ring and its registration went to a warm set: no longer ours. */
+void evrdma__rx_disown(struct ch_rdma *rc);
 void evrdma__rx_detach(struct ch_rdma *rc);
 void evrdma__rx_free(struct ch_rdma *rc);
 int evrdma__rc_post_free(struct ch_rdma *rc);
@@ -621,6 +631,15 @@ int evrdma__rc_waiting(struct ch_rdma *rc);
 int evrdma__tx_new(struct ch_rdma *rc);
 int evrdma__tx_setup(struct ch_rdma *rc, struct evrdma__pd *pd, int remote);
 void evrdma__tx_close(struct ch_rdma *rc);
+/* Nothing is in the send ring yet (a write before the connection may be):
+ * a warm set's may replace it. */
+int evrdma__tx_untouched(const struct ch_rdma *rc);
+/* A warm set's send ring, registered already, instead of the fresh one
+ * (evrdma__tx_untouched()); evrdma__tx_setup() next. */
+void evrdma__tx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
+    struct evrdma_mr *mr);
+/* The ring and its registration went to a warm set: no longer ours. */
+void evrdma__tx_disown(struct ch_rdma *rc);
 void evrdma__tx_detach(struct ch_rdma *rc);
 void evrdma__tx_free(struct ch_rdma *rc);
 /* Put the first @p len bytes of send slot @p idx into @p buf by

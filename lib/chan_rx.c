@@ -591,11 +591,29 @@ evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
 int
 evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd)
 {
-	rc->rx.mr = evrdma__mr_reg(rc_base(rc), pd, rc->rx.ring->mem,
-	    rc->rx.ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
+	if (!rc->rx.mr)
+		rc->rx.mr = evrdma__mr_reg(rc_base(rc), pd, rc->rx.ring->mem,
+		    rc->rx.ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
 	if (!rc->rx.mr || evrdma__rc_rx_init(rc) < 0)
 		return -1;
 	return evrdma__rc_post_free(rc);
+}
+
+void
+evrdma__rx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
+    struct evrdma_mr *mr)
+{
+	evrdma__ring_unref(rc->rx.ring);
+	ring->owner = rc;
+	rc->rx.ring = ring;
+	rc->rx.mr = mr;
+}
+
+void
+evrdma__rx_disown(struct ch_rdma *rc)
+{
+	rc->rx.ring = NULL;
+	rc->rx.mr = NULL;
 }
 
 /* The connection is gone: the registration goes (input may still hold

@@ -481,14 +481,43 @@ evrdma__tx_new(struct ch_rdma *rc)
 int
 evrdma__tx_setup(struct ch_rdma *rc, struct evrdma__pd *pd, int remote)
 {
-	struct evrdma_mr *mr = evrdma__mr_reg(rc_base(rc), pd, rc->tx.ring->mem,
-	    rc->tx.ring->len, remote ? EVRDMA_ACCESS_REMOTE_READ : 0);
+	int access = remote ? EVRDMA_ACCESS_REMOTE_READ : 0;
+	struct evrdma_mr *mr;
 
+	/* (a warm set's registration may be the one wanted already) */
+	if (rc->tx.mr && rc->tx.mr->pd == pd && rc->tx.mr->access == access)
+		return 0;
+	mr = evrdma__mr_reg(rc_base(rc), pd, rc->tx.ring->mem, rc->tx.ring->len,
+	    access);
 	if (!mr)
 		return -1;
 	evrdma_mr_free(rc->tx.mr);
 	rc->tx.mr = mr;
 	return 0;
+}
+
+int
+evrdma__tx_untouched(const struct ch_rdma *rc)
+{
+	return rc->tx.nfree == rc->slots && rc->tx.ring->refs == 1 &&
+	    !rc->tx.mr;
+}
+
+void
+evrdma__tx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
+    struct evrdma_mr *mr)
+{
+	evrdma__ring_unref(rc->tx.ring);
+	ring->owner = rc;
+	rc->tx.ring = ring;
+	rc->tx.mr = mr;
+}
+
+void
+evrdma__tx_disown(struct ch_rdma *rc)
+{
+	rc->tx.ring = NULL;
+	rc->tx.mr = NULL;
 }
 
 /* The connection is gone: its registration goes (output may still hold

@@ -64,6 +64,8 @@ evrdma__config_defaults(struct evrdma_config *cfg)
 	cfg->retry_count = 6;	/* (Soft-RoCE takes 7 for "for ever") */
 	cfg->linger_ms = 30000;
 	cfg->linger_max = 1024;
+	cfg->warm_max = 4;
+	cfg->warm_idle_ms = 10000;
 }
 
 struct evrdma_config *
@@ -203,6 +205,36 @@ evrdma_config_set_linger(struct evrdma_config *cfg, unsigned max_ms,
 		return -1;
 	cfg->linger_ms = max_ms;
 	cfg->linger_max = max_count;
+	return 0;
+}
+
+int
+evrdma_config_set_warm(struct evrdma_config *cfg, unsigned max_sets,
+    unsigned idle_ms)
+{
+	if (cfg_check(cfg, __func__, max_sets, 0, 1024, " sets") < 0 ||
+	    cfg_check(cfg, __func__, idle_ms, 1, TIMEOUT_MAX_MS, " ms") < 0)
+		return -1;
+	cfg->warm_max = max_sets;
+	cfg->warm_idle_ms = idle_ms;
+	return 0;
+}
+
+int
+evrdma_config_get_warm(const struct evrdma_config *cfg, unsigned *max_sets,
+    unsigned *idle_ms)
+{
+	struct evrdma_config dflt;
+
+	if (!cfg) {
+		memset(&dflt, 0, sizeof(dflt));
+		evrdma__config_defaults(&dflt);
+		cfg = &dflt;
+	}
+	if (max_sets)
+		*max_sets = cfg->warm_max;
+	if (idle_ms)
+		*idle_ms = cfg->warm_idle_ms;
 	return 0;
 }
 

@@ -354,7 +354,7 @@ evrdma__conn_fail(struct evrdma_conn *conn, int reason, int err)
 	if (evrdma__forked)
 		return;
 	if (reason == EVRDMA_REASON_DEVICE_REMOVAL && conn->dev)
-		conn->dev->dead = 1;
+		evrdma__dev_dead(conn->dev);
 	if (evrdma__conn_closing(conn)) {
 		if (old != EVRDMA_CONN_CLOSED)
 			conn_qp_error(conn);

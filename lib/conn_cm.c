@@ -156,6 +156,8 @@ conn_create_qp(struct evrdma_conn *conn)
 		conn->rq_depth = 0;
 		n = conn->sq_depth;
 		conn->pd = evrdma__srq_pd_get(conn->srq, conn->dev);
+	} else if (conn->owner_ops && conn->owner_ops->pd) {
+		conn->pd = conn->owner_ops->pd(conn->owner, conn->dev);
 	} else {
 		conn->pd = evrdma__pd_new(conn->dev);
 	}

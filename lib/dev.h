@@ -69,6 +69,9 @@ struct evrdma_dev *evrdma__dev_get(struct evrdma_base *base,
 struct evrdma_dev *evrdma__dev_get_by_name(struct evrdma_base *base,
     const char *name, const char *fn);
 void evrdma__dev_put(struct evrdma_dev *dev);
+/* Removed or fatal: never reused, and what the layers above keep of it
+ * for later (base->dev_dead) goes. */
+void evrdma__dev_dead(struct evrdma_dev *dev);
 struct evrdma_cq *evrdma__cq_reserve(struct evrdma_dev *dev, unsigned n);
 void evrdma__cq_release(struct evrdma_cq *cq, unsigned n);
 /* Poll every CQ of the device soon, from the loop. */

@@ -166,7 +166,7 @@ async_dispatch(struct evrdma_dev *dev, const struct async_item *it)
 	struct evrdma__ep *ep, *next;
 
 	if (it->type == IBV_EVENT_DEVICE_FATAL)
-		dev->dead = 1;
+		evrdma__dev_dead(dev);
 	for (ep = LIST_FIRST(&dev->eps); ep; ep = next) {
 		if (!async_hits(it, ep)) {
 			next = LIST_NEXT(ep, dev_link);
@@ -581,6 +581,16 @@ evrdma__dev_detach(struct evrdma__ep *ep)
 }
 
 /* ---- the device ---- */
+
+void
+evrdma__dev_dead(struct evrdma_dev *dev)
+{
+	if (dev->dead)
+		return;
+	dev->dead = 1;
+	if (dev->base->dev_dead)
+		dev->base->dev_dead(dev->base, dev);
+}
 
 static void
 dev_destroy(struct evrdma_dev *dev)

@@ -93,6 +93,8 @@ struct evrdma_config {
 	int tcp_fallback;		/* a base without RDMA serves TCP */
 	unsigned linger_ms;		/* a freed connection's life, at most */
 	unsigned linger_max;		/* freed connections still ending */
+	unsigned warm_max;		/* warm sets cached (chan_warm.c) */
+	unsigned warm_idle_ms;		/* a cached set's life, at most */
 	/* the test knob EVRDMA_TEST_SLOW_PATH=1, read at evrdma_base_new():
 	 * channels take the general path where a fast one exists (prepared
 	 * sends, the read callback's open write, large writes staged
@@ -213,6 +215,9 @@ enum evrdma_conn_state {
  * closed() no call follows and the owner must not touch the connection.
  */
 struct evrdma__owner_ops {
+	/* (NULL: a fresh one) The protection domain for the QP, with a
+	 * reference for the connection, or NULL with errno. */
+	struct evrdma__pd *(*pd)(void *owner, struct evrdma_dev *dev);
 	/*
 	 * The QP exists: set up (register, post receives) and write at most
 	 * *len bytes of private data into @p out, for the connect request
@@ -515,6 +520,12 @@ struct evrdma_base {
 	/* freed connections still ending, oldest first (linger.c) */
 	TAILQ_HEAD(, evrdma__linger) lingering;
 	struct event *linger_ev;
+	/* warm sets, oldest first (chan_warm.c) */
+	TAILQ_HEAD(evrdma__warm_q, evrdma__warm) warm;
+	struct event *warm_ev;
+	/* a device of this base was removed or failed (evrdma__dev_dead()):
+	 * chan_warm.c's sets of it go, so that it can close */
+	void (*dev_dead)(struct evrdma_base *base, struct evrdma_dev *dev);
 	int freeing;			/* evrdma_base_free() was called */
 	/* how many of its events' callbacks are running, and what runs
 	 * when the last returns (lib/loop.c): an evrdma_base_free() called

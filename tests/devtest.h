@@ -435,6 +435,7 @@ Suite *dt_suite_chan_attack(void);	/* test_chan_attack.c */
 Suite *dt_suite_chan_fast(void);	/* test_chan_fast.c */
 Suite *dt_suite_chan_pull(void);	/* test_chan_pull.c */
 Suite *dt_suite_chan_isolation(void);	/* test_chan_isolation.c */
+Suite *dt_suite_warm(void);		/* test_warm.c */
 Suite *dt_suite_lifetime(void);		/* test_lifetime.c */
 Suite *dt_suite_liveness(void);		/* test_liveness.c */
 Suite *dt_suite_fork(void);		/* test_fork.c */

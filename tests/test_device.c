@@ -130,6 +130,7 @@ static const struct {
 	{ "device-chan-fast", dt_suite_chan_fast, 0 },
 	{ "device-chan-pull", dt_suite_chan_pull, 0 },
 	{ "device-chan-isolation", dt_suite_chan_isolation, 0 },
+	{ "device-warm", dt_suite_warm, 0 },
 	{ "device-chan-stream", dt_suite_chan_stream, 0 },
 	{ "device-bev", bt_suite_bev, 0 },
 	{ "device-bev-attack", bt_suite_attack, 0 },

@@ -126,6 +126,19 @@ dev_side_close(struct dev_side *d)
 	chl_close(&d->c.l);
 }
 
+/* @p env on a configuration whose warm sets, which hold a device open,
+ * go after 50 ms idle: the tests see every device close. */
+static void
+env_short_warm(struct dt_env *env)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_int_eq(evrdma_config_set_warm(cfg, 4, 50), 0);
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+}
+
 /*
  * Each address's connections go on its own device, both devices on one
  * loop at once; and traffic on both, interleaved.
@@ -142,7 +155,7 @@ START_TEST(devices_bind_by_address)
 	d[0].ibdev = dt_ibdev();
 	d[1].host = DEV2_ADDR;
 	d[1].ibdev = DEV2_IBDEV;
-	dt_env_init(&env, NULL);
+	env_short_warm(&env);
 	for (i = 0; i < 2; i++)
 		dev_side_open(&env, &d[i]);
 	evrdma_base_get_stats(env.base, &st, sizeof(st));
@@ -166,7 +179,9 @@ START_TEST(devices_bind_by_address)
 	for (i = 0; i < 2; i++)
 		dev_side_close(&d[i]);
 	ch_drain(&env, 20000);
-	evrdma_base_get_stats(env.base, &st, sizeof(st));
+	/* (the warm sets that held them open go after 50 ms idle) */
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.devices == 0), 5000);
 	ck_assert_uint_eq(st.devices, 0);
 	dt_env_fini(&env);
 	dt_assert_no_rdma_resources();
@@ -337,7 +352,7 @@ START_TEST(devices_one_removed)
 	d[0].ibdev = dt_ibdev();
 	d[1].host = DEV2_ADDR;
 	d[1].ibdev = DEV2_IBDEV;
-	dt_env_init(&env, NULL);
+	env_short_warm(&env);
 	for (i = 0; i < 2; i++) {
 		dev_side_open(&env, &d[i]);
 		evrdma_listener_set_error_cb(d[i].p.lst, dev_lst_error);
@@ -388,7 +403,9 @@ START_TEST(devices_one_removed)
 	for (i = 0; i < 2; i++)
 		dev_side_close(&d[i]);
 	ch_drain(&env, 20000);
-	evrdma_base_get_stats(env.base, &st, sizeof(st));
+	/* (the warm sets that held them open go after 50 ms idle) */
+	CH_WAIT(env.eb, (evrdma_base_get_stats(env.base, &st, sizeof(st)),
+	    st.devices == 0), 5000);
 	ck_assert_uint_eq(st.devices, 0);
 	ck_assert_uint_eq(st.cqs, 0);
 	dt_env_fini(&env);

@@ -229,6 +229,33 @@ START_TEST(test_config_rnr_retry)
 }
 END_TEST
 
+START_TEST(test_config_warm)
+{
+	struct evrdma_config *cfg = evrdma_config_new();
+	unsigned n, ms;
+
+	ck_assert_ptr_nonnull(cfg);
+	ck_assert_uint_eq(cfg->warm_max, 4);
+	ck_assert_uint_eq(cfg->warm_idle_ms, 10000);
+	ck_assert_einval(evrdma_config_set_warm(NULL, 4, 1000));
+	ck_assert_einval(evrdma_config_set_warm(cfg, 1025, 1000));
+	ck_assert_einval(evrdma_config_set_warm(cfg, 4, 0));
+	ck_assert_einval(evrdma_config_set_warm(cfg, 4, 600001));
+	ck_assert_uint_eq(cfg->warm_max, 4);
+	ck_assert_int_eq(evrdma_config_set_warm(cfg, 0, 1), 0);
+	ck_assert_uint_eq(cfg->warm_max, 0);
+	ck_assert_int_eq(evrdma_config_set_warm(cfg, 1024, 600000), 0);
+	ck_assert_uint_eq(cfg->warm_max, 1024);
+	ck_assert_uint_eq(cfg->warm_idle_ms, 600000);
+	ck_assert_int_eq(evrdma_config_get_warm(cfg, &n, &ms), 0);
+	ck_assert_uint_eq(n, 1024);
+	ck_assert_uint_eq(ms, 600000);
+	ck_assert_int_eq(evrdma_config_get_warm(NULL, &n, NULL), 0);
+	ck_assert_uint_eq(n, 4);
+	evrdma_config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_config_channel_ring)
 {
 	struct evrdma_config *cfg = evrdma_config_new();
@@ -1189,6 +1216,7 @@ host_suite(void)
 	tcase_add_test(tc, test_config_poll_budget);
 	tcase_add_test(tc, test_config_busy_poll);
 	tcase_add_test(tc, test_config_rnr_retry);
+	tcase_add_test(tc, test_config_warm);
 	tcase_add_test(tc, test_config_errmsg);
 	tcase_add_test(tc, test_config_channel_ring);
 	tcase_add_test(tc, test_config_channel_pinned);

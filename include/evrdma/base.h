@@ -115,6 +115,14 @@ struct evrdma_stats {
 	/** of those, how many the linger bound or the cap reset, since the
 	 * base was made */
 	unsigned long long linger_resets;
+	/** warm sets cached for the next channels, and their registered
+	 * bytes (evrdma_config_set_warm()) */
+	unsigned warm_sets;
+	unsigned long long warm_bytes;
+	/** channel connections that found a warm set, and those that made
+	 * their own, since the base was made */
+	unsigned long long warm_hits;
+	unsigned long long warm_misses;
 };
 
 /**

@@ -218,6 +218,36 @@ EVRDMA_EXPORT int evrdma_config_set_linger(struct evrdma_config *cfg,
     unsigned max_ms, unsigned max_count);
 
 /**
+ * Keep the protection domains and registered rings of ended channels ready
+ * for the next ones (warm sets), so that a connection pays neither their
+ * allocation nor their registration. A channel on a ring of its own
+ * leaves its set when its connection is gone, if nothing else was
+ * registered in its protection domain and no evbuffer still refers to its
+ * rings; the set is zeroed first, and the next channel on that device
+ * with the same ring sizes takes it. A former peer reaches nothing of a
+ * set once its connection is gone (its QP is destroyed; see
+ * doc/SECURITY.md). At most @p max_sets are cached, oldest out first;
+ * each goes after @p idle_ms unused, and all go when registering more
+ * would exceed RLIMIT_MEMLOCK. evrdma_base_get_stats() counts them, their
+ * bytes, and the connections that found one.
+ * @param max_sets 0..1024 (0: none cached; default 4)
+ * @param idle_ms 1..600000 (default 10000)
+ * @return 0, or -1 with errno EINVAL
+ */
+EVRDMA_EXPORT int evrdma_config_set_warm(struct evrdma_config *cfg,
+    unsigned max_sets, unsigned idle_ms);
+
+/**
+ * What evrdma_config_set_warm() set.
+ * @param cfg a configuration, or NULL for the defaults
+ * @param max_sets filled in, unless NULL
+ * @param idle_ms filled in, unless NULL
+ * @return 0
+ */
+EVRDMA_EXPORT int evrdma_config_get_warm(const struct evrdma_config *cfg,
+    unsigned *max_sets, unsigned *idle_ms);
+
+/**
  * Set the channel ring of a configuration (used by every channel of a base
  * made with it): @p slots receive slots of @p slot_size bytes each, the same
  * again for sending, and @p max_input bytes that may be copied into input
