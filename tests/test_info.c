@@ -81,6 +81,7 @@ static const char *const ti_members[] = {
 	"rdma_cm.path", "rdma_cm.present", "rdma_cm.usable", "rdma_cm.error",
 	"devices_error", "memlock.limit", "memlock.hard_limit",
 	"memlock.cap_ipc_lock", "memlock.channel_bytes", "memlock.channels",
+	"memlock.warm_sets",
 	"fork.RDMAV_FORK_SAFE", "fork.IBV_FORK_SAFE",
 	"fork.ibv_is_fork_initialized", "fork.evrdma",
 	"base.default.result", "base.default.errno", "base.default.error",

@@ -121,6 +121,7 @@ struct info {
 	int hard_limited;
 	int cap_ipc_lock;
 	size_t channel_bytes;
+	unsigned warm_sets;	/* cached per base by default */
 	const char *rdmav_fork_safe, *ibv_fork_safe;
 	const char *fork_status;	/* NULL: rdma-core not loaded */
 	struct info_base base_default, base_fallback;
@@ -231,6 +232,7 @@ find_memlock(struct info *in)
 	}
 	in->cap_ipc_lock = has_cap_ipc_lock();
 	in->channel_bytes = evrdma_config_get_channel_pinned(NULL);
+	evrdma_config_get_warm(NULL, &in->warm_sets, NULL);
 }
 
 static void
@@ -498,6 +500,9 @@ text_memlock(const struct info *in)
 	else
 		printf(": %llu channels fit\n",
 		    in->limit / in->channel_bytes);
+	printf("  and a base keeps up to %u ended channels' rings registered "
+	    "for the next\n  ones (warm sets, evrdma_config_set_warm()), "
+	    "given up when the limit is near\n", in->warm_sets);
 }
 
 static void
@@ -811,6 +816,7 @@ print_json(const struct info *in)
 	j_num(&w, "channels", in->limited && !in->cap_ipc_lock &&
 	    in->channel_bytes, in->channel_bytes ? in->limit /
 	    in->channel_bytes : 0);
+	j_num(&w, "warm_sets", 1, in->warm_sets);
 	j_close(&w, '}');
 	j_open(&w, "fork", '{');
 	j_str(&w, "RDMAV_FORK_SAFE", in->rdmav_fork_safe);
