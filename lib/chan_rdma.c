@@ -233,6 +233,13 @@ own_cancel(void *owner, struct evrdma_conn *conn)
 	evrdma__rc_untag(rc);
 }
 
+/* The receive ring's bytes (mapped when the QP exists). */
+static size_t
+rx_len(const struct ch_rdma *rc)
+{
+	return (size_t)rc->nbuf * rc->slot_size;
+}
+
 /* Registering @p bytes more stays within RLIMIT_MEMLOCK, once the warm
  * sets have gone if need be (their bytes count). 0, or -1 with errno. */
 static int
@@ -259,7 +266,7 @@ own_pd(void *owner, struct evrdma_dev *dev)
 
 	if (base->cfg.warm_max && !rc->pm.pool && !rc->warm &&
 	    evrdma__tx_untouched(rc))
-		rc->warm = evrdma__warm_take(base, dev, rc->rx.ring->len,
+		rc->warm = evrdma__warm_take(base, dev, rx_len(rc),
 		    rc->tx.ring->len);
 	if (!rc->warm)
 		return evrdma__pd_new(dev);
@@ -308,7 +315,7 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 		evrdma__tx_adopt(rc, rc->warm->tx, rc->warm->tx_mr);
 		free(rc->warm);
 		rc->warm = NULL;
-	} else if (rc_pin_check(rc, rc->rx.ring->len + rc->tx.ring->len) < 0) {
+	} else if (rc_pin_check(rc, rx_len(rc) + rc->tx.ring->len) < 0) {
 		return -1;
 	}
 	if (evrdma__tx_setup(rc, pd, rc->src_remote) < 0)

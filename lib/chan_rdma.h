@@ -589,8 +589,8 @@ void evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
     struct ch_rbuf *rb);
 int evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd);
 void evrdma__rx_close(struct ch_rdma *rc);
-/* A warm set's receive ring, registered already, instead of the fresh
- * one (before evrdma__rx_setup(): nothing was posted). */
+/* A warm set's receive ring, registered already (before
+ * evrdma__rx_setup(), which maps a fresh one otherwise). */
 void evrdma__rx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
     struct evrdma_mr *mr);
 /* The ring and its registration went to a warm set: no longer ours. */

@@ -559,10 +559,11 @@ evrdma__rx_new(struct ch_rdma *rc, int pooled)
 		return -1;
 	if (pooled)
 		return 0;
-	rc->rx.ring = evrdma__ring_new(rc, rc->nbuf, rc->slot_size, 0);
+	/* (the ring itself when the QP exists: a warm set's, or a fresh
+	 * one, evrdma__rx_setup()) */
 	rc->rx.rb = calloc(rc->nbuf, sizeof(*rc->rx.rb));
 	rc->rx.free = calloc(rc->nbuf, sizeof(*rc->rx.free));
-	if (!rc->rx.ring || !rc->rx.rb || !rc->rx.free)
+	if (!rc->rx.rb || !rc->rx.free)
 		return -1;
 	for (i = 0; i < rc->nbuf; i++)
 		rc->rx.free[rc->rx.nfree++] = rc->nbuf - 1 - i;
@@ -591,6 +592,9 @@ evrdma__rx_use_pool(struct ch_rdma *rc, struct ch_ring *ring,
 int
 evrdma__rx_setup(struct ch_rdma *rc, struct evrdma__pd *pd)
 {
+	if (!rc->rx.ring &&
+	    !(rc->rx.ring = evrdma__ring_new(rc, rc->nbuf, rc->slot_size, 0)))
+		return evrdma__fail(ENOMEM, "channel: out of memory");
 	if (!rc->rx.mr)
 		rc->rx.mr = evrdma__mr_reg(rc_base(rc), pd, rc->rx.ring->mem,
 		    rc->rx.ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
@@ -603,7 +607,6 @@ void
 evrdma__rx_adopt(struct ch_rdma *rc, struct ch_ring *ring,
     struct evrdma_mr *mr)
 {
-	evrdma__ring_unref(rc->rx.ring);
 	ring->owner = rc;
 	rc->rx.ring = ring;
 	rc->rx.mr = mr;
