@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chan_rdma.h"
+#include "chan_warm.h"
 
 struct ch_listen {
 	evrdma_channel_accept_cb cb;
@@ -47,6 +48,8 @@ lst_accepted(void *arg, struct evrdma_listener *lst, struct evrdma_conn *conn,
 	struct ch_listen *cl = arg;
 	struct ch_rdma *rc = evrdma__conn_owner(conn);
 
+	if (!lst->srq && conn->dev)
+		evrdma__warm_want(lst->base, conn->dev);
 	rc_set(rc, RC_EST);
 	evrdma__chan_accepted(&rc->ch);
 	evrdma__chan_ref(&rc->ch);

@@ -17,6 +17,12 @@
  * The cache holds at most cfg.warm_max sets; one cached longer than
  * cfg.warm_idle_ms goes (a timer of the base), and every set goes when
  * registered memory runs short (evrdma__warm_flush()).
+ *
+ * A channel listener asks for sets ahead of its next requests
+ * (evrdma__warm_want()): once the loop has had no request for
+ * WARM_FILL_IDLE_MS, one set is made per pass of a timer, fresh (its
+ * pages are the kernel's zeroes), until WARM_READY of the base's ring
+ * are ready on that device.
  */
 #include "config.h"
 
@@ -28,6 +34,11 @@
 #include "chan_warm.h"
 #include "mem.h"
 #include "rdma-sym.h"
+
+#define WARM_READY		2	/* sets made ahead, at most */
+#define WARM_FILL_IDLE_MS	5	/* after the last request */
+
+static void warm_fill(void *arg);
 
 /* what the set pins: its rings' pages */
 static size_t
@@ -60,14 +71,26 @@ warm_unlink(struct evrdma_base *base, struct evrdma__warm *w)
 	base->stats.mrs += 2;
 }
 
-/* (the oldest first: every set older than the idle bound goes) */
+/* (the sets of a dead device; then, the oldest first, every set older
+ * than the idle bound) */
 static void
 warm_timer(void *arg)
 {
 	struct evrdma_base *base = arg;
-	struct evrdma__warm *w;
+	struct evrdma__warm *w, *next;
 	uint64_t now = evrdma__now_us();
 
+	for (w = TAILQ_FIRST(&base->warm); w; w = next) {
+		next = TAILQ_NEXT(w, link);
+		if (evrdma__warm_pd(w)->dev->dead) {
+			warm_unlink(base, w);
+			evrdma__warm_free(w);
+		}
+	}
+	if (base->warm_fill_dev && base->warm_fill_dev->dead) {
+		evrdma__dev_put(base->warm_fill_dev);
+		base->warm_fill_dev = NULL;
+	}
 	while ((w = TAILQ_FIRST(&base->warm)) &&
 	    w->since_us + (uint64_t)base->cfg.warm_idle_ms * 1000 <= now) {
 		warm_unlink(base, w);
@@ -76,19 +99,15 @@ warm_timer(void *arg)
 	warm_arm(base);
 }
 
-/* (the device is removed: its sets hold it open) */
+/* (the device is removed or failed: its sets, which hold it open, go
+ * from the loop, not inside the dispatch that tells, which still uses
+ * the device: warm_timer()) */
 static void
 warm_dev_dead(struct evrdma_base *base, struct evrdma_dev *dev)
 {
-	struct evrdma__warm *w, *next;
-
-	for (w = TAILQ_FIRST(&base->warm); w; w = next) {
-		next = TAILQ_NEXT(w, link);
-		if (evrdma__warm_pd(w)->dev == dev) {
-			warm_unlink(base, w);
-			evrdma__warm_free(w);
-		}
-	}
+	(void)dev;
+	if (base->warm_ev)
+		evrdma__ev_timer_start_us(base->warm_ev, 0);
 }
 
 int
@@ -97,7 +116,8 @@ evrdma__warm_init(struct evrdma_base *base)
 	TAILQ_INIT(&base->warm);
 	base->dev_dead = warm_dev_dead;
 	base->warm_ev = evrdma__ev_timer_new(base, warm_timer, base);
-	return base->warm_ev ? 0 : -1;
+	base->warm_fill_ev = evrdma__ev_timer_new(base, warm_fill, base);
+	return base->warm_ev && base->warm_fill_ev ? 0 : -1;
 }
 
 void
@@ -105,7 +125,11 @@ evrdma__warm_fini(struct evrdma_base *base)
 {
 	evrdma__warm_flush(base);
 	evrdma__ev_free(base->warm_ev);
-	base->warm_ev = NULL;
+	evrdma__ev_free(base->warm_fill_ev);
+	base->warm_ev = base->warm_fill_ev = NULL;
+	if (base->warm_fill_dev)
+		evrdma__dev_put(base->warm_fill_dev);
+	base->warm_fill_dev = NULL;
 }
 
 void
@@ -163,6 +187,23 @@ evrdma__warm_take(struct evrdma_base *base, struct evrdma_dev *dev,
 	return NULL;
 }
 
+static void
+warm_insert(struct evrdma_base *base, struct evrdma__warm *w)
+{
+	if (base->stats.warm_sets >= base->cfg.warm_max) {
+		struct evrdma__warm *old = TAILQ_FIRST(&base->warm);
+
+		warm_unlink(base, old);
+		evrdma__warm_free(old);
+	}
+	TAILQ_INSERT_TAIL(&base->warm, w, link);
+	base->stats.warm_sets++;
+	base->stats.warm_bytes += set_bytes(w);
+	base->stats.mrs -= 2;
+	if (w == TAILQ_FIRST(&base->warm))
+		warm_arm(base);
+}
+
 int
 evrdma__warm_give(struct evrdma_base *base, struct ch_ring *rx,
     struct evrdma_mr *rx_mr, struct ch_ring *tx, struct evrdma_mr *tx_mr)
@@ -188,17 +229,95 @@ evrdma__warm_give(struct evrdma_base *base, struct ch_ring *rx,
 	w->rx_mr = rx_mr;
 	w->tx_mr = tx_mr;
 	w->since_us = evrdma__now_us();
-	if (base->stats.warm_sets >= base->cfg.warm_max) {
-		struct evrdma__warm *old = TAILQ_FIRST(&base->warm);
-
-		warm_unlink(base, old);
-		evrdma__warm_free(old);
-	}
-	TAILQ_INSERT_TAIL(&base->warm, w, link);
-	base->stats.warm_sets++;
-	base->stats.warm_bytes += set_bytes(w);
-	base->stats.mrs -= 2;
-	if (w == TAILQ_FIRST(&base->warm))
-		warm_arm(base);
+	warm_insert(base, w);
 	return 0;
+}
+
+/* the base's channel rings: their lengths, and the send ring's access */
+static size_t
+cfg_rx_len(const struct evrdma_config *cfg)
+{
+	return (size_t)evrdma__rc_nbuf(cfg) * cfg->ch_slot_size;
+}
+
+static size_t
+cfg_tx_len(const struct evrdma_config *cfg)
+{
+	return (size_t)cfg->ch_slots * cfg->ch_slot_size +
+	    RC_SRING_EXTRA(cfg->ch_slots);
+}
+
+/* A fresh set on @p dev for the base's channel ring, or NULL. */
+static struct evrdma__warm *
+warm_make(struct evrdma_base *base, struct evrdma_dev *dev)
+{
+	const struct evrdma_config *cfg = &base->cfg;
+	struct evrdma__warm *w = calloc(1, sizeof(*w));
+	struct evrdma__pd *pd = NULL;
+
+	if (!w || evrdma__mem_pin_check(cfg_rx_len(cfg) + cfg_tx_len(cfg)) < 0 ||
+	    !(pd = evrdma__pd_new(dev)) ||
+	    !(w->rx = evrdma__ring_new(NULL, evrdma__rc_nbuf(cfg),
+	    cfg->ch_slot_size, 0)) ||
+	    !(w->tx = evrdma__ring_new(NULL, cfg->ch_slots, cfg->ch_slot_size,
+	    RC_SRING_EXTRA(cfg->ch_slots))) ||
+	    !(w->rx_mr = evrdma__mr_reg(base, pd, w->rx->mem, w->rx->len,
+	    EVRDMA_ACCESS_LOCAL_WRITE)) ||
+	    !(w->tx_mr = evrdma__mr_reg(base, pd, w->tx->mem, w->tx->len,
+	    cfg->ch_pull_min ? EVRDMA_ACCESS_REMOTE_READ : 0))) {
+		if (w) {
+			evrdma_mr_free(w->rx_mr);
+			if (w->rx)
+				evrdma__ring_unref(w->rx);
+			if (w->tx)
+				evrdma__ring_unref(w->tx);
+			free(w);
+		}
+		evrdma__pd_put(pd);
+		return NULL;
+	}
+	evrdma__pd_put(pd);		/* its regions hold it */
+	w->since_us = evrdma__now_us();
+	return w;
+}
+
+/* (one set per pass, while the loop has no request) */
+static void
+warm_fill(void *arg)
+{
+	struct evrdma_base *base = arg;
+	struct evrdma_dev *dev = base->warm_fill_dev;
+	size_t rx = cfg_rx_len(&base->cfg), tx = cfg_tx_len(&base->cfg);
+	struct evrdma__warm *w;
+	unsigned ready = 0;
+
+	if (!dev)
+		return;
+	TAILQ_FOREACH(w, &base->warm, link)
+		if (evrdma__warm_pd(w)->dev == dev && w->rx->len == rx &&
+		    w->tx->len == tx)
+			ready++;
+	if (dev->dead || base->freeing || ready >= WARM_READY ||
+	    base->stats.warm_sets >= base->cfg.warm_max ||
+	    !(w = warm_make(base, dev))) {
+		base->warm_fill_dev = NULL;
+		evrdma__dev_put(dev);
+		return;
+	}
+	warm_insert(base, w);
+	evrdma__ev_timer_start(base->warm_fill_ev, 0);
+}
+
+void
+evrdma__warm_want(struct evrdma_base *base, struct evrdma_dev *dev)
+{
+	if (!base->cfg.warm_max || !base->warm_fill_ev || dev->dead)
+		return;
+	if (base->warm_fill_dev != dev) {
+		if (base->warm_fill_dev)
+			evrdma__dev_put(base->warm_fill_dev);
+		dev->refcnt++;		/* until it is filled */
+		base->warm_fill_dev = dev;
+	}
+	evrdma__ev_timer_start(base->warm_fill_ev, WARM_FILL_IDLE_MS);
 }

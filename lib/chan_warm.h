@@ -42,6 +42,9 @@ struct evrdma__pd *evrdma__warm_pd(const struct evrdma__warm *w);
  * them. */
 int evrdma__warm_give(struct evrdma_base *base, struct ch_ring *rx,
     struct evrdma_mr *rx_mr, struct ch_ring *tx, struct evrdma_mr *tx_mr);
+/* A listener accepted a channel on @p dev: sets for the base's channel
+ * ring are made ahead of the next requests, once the loop has none. */
+void evrdma__warm_want(struct evrdma_base *base, struct evrdma_dev *dev);
 /* Deregister and free a set that is no longer cached (NULL: nothing). */
 void evrdma__warm_free(struct evrdma__warm *w);
 /* Free every cached set (base free, or registered memory ran short). */

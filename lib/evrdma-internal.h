@@ -523,6 +523,8 @@ struct evrdma_base {
 	/* warm sets, oldest first (chan_warm.c) */
 	TAILQ_HEAD(evrdma__warm_q, evrdma__warm) warm;
 	struct event *warm_ev;
+	struct event *warm_fill_ev;	/* makes sets ahead of requests */
+	struct evrdma_dev *warm_fill_dev;	/* (a reference) for whom */
 	/* a device of this base was removed or failed (evrdma__dev_dead()):
 	 * chan_warm.c's sets of it go, so that it can close */
 	void (*dev_dead)(struct evrdma_base *base, struct evrdma_dev *dev);
