@@ -257,7 +257,7 @@ START_TEST(warm_counts_and_trim)
 	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
 	struct victim v;
 
-	ck_assert_int_eq(evrdma_config_set_warm(cfg, 4, 1500), 0);
+	ck_assert_int_eq(evrdma_config_set_warm(cfg, 4, 3000), 0);
 	memset(&v, 0, sizeof(v));
 	dt_env_init(&env, cfg);
 	evrdma_config_free(cfg);
@@ -265,18 +265,21 @@ START_TEST(warm_counts_and_trim)
 	v.free_on_end = 1;
 	v_listen(&v, &env);
 	w_rounds(&env, &v, 1);
-	W_WAIT(&env, ws.warm_sets == 2, 5000);
+	/* (the two ends' sets, and up to two the listener made ahead) */
+	W_WAIT(&env, ws.warm_sets >= 2, 5000);
+	ck_assert_uint_le(ws.warm_sets, 4);
 	ck_assert_uint_eq(ws.warm_misses, 2);
 	ck_assert_uint_eq(ws.warm_hits, 0);
 	ck_assert_uint_eq(ws.mrs, 0);
 	ck_assert_uint_eq(ws.qps, 0);
-	ck_assert_uint_ge(ws.warm_bytes, 2 * 2 * (uint64_t)AT_SLOTS * AT_SLOT);
+	ck_assert_uint_ge(ws.warm_bytes, ws.warm_sets * 2 *
+	    (uint64_t)AT_SLOTS * AT_SLOT);
 	w_rounds(&env, &v, 3);
-	W_WAIT(&env, ws.warm_sets == 2, 5000);
+	W_WAIT(&env, ws.warm_sets >= 2, 5000);
 	ck_assert_uint_eq(ws.warm_misses, 2);
 	ck_assert_uint_eq(ws.warm_hits, 6);
 	/* idle: they go, and the device they held open */
-	W_WAIT(&env, ws.warm_sets == 0 && ws.devices == 0, 5000);
+	W_WAIT(&env, ws.warm_sets == 0 && ws.devices == 0, 10000);
 	ck_assert_uint_eq(ws.warm_bytes, 0);
 	ck_assert_uint_eq(ws.mrs, 0);
 	v_close(&v);
