@@ -115,13 +115,15 @@ struct evrdma_stats {
 	/** of those, how many the linger bound or the cap reset, since the
 	 * base was made */
 	unsigned long long linger_resets;
-	/** warm sets cached for the next channels, and their registered
-	 * bytes (evrdma_config_set_warm()) */
+	/** warm sets cached for the next channels
+	 * (evrdma_config_set_warm()) */
 	unsigned warm_sets;
+	/** the bytes the warm sets keep registered (whole pages) */
 	unsigned long long warm_bytes;
-	/** channel connections that found a warm set, and those that made
-	 * their own, since the base was made */
+	/** channel connections that found a warm set, since the base was
+	 * made */
 	unsigned long long warm_hits;
+	/** channel connections that looked for one and made their own */
 	unsigned long long warm_misses;
 };
 
