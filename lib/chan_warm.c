@@ -166,23 +166,18 @@ struct evrdma__warm *
 evrdma__warm_take(struct evrdma_base *base, struct evrdma_dev *dev,
     size_t rx_len, size_t tx_len)
 {
-	struct evrdma__warm *w, *next;
+	struct evrdma__warm *w;
 
-	/* the newest first: its pages are the likeliest in the caches */
-	for (w = TAILQ_LAST(&base->warm, evrdma__warm_q); w; w = next) {
-		next = TAILQ_PREV(w, evrdma__warm_q, link);
-		if (evrdma__warm_pd(w)->dev->dead) {
+	/* the newest first: its pages are the likeliest in the caches (a
+	 * dead device's sets wait for warm_timer(), and are never taken:
+	 * @p dev lives) */
+	TAILQ_FOREACH_REVERSE(w, &base->warm, evrdma__warm_q, link)
+		if (evrdma__warm_pd(w)->dev == dev && w->rx->len == rx_len &&
+		    w->tx->len == tx_len) {
 			warm_unlink(base, w);
-			evrdma__warm_free(w);
-			continue;
+			base->stats.warm_hits++;
+			return w;
 		}
-		if (evrdma__warm_pd(w)->dev != dev || w->rx->len != rx_len ||
-		    w->tx->len != tx_len)
-			continue;
-		warm_unlink(base, w);
-		base->stats.warm_hits++;
-		return w;
-	}
 	base->stats.warm_misses++;
 	return NULL;
 }

@@ -41,6 +41,19 @@ w_stats(struct dt_env *env)
 		}							\
 	} while (0)
 
+/* @p v, echoing and freeing its channels at their end, listening on
+ * @p env made with @p cfg (freed). */
+static void
+w_victim(struct dt_env *env, struct victim *v, struct evrdma_config *cfg)
+{
+	memset(v, 0, sizeof(*v));
+	dt_env_init(env, cfg);
+	evrdma_config_free(cfg);
+	v->echo = 1;
+	v->free_on_end = 1;
+	v_listen(v, env);
+}
+
 /* A message below the pull size, @p fill in every byte: the victim copies
  * it into a send slot and SENDs it from there, and once sent, it stays in
  * the slot until the slot's next use. */
@@ -146,15 +159,10 @@ START_TEST(warm_former_peer)
 	unsigned long long hits;
 
 	ck_assert_int_eq(evrdma_config_set_channel_pull(cfg, 1024), 0);
-	memset(&v, 0, sizeof(v));
 	memset(&rp1, 0, sizeof(rp1));
 	memset(&rp2, 0, sizeof(rp2));
 	memset(&rp3, 0, sizeof(rp3));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	v.echo = 1;
-	v.free_on_end = 1;
-	v_listen(&v, &env);
+	w_victim(&env, &v, cfg);
 
 	/* peer 1, and the key it keeps */
 	rp_channel(&rp1, &v, 1024, 0, &vh1);
@@ -258,12 +266,7 @@ START_TEST(warm_counts_and_trim)
 	struct victim v;
 
 	ck_assert_int_eq(evrdma_config_set_warm(cfg, 4, 3000), 0);
-	memset(&v, 0, sizeof(v));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	v.echo = 1;
-	v.free_on_end = 1;
-	v_listen(&v, &env);
+	w_victim(&env, &v, cfg);
 	w_rounds(&env, &v, 1);
 	/* (the two ends' sets, and up to two the listener made ahead) */
 	W_WAIT(&env, ws.warm_sets >= 2, 5000);
@@ -300,12 +303,7 @@ START_TEST(warm_cap_and_off)
 	int i, off = _i;
 
 	ck_assert_int_eq(evrdma_config_set_warm(cfg, off ? 0 : 1, 60000), 0);
-	memset(&v, 0, sizeof(v));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	v.echo = 1;
-	v.free_on_end = 1;
-	v_listen(&v, &env);
+	w_victim(&env, &v, cfg);
 	for (i = 0; i < 2; i++)
 		f_open(&f[i], &v);
 	for (i = 0; i < 2; i++) {
@@ -335,12 +333,7 @@ START_TEST(warm_made_ahead)
 	struct victim v;
 	struct friend f1, f2;
 
-	memset(&v, 0, sizeof(v));
-	dt_env_init(&env, cfg);
-	evrdma_config_free(cfg);
-	v.echo = 1;
-	v.free_on_end = 1;
-	v_listen(&v, &env);
+	w_victim(&env, &v, cfg);
 	f_open(&f1, &v);
 	W_WAIT(&env, ws.warm_sets == 2, 5000);
 	ck_assert_uint_eq(ws.warm_misses, 2);
