@@ -11,6 +11,7 @@
  *                [--loop epoll|event] [--evbuf N]
  *   evrdma-rawpp -c -a ADDR [-p PORT] [--size S] [--lat N] [--warmup N]
  *                [--no-stats] [--loop epoll|event] [--evbuf N]
+ *   evrdma-rawpp -s|-c -a ADDR [-p PORT] [--size S] --conn-rate N
  *
  * The client sends a --size-byte ping (default 64), sleeps in epoll_wait()
  * until the completion channel fires, takes the echo from the CQ and sends
@@ -40,6 +41,10 @@
  * baselines of evrdma's receive callback (0), read callback (1) and
  * bufferevent adapter (2): what libevent's loop and evbuffers cost on
  * their own, without evrdma.
+ *
+ * --conn-rate N (give it to both ends) makes N connections one after
+ * another instead, each with one ping: the floor of evrdma-bench
+ * --conn-rate (rawconn.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +66,8 @@
 #include <event2/event.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+
+#include "rawconn.h"
 
 #define RECVS		16	/* receives posted, each a buffer */
 #define SEND_DEPTH	64
@@ -633,6 +640,7 @@ main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' },	/* always */
 		{ "loop", required_argument, NULL, 'l' },
 		{ "evbuf", required_argument, NULL, 'e' },
+		{ "conn-rate", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct pp p = { .size = 64, .inl = 64, .lat = 1000, .warmup = -1,
@@ -641,6 +649,7 @@ main(int argc, char **argv)
 	    .ai_socktype = SOCK_STREAM }, *ai;
 	const char *addr = NULL, *port = "7180";
 	int opt, client_mode = 0, event_loop = 0, rc;
+	long conn_rate = 0;
 
 	while ((opt = getopt_long(argc, argv, "sca:p:", lo, NULL)) != -1) {
 		switch (opt) {
@@ -660,14 +669,21 @@ main(int argc, char **argv)
 				goto usage;
 			break;
 		case 'e': p.evbuf = (int)strtol(optarg, NULL, 0); break;
+		case 'C': conn_rate = strtol(optarg, NULL, 0); break;
 		default: goto usage;
 		}
 	}
 	if (optind != argc || !addr || p.server == client_mode ||
 	    p.size < 8 || p.lat < 0 || p.evbuf < 0 || p.evbuf > 2 ||
 	    (p.evbuf && !event_loop) ||
+	    conn_rate < 0 || (conn_rate && event_loop) ||
 	    getaddrinfo(addr, port, &hints, &ai) != 0)
 		goto usage;
+	if (conn_rate) {
+		rc = evrdma_rawconn(p.server, ai, conn_rate, p.size);
+		freeaddrinfo(ai);
+		return rc ? 1 : 0;
+	}
 	if (p.warmup < 0)
 		p.warmup = p.lat / 10 < 1000 ? p.lat / 10 : 1000;
 	if (event_loop && !(p.base = event_base_new())) {
@@ -720,6 +736,8 @@ usage:
 	    "       evrdma-rawpp -c -a ADDR [-p PORT] [--size S] [--inline N]"
 	    " [--lat N] [--warmup N] [--no-stats]\n"
 	    "                    [--loop epoll|event] [--evbuf N]\n"
+	    "       evrdma-rawpp -s|-c -a ADDR [-p PORT] [--size S] "
+	    "--conn-rate N\n"
 	    "  --loop event: sleep in a libevent event_base (default: "
 	    "epoll)\n"
 	    "  --evbuf N: with --loop event, each message through N "
