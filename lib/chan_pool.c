@@ -676,7 +676,7 @@ evrdma__chpool_srq_new(struct evrdma_base *base, const char *device,
 		goto nomem;
 	pool->ring->pool = pool;
 	evrdma__srq_set_chpool(srq, pool, &evrdma__rc_chpool_ops);
-	if (evrdma__mem_pin_check(pool->ring->len) < 0)
+	if (evrdma__base_pin_check(base, pool->ring->len) < 0)
 		goto fail;
 	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
 	    pool->ring->len, EVRDMA_ACCESS_LOCAL_WRITE);

@@ -240,19 +240,6 @@ rx_len(const struct ch_rdma *rc)
 	return (size_t)rc->nbuf * rc->slot_size;
 }
 
-/* Registering @p bytes more stays within RLIMIT_MEMLOCK, once the warm
- * sets have gone if need be (their bytes count). 0, or -1 with errno. */
-static int
-rc_pin_check(struct ch_rdma *rc, size_t bytes)
-{
-	if (evrdma__mem_pin_check(bytes) == 0)
-		return 0;
-	if (TAILQ_EMPTY(&rc_base(rc)->warm))
-		return -1;
-	evrdma__warm_flush(rc_base(rc));
-	return evrdma__mem_pin_check(bytes);
-}
-
 /* The QP's protection domain: a warm set's when one fits (chan_warm.h),
  * its rings then replacing the fresh ones in rc_setup(), else a fresh
  * domain. Not when the send ring holds a write made before the
@@ -296,7 +283,7 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 		rc->pull_min = 0;
 		rc->src_remote = 0;
 		if (evrdma__rc_pool_setup(rc, conn) < 0 ||
-		    evrdma__mem_pin_check(rc->tx.ring->len) < 0)
+		    evrdma__base_pin_check(base, rc->tx.ring->len) < 0)
 			return -1;
 		return evrdma__tx_setup(rc, pd, 0);
 	}
@@ -315,7 +302,8 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 		evrdma__tx_adopt(rc, rc->warm->tx, rc->warm->tx_mr);
 		free(rc->warm);
 		rc->warm = NULL;
-	} else if (rc_pin_check(rc, rx_len(rc) + rc->tx.ring->len) < 0) {
+	} else if (evrdma__base_pin_check(base, rx_len(rc) +
+	    rc->tx.ring->len) < 0) {
 		return -1;
 	}
 	if (evrdma__tx_setup(rc, pd, rc->src_remote) < 0)

@@ -110,11 +110,22 @@ warm_dev_dead(struct evrdma_base *base, struct evrdma_dev *dev)
 		evrdma__ev_timer_start_us(base->warm_ev, 0);
 }
 
+/* (registered memory runs short: the sets go first) */
+static int
+warm_pin_relief(struct evrdma_base *base)
+{
+	if (TAILQ_EMPTY(&base->warm))
+		return 0;
+	evrdma__warm_flush(base);
+	return 1;
+}
+
 int
 evrdma__warm_init(struct evrdma_base *base)
 {
 	TAILQ_INIT(&base->warm);
 	base->dev_dead = warm_dev_dead;
+	base->pin_relief = warm_pin_relief;
 	base->warm_ev = evrdma__ev_timer_new(base, warm_timer, base);
 	base->warm_fill_ev = evrdma__ev_timer_new(base, warm_fill, base);
 	return base->warm_ev && base->warm_fill_ev ? 0 : -1;

@@ -128,6 +128,11 @@ evrdma__mr_sge_addr(const struct evrdma_mr *mr, size_t off)
  * provider allows (no process address on the wire). */
 struct evrdma_mr *evrdma__mr_reg(struct evrdma_base *base,
     struct evrdma__pd *pd, void *addr, size_t len, int access);
+/* Whether @p bytes more may be registered for @p base: within
+ * RLIMIT_MEMLOCK, once the base's warm sets gave theirs back if need be
+ * (memory the application asks for comes before a cache of ours). 0, or
+ * -1 with errno ENOMEM and a message naming the limit. */
+int evrdma__base_pin_check(struct evrdma_base *base, size_t bytes);
 int evrdma__access_to_ibv(int access);
 /* Base free: deregister every region; handles still held become husks. */
 void evrdma__mr_release_all(struct evrdma_base *base);

@@ -528,6 +528,10 @@ struct evrdma_base {
 	/* a device of this base was removed or failed (evrdma__dev_dead()):
 	 * chan_warm.c's sets of it go, so that it can close */
 	void (*dev_dead)(struct evrdma_base *base, struct evrdma_dev *dev);
+	/* a registration would exceed RLIMIT_MEMLOCK: chan_warm.c's sets
+	 * give their pinned bytes back (evrdma__base_pin_check()); 1 when
+	 * some went */
+	int (*pin_relief)(struct evrdma_base *base);
 	int freeing;			/* evrdma_base_free() was called */
 	/* how many of its events' callbacks are running, and what runs
 	 * when the last returns (lib/loop.c): an evrdma_base_free() called

@@ -71,6 +71,16 @@ mr_fin(struct evrdma__work *w)
 	}
 }
 
+int
+evrdma__base_pin_check(struct evrdma_base *base, size_t bytes)
+{
+	if (evrdma__mem_pin_check(bytes) == 0)
+		return 0;
+	if (!base || !base->pin_relief || !base->pin_relief(base))
+		return -1;
+	return evrdma__mem_pin_check(bytes);
+}
+
 struct evrdma_mr *
 evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
     size_t len, int access)
@@ -90,7 +100,7 @@ evrdma__mr_reg(struct evrdma_base *base, struct evrdma__pd *pd, void *addr,
 	 * time agree with the hardware. */
 	if (access & (EVRDMA_ACCESS_REMOTE_WRITE | EVRDMA_ACCESS_REMOTE_ATOMIC))
 		access |= EVRDMA_ACCESS_LOCAL_WRITE;
-	if (evrdma__mem_pin_check(span) < 0)
+	if (evrdma__base_pin_check(base, span) < 0)
 		return NULL;
 	mr = calloc(1, sizeof(*mr));
 	if (mr == NULL) {

@@ -814,20 +814,6 @@ END_TEST
 
 /* ==== 8. a flood of half-open connects under a low memlock limit ==== */
 
-/* Drop CAP_IPC_LOCK (the guest runs tests as root), so that the
- * RLIMIT_MEMLOCK set next applies to registrations. */
-static void
-drop_ipc_lock(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
-	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
-	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
-	ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
-}
-
 #define FLOOD		40
 #define FLOOD_HALF	4
 #define FLOOD_BACKLOG	8
@@ -875,7 +861,7 @@ START_TEST(attack_half_open_flood)
 
 	/* rings of 4 x 64 KiB: 1 MiB registered a channel; room for two
 	 * (a client in this process needs both ends) */
-	drop_ipc_lock();
+	v_drop_ipc_lock();
 	rl.rlim_cur = rl.rlim_max = 2560 * KiB;
 	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
 	ck_assert_int_eq(evrdma_config_set_half_open(cfg, FLOOD_HALF), 0);

@@ -5,6 +5,9 @@
  */
 #include "victim.h"
 
+#include <linux/capability.h>
+#include <sys/syscall.h>
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
@@ -153,14 +156,20 @@ f_open(struct friend *f, struct victim *v)
 	ck_assert_int_eq(f_connect(f, v), 1);
 }
 
-int
-f_connect(struct friend *f, struct victim *v)
+void
+f_new(struct friend *f, struct victim *v)
 {
 	memset(f, 0, sizeof(*f));
 	f->ch = evrdma_channel_new(v->env->base, EVRDMA_CHANNEL_STREAM);
 	ck_assert_ptr_nonnull(f->ch);
 	evrdma_channel_setcb(f->ch, f_read, NULL, f_event, f);
 	evrdma_channel_enable(f->ch, EV_READ);
+}
+
+int
+f_connect(struct friend *f, struct victim *v)
+{
+	f_new(f, v);
 	ck_assert_int_eq(evrdma_channel_connect(f->ch,
 	    (struct sockaddr *)&v->ss, v->sslen), 0);
 	CH_WAIT(v->env->eb, f->connected || f->ends, 15000);
@@ -280,4 +289,16 @@ v_wait_end(struct victim *v, struct vch *c, struct rawpeer *rp, int ms)
 		else
 			ch_step(v->env->eb, 20);
 	}
+}
+
+void
+v_drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
 }

@@ -76,6 +76,8 @@ struct friend {
 };
 
 void f_open(struct friend *f, struct victim *v);
+/* @p f: a new channel, not connected, its callbacks counting. */
+void f_new(struct friend *f, struct victim *v);
 /* Connect @p f (a new channel) to the victim and wait: 1 connected, 0
  * refused or failed (f->ends). */
 int f_connect(struct friend *f, struct victim *v);
@@ -121,5 +123,9 @@ void rp_data(struct rawpeer *rp, size_t off, size_t len);
 
 /* Wait until victim channel @p c has ended (or @p ms passed). */
 void v_wait_end(struct victim *v, struct vch *c, struct rawpeer *rp, int ms);
+
+/* Drop CAP_IPC_LOCK (the guest runs tests as root), so that the
+ * RLIMIT_MEMLOCK set next applies to registrations. */
+void v_drop_ipc_lock(void);
 
 #endif /* EVRDMA_VICTIM_H_INCLUDED_ */
