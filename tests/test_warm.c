@@ -450,6 +450,44 @@ START_TEST(warm_gives_way)
 }
 END_TEST
 
+/*
+ * No room for a channel's rings when it connects (RLIMIT_MEMLOCK, and no
+ * warm set to take): the channel ends with an error and holds nothing,
+ * its peer never hears of it, and once there is room a channel connects.
+ */
+START_TEST(warm_connect_no_room)
+{
+	struct evrdma_stats ws;
+	struct dt_env env;
+	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
+	struct victim v;
+	struct friend f;
+	struct rlimit rl, was;
+
+	v_drop_ipc_lock();
+	w_victim(&env, &v, cfg);
+	ck_assert_int_eq(getrlimit(RLIMIT_MEMLOCK, &was), 0);
+	rl = was;
+	rl.rlim_cur = w_vmpin() + AT_SLOT;
+	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	ck_assert_int_eq(f_connect(&f, &v), 0);
+	ck_assert_int_eq(f.ends, 1);
+	ck_assert_int_eq(evrdma_channel_get_error(f.ch), ENOMEM);
+	evrdma_channel_free(f.ch);
+	W_WAIT(&env, ws.conns == 0 && ws.qps == 0 && ws.mrs == 0, 5000);
+	ck_assert_uint_eq(ws.warm_misses, 1);
+	ck_assert_int_eq(v.naccepted, 0);
+
+	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &was), 0);
+	f_open(&f, &v);
+	f_echo(&f, &v, 3 * AT_SLOT + 5);
+	evrdma_channel_free(f.ch);
+	v_close(&v);
+	dt_env_fini(&env);
+	dt_assert_no_rdma_resources();
+}
+END_TEST
+
 Suite *
 dt_suite_warm(void)
 {
@@ -462,6 +500,7 @@ dt_suite_warm(void)
 	tcase_add_loop_test(tc, warm_cap_and_off, 0, 2);
 	tcase_add_test(tc, warm_made_ahead);
 	tcase_add_test(tc, warm_gives_way);
+	tcase_add_test(tc, warm_connect_no_room);
 	suite_add_tcase(s, tc);
 	return s;
 }
