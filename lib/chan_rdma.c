@@ -241,11 +241,12 @@ rx_len(const struct ch_rdma *rc)
 }
 
 /* The QP's protection domain: a warm set's when one fits (chan_warm.h),
- * its rings then replacing the fresh ones in rc_setup(), else a fresh
- * domain. Not when the send ring holds a write made before the
- * connection, nor on a queue's pool (the queue's domain, conn_cm.c). */
+ * with the QP made in it if it has one, its rings then replacing the
+ * fresh ones in rc_setup(); else a fresh domain. Not when the send ring
+ * holds a write made before the connection, nor on a queue's pool (the
+ * queue's domain, conn_cm.c). */
 static struct evrdma__pd *
-own_pd(void *owner, struct evrdma_dev *dev)
+own_pd(void *owner, struct evrdma_dev *dev, struct evrdma__qp_made *qp)
 {
 	struct ch_rdma *rc = owner;
 	struct evrdma_base *base = rc_base(rc);
@@ -259,6 +260,7 @@ own_pd(void *owner, struct evrdma_dev *dev)
 		return evrdma__pd_new(dev);
 	pd = evrdma__warm_pd(rc->warm);
 	pd->refcnt++;			/* the connection's */
+	evrdma__warm_take_qp(rc->warm, qp);
 	return pd;
 }
 

@@ -23,6 +23,13 @@
  * WARM_FILL_IDLE_MS, one set is made per pass of a timer, fresh (its
  * pages are the kernel's zeroes), until WARM_READY of the base's ring
  * are ready on that device.
+ *
+ * A set also holds a QP made in its domain, unused (RESET), so that the
+ * next connection does not pay ibv_create_qp() either: a set made ahead
+ * gets one at once, a set given back gets one from the loop (a timer of 0
+ * ms, one set per pass, after the events already due). A connection's
+ * QP is never reused: it is destroyed with its connection, and the set's
+ * is a new one, with a new number.
  */
 #include "config.h"
 
@@ -39,6 +46,7 @@
 #define WARM_FILL_IDLE_MS	5	/* after the last request */
 
 static void warm_fill(void *arg);
+static void warm_qp_fill(void *arg);
 
 /* what the set pins: its rings' pages */
 static size_t
@@ -69,6 +77,8 @@ warm_unlink(struct evrdma_base *base, struct evrdma__warm *w)
 	base->stats.warm_sets--;
 	base->stats.warm_bytes -= set_bytes(w);
 	base->stats.mrs += 2;
+	if (w->qp.qp)
+		base->stats.warm_qps--;
 }
 
 /* (the sets of a dead device; then, the oldest first, every set older
@@ -128,7 +138,9 @@ evrdma__warm_init(struct evrdma_base *base)
 	base->pin_relief = warm_pin_relief;
 	base->warm_ev = evrdma__ev_timer_new(base, warm_timer, base);
 	base->warm_fill_ev = evrdma__ev_timer_new(base, warm_fill, base);
-	return base->warm_ev && base->warm_fill_ev ? 0 : -1;
+	base->warm_qp_ev = evrdma__ev_timer_new(base, warm_qp_fill, base);
+	return base->warm_ev && base->warm_fill_ev && base->warm_qp_ev ? 0 :
+	    -1;
 }
 
 void
@@ -137,7 +149,8 @@ evrdma__warm_fini(struct evrdma_base *base)
 	evrdma__warm_flush(base);
 	evrdma__ev_free(base->warm_ev);
 	evrdma__ev_free(base->warm_fill_ev);
-	base->warm_ev = base->warm_fill_ev = NULL;
+	evrdma__ev_free(base->warm_qp_ev);
+	base->warm_ev = base->warm_fill_ev = base->warm_qp_ev = NULL;
 	if (base->warm_fill_dev)
 		evrdma__dev_put(base->warm_fill_dev);
 	base->warm_fill_dev = NULL;
@@ -159,7 +172,9 @@ evrdma__warm_free(struct evrdma__warm *w)
 {
 	if (!w)
 		return;
-	/* the regions first: the domain's last reference goes with them */
+	/* the QP first, then the regions: the domain's last reference goes
+	 * with them (a domain with a QP in it cannot go) */
+	evrdma__qp_unmake(&w->qp);
 	evrdma_mr_free(w->rx_mr);
 	evrdma_mr_free(w->tx_mr);
 	evrdma__ring_unref(w->rx);
@@ -171,6 +186,13 @@ struct evrdma__pd *
 evrdma__warm_pd(const struct evrdma__warm *w)
 {
 	return w->rx_mr->pd;
+}
+
+void
+evrdma__warm_take_qp(struct evrdma__warm *w, struct evrdma__qp_made *qp)
+{
+	*qp = w->qp;
+	memset(&w->qp, 0, sizeof(w->qp));
 }
 
 struct evrdma__warm *
@@ -206,6 +228,8 @@ warm_insert(struct evrdma_base *base, struct evrdma__warm *w)
 	base->stats.warm_sets++;
 	base->stats.warm_bytes += set_bytes(w);
 	base->stats.mrs -= 2;
+	if (w->qp.qp)
+		base->stats.warm_qps++;
 	if (w == TAILQ_FIRST(&base->warm))
 		warm_arm(base);
 }
@@ -236,6 +260,8 @@ evrdma__warm_give(struct evrdma_base *base, struct ch_ring *rx,
 	w->tx_mr = tx_mr;
 	w->since_us = evrdma__now_us();
 	warm_insert(base, w);
+	if (base->warm_qp_ev)
+		evrdma__ev_timer_start(base->warm_qp_ev, 0);
 	return 0;
 }
 
@@ -251,6 +277,17 @@ cfg_tx_len(const struct evrdma_config *cfg)
 {
 	return (size_t)cfg->ch_slots * cfg->ch_slot_size +
 	    RC_SRING_EXTRA(cfg->ch_slots);
+}
+
+/* A QP for set @p w, for the base's depths: 0, or -1 (the set has none). */
+static int
+warm_make_qp(struct evrdma_base *base, struct evrdma__warm *w)
+{
+	const struct evrdma_config *cfg = &base->cfg;
+	struct evrdma__pd *pd = evrdma__warm_pd(w);
+
+	return evrdma__qp_make(pd->dev, pd, NULL, cfg->sq_depth,
+	    cfg->rq_depth, cfg->inline_threshold, &w->qp);
 }
 
 /* A fresh set on @p dev for the base's channel ring, or NULL. */
@@ -283,8 +320,34 @@ warm_make(struct evrdma_base *base, struct evrdma_dev *dev)
 		return NULL;
 	}
 	evrdma__pd_put(pd);		/* its regions hold it */
+	warm_make_qp(base, w);
 	w->since_us = evrdma__now_us();
 	return w;
+}
+
+/* (one set's QP per pass: the newest set without one, on a live device) */
+static void
+warm_qp_fill(void *arg)
+{
+	struct evrdma_base *base = arg;
+	struct evrdma__warm *w, *todo = NULL;
+	unsigned left = 0;
+
+	if (base->freeing || evrdma__forked)
+		return;
+	TAILQ_FOREACH_REVERSE(w, &base->warm, evrdma__warm_q, link)
+		if (!w->qp.qp && !evrdma__warm_pd(w)->dev->dead) {
+			if (!todo)
+				todo = w;
+			else
+				left++;
+		}
+	if (!todo || warm_make_qp(base, todo) < 0)
+		return;		/* (none, or the device refuses: the
+				 * connection will make its own) */
+	base->stats.warm_qps++;
+	if (left)
+		evrdma__ev_timer_start(base->warm_qp_ev, 0);
 }
 
 /* (one set per pass, while the loop has no request) */

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "evrdma-internal.h"
+
 struct evrdma_base;
 struct evrdma_dev;
 struct evrdma_mr;
@@ -21,10 +23,13 @@ struct evrdma__pd;
 struct ch_ring;
 
 /* One set: both rings, each registered in the set's own protection
- * domain, which holds nothing else. */
+ * domain, which holds nothing else but, once the loop made it, a QP that
+ * no connection has used (in the RESET state, for the base's depths: a
+ * new QP number, so no former peer's packet is for it). */
 struct evrdma__warm {
 	struct ch_ring *rx, *tx;
 	struct evrdma_mr *rx_mr, *tx_mr;
+	struct evrdma__qp_made qp;	/* (qp.qp NULL: none yet) */
 	uint64_t since_us;		/* when it was cached */
 	TAILQ_ENTRY(evrdma__warm) link;
 };
@@ -35,6 +40,8 @@ struct evrdma__warm *evrdma__warm_take(struct evrdma_base *base,
     struct evrdma_dev *dev, size_t rx_len, size_t tx_len);
 /* The set's protection domain. */
 struct evrdma__pd *evrdma__warm_pd(const struct evrdma__warm *w);
+/* Its QP, if it has one, into @p qp (the caller's from here on). */
+void evrdma__warm_take_qp(struct evrdma__warm *w, struct evrdma__qp_made *qp);
 /* Cache the rings of a channel whose connection is gone, each registered
  * in their own protection domain, which holds nothing else, and referenced
  * by nothing but the channel: they are zeroed, and the cache owns them.

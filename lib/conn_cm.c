@@ -139,14 +139,68 @@ conn_qp_ready(struct evrdma_conn *conn)
 	return 0;
 }
 
+int
+evrdma__qp_make(struct evrdma_dev *dev, struct evrdma__pd *pd,
+    struct evrdma_srq *srq, unsigned sq, unsigned rq, unsigned inl,
+    struct evrdma__qp_made *m)
+{
+	struct ibv_qp_init_attr attr;
+
+	memset(m, 0, sizeof(*m));
+	m->depth = sq + rq;
+	m->cq = evrdma__cq_reserve(dev, m->depth);
+	if (!m->cq)
+		return -1;
+	for (;;) {
+		memset(&attr, 0, sizeof(attr));
+		attr.send_cq = m->cq->cq;
+		attr.recv_cq = m->cq->cq;
+		if (srq)
+			evrdma__srq_qp_attr(srq, &attr);
+		attr.qp_type = IBV_QPT_RC;
+		attr.cap.max_send_wr = sq;
+		attr.cap.max_recv_wr = rq;
+		attr.cap.max_send_sge = 1;
+		attr.cap.max_recv_sge = 1;
+		attr.cap.max_inline_data = inl;
+		m->qp = EVRDMA_SYM(ibv_create_qp)(pd->pd, &attr);
+		if (m->qp)
+			break;
+		if (!inl) {
+			int err = errno ? errno : ENOMEM;
+
+			evrdma__cq_release(m->cq, m->depth);
+			m->cq = NULL;
+			return evrdma__fail(err, "ibv_create_qp failed: %s",
+			    strerror(err));
+		}
+		/* the device may not do inline at all: try without */
+		inl = 0;
+	}
+	m->max_inline = attr.cap.max_inline_data < inl ?
+	    attr.cap.max_inline_data : inl;
+	return 0;
+}
+
+void
+evrdma__qp_unmake(struct evrdma__qp_made *m)
+{
+	if (!m->qp)
+		return;
+	if (EVRDMA_SYM(ibv_destroy_qp)(m->qp))
+		evrdma__log(EVRDMA_LOG_WARN, "ibv_destroy_qp failed");
+	evrdma__cq_release(m->cq, m->depth);
+	m->qp = NULL;
+	m->cq = NULL;
+}
+
 /* The device, a protection domain of our own, room in a CQ, the QP (in
- * INIT: receives may be posted). */
+ * INIT: receives may be posted); the domain and the QP may come made
+ * (the owner's warm set, chan_warm.c). */
 static int
 conn_create_qp(struct evrdma_conn *conn)
 {
-	struct ibv_qp_init_attr attr;
-	unsigned inl = conn->base->cfg.inline_threshold;
-	unsigned n = conn->sq_depth + conn->rq_depth;
+	struct evrdma__qp_made m = { 0 };
 
 	conn->dev = evrdma__dev_get(conn->base, conn->id->verbs);
 	if (!conn->dev)
@@ -154,40 +208,25 @@ conn_create_qp(struct evrdma_conn *conn)
 	if (conn->srq) {
 		/* receives come from the queue (srq.c) */
 		conn->rq_depth = 0;
-		n = conn->sq_depth;
 		conn->pd = evrdma__srq_pd_get(conn->srq, conn->dev);
 	} else if (conn->owner_ops && conn->owner_ops->pd) {
-		conn->pd = conn->owner_ops->pd(conn->owner, conn->dev);
+		conn->pd = conn->owner_ops->pd(conn->owner, conn->dev, &m);
 	} else {
 		conn->pd = evrdma__pd_new(conn->dev);
 	}
-	if (!conn->pd)
+	if (!conn->pd) {
+		evrdma__qp_unmake(&m);
 		return -1;
-	conn->cq = evrdma__cq_reserve(conn->dev, n);
-	if (!conn->cq)
-		return -1;
-	for (;;) {
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_context = conn;
-		attr.send_cq = conn->cq->cq;
-		attr.recv_cq = conn->cq->cq;
-		if (conn->srq)
-			evrdma__srq_qp_attr(conn->srq, &attr);
-		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = conn->sq_depth;
-		attr.cap.max_recv_wr = conn->rq_depth;
-		attr.cap.max_send_sge = 1;
-		attr.cap.max_recv_sge = 1;
-		attr.cap.max_inline_data = inl;
-		conn->qp = EVRDMA_SYM(ibv_create_qp)(conn->pd->pd, &attr);
-		if (conn->qp)
-			break;
-		if (!inl)
-			return evrdma__fail(errno ? errno : ENOMEM,
-			    "ibv_create_qp failed: %s", strerror(errno));
-		/* the device may not do inline at all: try without */
-		inl = 0;
 	}
+	if (m.qp && m.depth != conn->sq_depth + conn->rq_depth)
+		evrdma__qp_unmake(&m);	/* (not for these depths) */
+	if (!m.qp && evrdma__qp_make(conn->dev, conn->pd, conn->srq,
+	    conn->sq_depth, conn->rq_depth, conn->base->cfg.inline_threshold,
+	    &m) < 0)
+		return -1;
+	conn->cq = m.cq;
+	conn->qp = m.qp;
+	conn->qp->qp_context = conn;
 	conn->base->stats.qps++;
 	conn->ep.qp = conn->qp;
 	conn->ep.cq = conn->cq->cq;
@@ -197,8 +236,7 @@ conn_create_qp(struct evrdma_conn *conn)
 	conn->ep.port = conn->id->port_num;
 	conn->ep.sq_depth = conn->sq_depth;
 	conn->ep.rq_depth = conn->rq_depth;
-	conn->ep.max_inline = attr.cap.max_inline_data < inl ?
-	    attr.cap.max_inline_data : inl;
+	conn->ep.max_inline = m.max_inline;
 	evrdma__dev_attach(conn->dev, &conn->ep);
 	return conn_qp_to(conn, IBV_QPS_INIT);
 }

@@ -209,6 +209,23 @@ enum evrdma_conn_state {
 	EVRDMA_CONN_CLOSED		/* resources gone (or base freed) */
 };
 
+/* A QP made in a protection domain (evrdma__qp_make()), in the RESET
+ * state, with room reserved for it in a CQ of the device. */
+struct evrdma__qp_made {
+	struct ibv_qp *qp;
+	struct evrdma_cq *cq;
+	unsigned depth;			/* the CQ entries reserved */
+	unsigned max_inline;		/* what the device granted */
+};
+/* (conn_cm.c) Make one: @p sq sends and @p rq receives (0 with @p srq,
+ * whose receives it takes), inline sends up to @p inl bytes where the
+ * device allows any. 0, or -1 with errno (nothing held). */
+int evrdma__qp_make(struct evrdma_dev *dev, struct evrdma__pd *pd,
+    struct evrdma_srq *srq, unsigned sq, unsigned rq, unsigned inl,
+    struct evrdma__qp_made *m);
+/* Destroy one that no connection took, and give back its CQ room. */
+void evrdma__qp_unmake(struct evrdma__qp_made *m);
+
 /*
  * The owner of a connection (a channel): what the connection asks of it
  * and tells it. Every call holds a reference on the connection. After
@@ -216,8 +233,11 @@ enum evrdma_conn_state {
  */
 struct evrdma__owner_ops {
 	/* (NULL: a fresh one) The protection domain for the QP, with a
-	 * reference for the connection, or NULL with errno. */
-	struct evrdma__pd *(*pd)(void *owner, struct evrdma_dev *dev);
+	 * reference for the connection, or NULL with errno; and in @p qp,
+	 * if the domain comes with one, a QP made in it for this
+	 * connection's depths (the connection owns it from here). */
+	struct evrdma__pd *(*pd)(void *owner, struct evrdma_dev *dev,
+	    struct evrdma__qp_made *qp);
 	/*
 	 * The QP exists: set up (register, post receives) and write at most
 	 * *len bytes of private data into @p out, for the connect request
@@ -524,6 +544,7 @@ struct evrdma_base {
 	TAILQ_HEAD(evrdma__warm_q, evrdma__warm) warm;
 	struct event *warm_ev;
 	struct event *warm_fill_ev;	/* makes sets ahead of requests */
+	struct event *warm_qp_ev;	/* makes the QPs of cached sets */
 	struct evrdma_dev *warm_fill_dev;	/* (a reference) for whom */
 	/* a device of this base was removed or failed (evrdma__dev_dead()):
 	 * chan_warm.c's sets of it go, so that it can close */

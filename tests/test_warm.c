@@ -280,13 +280,18 @@ START_TEST(warm_counts_and_trim)
 	ck_assert_uint_eq(ws.qps, 0);
 	ck_assert_uint_ge(ws.warm_bytes, ws.warm_sets * 2 *
 	    (uint64_t)AT_SLOTS * AT_SLOT);
+	/* each set gets a QP made for it from the loop */
+	W_WAIT(&env, ws.warm_qps == ws.warm_sets, 5000);
+	ck_assert_uint_eq(ws.qps, 0);
 	w_rounds(&env, &v, 3);
-	W_WAIT(&env, ws.warm_sets >= 2, 5000);
+	W_WAIT(&env, ws.warm_sets >= 2 && ws.warm_qps == ws.warm_sets, 5000);
 	ck_assert_uint_eq(ws.warm_misses, 2);
 	ck_assert_uint_eq(ws.warm_hits, 6);
+	ck_assert_uint_eq(ws.qps, 0);
 	/* idle: they go, and the device they held open */
 	W_WAIT(&env, ws.warm_sets == 0 && ws.devices == 0, 10000);
 	ck_assert_uint_eq(ws.warm_bytes, 0);
+	ck_assert_uint_eq(ws.warm_qps, 0);
 	ck_assert_uint_eq(ws.mrs, 0);
 	v_close(&v);
 	dt_env_fini(&env);
@@ -344,8 +349,12 @@ START_TEST(warm_made_ahead)
 	W_WAIT(&env, ws.warm_sets == 2, 5000);
 	ck_assert_uint_eq(ws.warm_misses, 2);
 	ck_assert_uint_eq(ws.mrs, 4);		/* f1's two ends' */
+	/* each with its QP, not yet any connection's */
+	ck_assert_uint_eq(ws.warm_qps, 2);
+	ck_assert_uint_eq(ws.qps, 2);
 	f_open(&f2, &v);
 	W_WAIT(&env, ws.warm_hits == 2, 1000);
+	ck_assert_uint_eq(ws.qps, 4);
 	f_echo(&f2, &v, 64);
 	f_echo(&f2, &v, 3 * AT_SLOT + 5);
 	f_echo(&f1, &v, 3 * AT_SLOT + 5);

@@ -125,6 +125,9 @@ struct evrdma_stats {
 	unsigned long long warm_hits;
 	/** channel connections that looked for one and made their own */
 	unsigned long long warm_misses;
+	/** of the warm sets, those that hold a QP made for the next
+	 * connection (not counted in qps) */
+	unsigned warm_qps;
 };
 
 /**

@@ -226,7 +226,9 @@ EVRDMA_EXPORT int evrdma_config_set_linger(struct evrdma_config *cfg,
  * rings; the set is zeroed first, and the next channel on that device
  * with the same ring sizes takes it. A former peer reaches nothing of a
  * set once its connection is gone (its QP is destroyed; see
- * doc/SECURITY.md). At most @p max_sets are cached, oldest out first;
+ * doc/SECURITY.md). A cached set also holds a new QP, never connected,
+ * made from the loop, which the next connection takes in place of making
+ * one. At most @p max_sets are cached, oldest out first;
  * each goes after @p idle_ms unused, and all go when registering more
  * would exceed RLIMIT_MEMLOCK. evrdma_base_get_stats() counts them, their
  * bytes, and the connections that found one.
