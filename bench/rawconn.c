@@ -125,10 +125,12 @@ rc_qp(struct rc_shared *s, struct rdma_cm_id *id)
 	return 0;
 }
 
-/* Sleep until the receive completes (the send's completion, if it comes
- * first, is taken on the way). */
+/* Sleep until the receive of @p qp completes (its send's completion, if
+ * it comes first, is taken on the way, and so are the flushes of an
+ * earlier connection's QP: the CQ is shared, and a server that destroyed
+ * its QP before its echo's completion came leaves one). */
 static int
-rc_recv(struct rc_shared *s)
+rc_recv(struct rc_shared *s, const struct ibv_qp *qp)
 {
 	struct ibv_wc wc;
 	struct ibv_cq *cq;
@@ -137,6 +139,8 @@ rc_recv(struct rc_shared *s)
 
 	for (;;) {
 		while ((n = ibv_poll_cq(s->cq, 1, &wc)) > 0) {
+			if (wc.qp_num != qp->qp_num)
+				continue;
 			if (wc.status != IBV_WC_SUCCESS) {
 				fprintf(stderr, "evrdma-rawpp --conn-rate: "
 				    "%s\n", ibv_wc_status_str(wc.status));
@@ -149,6 +153,8 @@ rc_recv(struct rc_shared *s)
 			return rc_die("ibv_poll_cq");
 		/* what came before the arm raised no event */
 		if ((n = ibv_poll_cq(s->cq, 1, &wc)) > 0) {
+			if (wc.qp_num != qp->qp_num)
+				continue;
 			if (wc.status != IBV_WC_SUCCESS)
 				return -1;
 			if (wc.opcode == IBV_WC_RECV)
@@ -199,7 +205,7 @@ rc_client(struct rc_shared *s, const struct addrinfo *ai, long n)
 		sum_connect += c1 - c0;
 		ping = s->mem + s->size;
 		ping[0] = (uint8_t)i;
-		if (rc_send(s, id, ping) || rc_recv(s))
+		if (rc_send(s, id, ping) || rc_recv(s, id->qp))
 			return -1;
 		if (s->mem[0] != ping[0]) {
 			fprintf(stderr, "evrdma-rawpp --conn-rate: the echo "
@@ -249,7 +255,7 @@ rc_server(struct rc_shared *s, const struct addrinfo *ai, long n)
 		    rc_wait(s, RDMA_CM_EVENT_ESTABLISHED, NULL))
 			return rc_die("accept");
 		/* the echo goes from where the ping landed */
-		if (rc_recv(s) || rc_send(s, id, s->mem) ||
+		if (rc_recv(s, id->qp) || rc_send(s, id, s->mem) ||
 		    rc_wait(s, RDMA_CM_EVENT_DISCONNECTED, NULL))
 			return -1;
 		rdma_disconnect(id);
