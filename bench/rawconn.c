@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -44,43 +43,12 @@ struct rc_shared {
 	size_t size;
 };
 
-static uint64_t
-rc_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int
 rc_die(const char *what)
 {
 	fprintf(stderr, "evrdma-rawpp --conn-rate: %s: %s\n", what,
 	    strerror(errno));
 	return -1;
-}
-
-/* the next event of the channel, which must be @p want (it is acked) */
-static int
-rc_wait(struct rc_shared *s, enum rdma_cm_event_type want,
-    struct rdma_cm_id **id)
-{
-	struct rdma_cm_event *ev;
-	enum rdma_cm_event_type got;
-
-	if (rdma_get_cm_event(s->ec, &ev))
-		return rc_die("rdma_get_cm_event");
-	got = ev->event;
-	if (id)
-		*id = ev->id;
-	rdma_ack_cm_event(ev);
-	if (got != want) {
-		fprintf(stderr, "evrdma-rawpp --conn-rate: %s instead of %s\n",
-		    rdma_event_str(got), rdma_event_str(want));
-		return -1;
-	}
-	return 0;
 }
 
 /* PD, CQ and buffer, once, on the device of the first connection */
@@ -182,7 +150,7 @@ static int
 rc_client(struct rc_shared *s, const struct addrinfo *ai, long n)
 {
 	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
-	uint64_t t0 = rc_now(), c0, c1, sum_connect = 0, sum_first = 0;
+	uint64_t t0 = evrdma_raw_now_ns(), c0, c1, sum_connect = 0, sum_first = 0;
 	uint8_t *ping;
 	double sec;
 	long i;
@@ -190,18 +158,18 @@ rc_client(struct rc_shared *s, const struct addrinfo *ai, long n)
 	for (i = 0; i < n; i++) {
 		struct rdma_cm_id *id;
 
-		c0 = rc_now();
+		c0 = evrdma_raw_now_ns();
 		if (rdma_create_id(s->ec, &id, NULL, RDMA_PS_TCP))
 			return rc_die("rdma_create_id");
 		if (rdma_resolve_addr(id, NULL, ai->ai_addr, 2000) ||
-		    rc_wait(s, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
+		    evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
 		    rdma_resolve_route(id, 2000) ||
-		    rc_wait(s, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) ||
+		    evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) ||
 		    rc_shared_make(s, id->verbs) || rc_qp(s, id) ||
 		    rdma_connect(id, &cp) ||
-		    rc_wait(s, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		    evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_ESTABLISHED, NULL))
 			return rc_die("connect");
-		c1 = rc_now();
+		c1 = evrdma_raw_now_ns();
 		sum_connect += c1 - c0;
 		ping = s->mem + s->size;
 		ping[0] = (uint8_t)i;
@@ -212,7 +180,7 @@ rc_client(struct rc_shared *s, const struct addrinfo *ai, long n)
 			    "differs from the ping\n");
 			return -1;
 		}
-		sum_first += rc_now() - c1;
+		sum_first += evrdma_raw_now_ns() - c1;
 		/* No wait for the peer's DREP: the id's DISCONNECTED, still
 		 * to come, dies with it (a close as cheap as rdma_cm allows;
 		 * evrdma's channel closes the same way, without waiting) */
@@ -221,7 +189,7 @@ rc_client(struct rc_shared *s, const struct addrinfo *ai, long n)
 		rdma_destroy_qp(id);
 		rdma_destroy_id(id);
 	}
-	sec = (double)(rc_now() - t0) / 1e9;
+	sec = (double)(evrdma_raw_now_ns() - t0) / 1e9;
 	printf("connection setup: %ld connections one after another on raw "
 	    "rdma_cm (connect, a %zu-byte ping and its echo, close), "
 	    "%.3f s\n", n, s->size, sec);
@@ -249,14 +217,14 @@ rc_server(struct rc_shared *s, const struct addrinfo *ai, long n)
 	for (i = 0; i < n; i++) {
 		struct rdma_cm_id *id;
 
-		if (rc_wait(s, RDMA_CM_EVENT_CONNECT_REQUEST, &id) ||
+		if (evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_CONNECT_REQUEST, &id) ||
 		    rc_shared_make(s, id->verbs) || rc_qp(s, id) ||
 		    rdma_accept(id, &cp) ||
-		    rc_wait(s, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		    evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_ESTABLISHED, NULL))
 			return rc_die("accept");
 		/* the echo goes from where the ping landed */
 		if (rc_recv(s, id->qp) || rc_send(s, id, s->mem) ||
-		    rc_wait(s, RDMA_CM_EVENT_DISCONNECTED, NULL))
+		    evrdma_raw_cm_wait(s->ec, RDMA_CM_EVENT_DISCONNECTED, NULL))
 			return -1;
 		rdma_disconnect(id);
 		rdma_destroy_qp(id);

@@ -105,8 +105,8 @@ struct pp {
 	int ping_due;			/* client: post after the poll */
 };
 
-static uint64_t
-now_ns(void)
+uint64_t
+evrdma_raw_now_ns(void)
 {
 	struct timespec ts;
 
@@ -121,7 +121,7 @@ stamp(void)
 #if defined(__x86_64__) || defined(__i386__)
 	return __rdtsc();
 #else
-	return now_ns();
+	return evrdma_raw_now_ns();
 #endif
 }
 
@@ -132,15 +132,14 @@ die(const char *what)
 	return -1;
 }
 
-/* Wait (blocking) for the next rdma_cm event, which must be @p want. */
-static int
-cm_wait(struct pp *p, enum rdma_cm_event_type want,
-    struct rdma_cm_id **id)
+int
+evrdma_raw_cm_wait(struct rdma_event_channel *ec,
+    enum rdma_cm_event_type want, struct rdma_cm_id **id)
 {
 	struct rdma_cm_event *ev;
 	enum rdma_cm_event_type got;
 
-	if (rdma_get_cm_event(p->ec, &ev))
+	if (rdma_get_cm_event(ec, &ev))
 		return die("rdma_get_cm_event");
 	got = ev->event;
 	if (id)
@@ -519,15 +518,15 @@ client(struct pp *p, const struct addrinfo *ai)
 		return die("calloc");
 	if (rdma_create_id(p->ec, &p->id, NULL, RDMA_PS_TCP) ||
 	    rdma_resolve_addr(p->id, NULL, ai->ai_addr, 2000) ||
-	    cm_wait(p, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
+	    evrdma_raw_cm_wait(p->ec, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
 	    rdma_resolve_route(p->id, 2000) ||
-	    cm_wait(p, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL))
+	    evrdma_raw_cm_wait(p->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL))
 		return die("resolve");
 	if (resources(p))
 		return -1;
 	if (rdma_connect(p->id, &(struct rdma_conn_param){ .retry_count = 7,
 	    .rnr_retry_count = 7 }) ||
-	    cm_wait(p, RDMA_CM_EVENT_ESTABLISHED, NULL))
+	    evrdma_raw_cm_wait(p->ec, RDMA_CM_EVENT_ESTABLISHED, NULL))
 		return die("connect");
 	ping = recv_buf(p, RECVS);
 	for (i = 8; i < (long)p->size; i++)
@@ -536,7 +535,7 @@ client(struct pp *p, const struct addrinfo *ai)
 		memcpy(p->app, ping, p->size);
 	p->d = d;
 	p->total = total;
-	t0 = now_ns();
+	t0 = evrdma_raw_now_ns();
 	c0 = stamp();
 	if (p->base) {
 		/* the callbacks post each ping after the last pong */
@@ -546,7 +545,7 @@ client(struct pp *p, const struct addrinfo *ai)
 	} else if (epoll_client(p, ping, total)) {
 		return -1;
 	}
-	ns = now_ns() - t0;
+	ns = evrdma_raw_now_ns() - t0;
 	if (p->base)
 		printf("latency: %zu-byte ping-pong on raw verbs (event-driven:"
 		    " completion channel on a libevent event_base, %d evbuffer"
@@ -611,7 +610,7 @@ server(struct pp *p, const struct addrinfo *ai)
 		return die("listen");
 	printf("listening on port %d\n", ntohs(rdma_get_src_port(p->lid)));
 	fflush(stdout);
-	if (cm_wait(p, RDMA_CM_EVENT_CONNECT_REQUEST, &p->id) ||
+	if (evrdma_raw_cm_wait(p->ec, RDMA_CM_EVENT_CONNECT_REQUEST, &p->id) ||
 	    resources(p) ||
 	    rdma_accept(p->id, &(struct rdma_conn_param){ .retry_count = 7,
 	    .rnr_retry_count = 7 }))

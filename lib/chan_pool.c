@@ -676,8 +676,8 @@ evrdma__chpool_srq_new(struct evrdma_base *base, const char *device,
 		goto nomem;
 	pool->ring->pool = pool;
 	evrdma__srq_set_chpool(srq, pool, &evrdma__rc_chpool_ops);
-	if (evrdma__base_pin_check(base, pool->ring->len) < 0)
-		goto fail;
+	/* (RLIMIT_MEMLOCK: evrdma__mr_reg() checks, the warm sets giving
+	 * way first) */
 	pool->mr = evrdma__mr_reg(base, evrdma__srq_pd(srq), pool->ring->mem,
 	    pool->ring->len, EVRDMA_ACCESS_LOCAL_WRITE);
 	if (!pool->mr)

@@ -284,8 +284,7 @@ rc_setup(struct ch_rdma *rc, struct evrdma_conn *conn, int src_remote)
 		rc->pull_cap = 0;
 		rc->pull_min = 0;
 		rc->src_remote = 0;
-		if (evrdma__rc_pool_setup(rc, conn) < 0 ||
-		    evrdma__base_pin_check(base, rc->tx.ring->len) < 0)
+		if (evrdma__rc_pool_setup(rc, conn) < 0)
 			return -1;
 		return evrdma__tx_setup(rc, pd, 0);
 	}

@@ -393,17 +393,53 @@ w_vmpin(void)
  * application. Then the channel's own path, a queue's pool of receive
  * buffers, the same.
  */
+/* Four sets cached: the two a listener makes ahead, and both ends' of a
+ * channel that echoed once and ended. @return the base's statistics. */
+static struct evrdma_stats
+w_fill(struct dt_env *env, struct victim *v)
+{
+	struct evrdma_stats ws;
+	struct friend f;
+
+	f_open(&f, v);
+	W_WAIT(env, ws.warm_sets == 2, 5000);	/* made ahead */
+	f_echo(&f, v, 64);
+	evrdma_channel_free(f.ch);
+	/* and both ends' */
+	W_WAIT(env, ws.conns == 0 && ws.warm_sets == 4, 10000);
+	ck_assert_uint_eq(ws.mrs, 0);
+	return ws;
+}
+
+/* RLIMIT_MEMLOCK: what this process pins now (the kernel's count, the
+ * cached sets included), and @p room more. */
+static void
+w_limit(struct rlimit *rl, unsigned long long room)
+{
+	rl->rlim_cur = rl->rlim_max = w_vmpin() + room;
+	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, rl), 0);
+}
+
+/* The sets made room: some went, and the limit held. */
+static void
+w_gave_way(struct dt_env *env, const struct rlimit *rl)
+{
+	struct evrdma_stats ws = w_stats(env);
+
+	ck_assert_uint_lt(ws.warm_sets, 4);
+	ck_assert_uint_le(w_vmpin(), rl->rlim_cur);
+}
+
 START_TEST(warm_gives_way)
 {
 	struct evrdma_stats ws;
 	struct dt_env env;
 	struct evrdma_config *cfg = ring_config(AT_SLOTS, AT_SLOT, 0);
 	struct victim v;
-	struct friend f1;
 	struct evrdma_srq *srq, *pool;
 	struct evrdma_mr *mr;
 	struct rlimit rl;
-	unsigned long long pinned, set;
+	unsigned long long set;
 	void *buf;
 
 	/* (before any RDMA file is opened: rdma_cm refuses a file opened
@@ -411,46 +447,29 @@ START_TEST(warm_gives_way)
 	v_drop_ipc_lock();
 	ck_assert_int_eq(evrdma_config_set_warm(cfg, 4, 60000), 0);
 	w_victim(&env, &v, cfg);
-	f_open(&f1, &v);
-	W_WAIT(&env, ws.warm_sets == 2, 5000);	/* made ahead */
-	f_echo(&f1, &v, 64);
-	evrdma_channel_free(f1.ch);
-	/* and both ends' */
-	W_WAIT(&env, ws.conns == 0 && ws.warm_sets == 4, 10000);
-	ck_assert_uint_eq(ws.mrs, 0);
+	ws = w_fill(&env, &v);
 	srq = evrdma_srq_new(env.base, NULL, 16);
 	ck_assert_ptr_nonnull(srq);
 	set = ws.warm_bytes / 4;
-	pinned = w_vmpin();
-	ck_assert_uint_ge(pinned, ws.warm_bytes);
-	rl.rlim_cur = rl.rlim_max = pinned + set / 2;
-	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
-
+	ck_assert_uint_ge(w_vmpin(), ws.warm_bytes);
+	w_limit(&rl, set / 2);
 	ck_assert_int_eq(posix_memalign(&buf, 4096, set), 0);
 	mr = evrdma_srq_mr_reg(srq, buf, set);
 	ck_assert_msg(mr != NULL, "a region under a limit the cached sets "
 	    "filled: %s", strerror(errno));
-	ws = w_stats(&env);
-	ck_assert_uint_lt(ws.warm_sets, 4);
-	ck_assert_uint_le(w_vmpin(), rl.rlim_cur);
+	w_gave_way(&env, &rl);
 	evrdma_mr_free(mr);
 	free(buf);
 
-	/* the sets again (the listener makes two ahead), then a pool */
-	f_open(&f1, &v);
-	W_WAIT(&env, ws.warm_sets == 2, 5000);
-	evrdma_channel_free(f1.ch);
-	W_WAIT(&env, ws.conns == 0 && ws.warm_sets == 4, 10000);
-	pinned = w_vmpin();
-	rl.rlim_cur = pinned + set / 2;
+	/* the sets again, then a pool */
+	w_fill(&env, &v);
+	rl.rlim_cur = w_vmpin() + set / 2;	/* (the hard limit stays) */
 	ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
 	pool = evrdma_channel_srq_new(env.base, NULL,
 	    (unsigned)(set / AT_SLOT));
 	ck_assert_msg(pool != NULL, "a pool under a limit the cached sets "
 	    "filled: %s", strerror(errno));
-	ws = w_stats(&env);
-	ck_assert_uint_lt(ws.warm_sets, 4);
-	ck_assert_uint_le(w_vmpin(), rl.rlim_cur);
+	w_gave_way(&env, &rl);
 	evrdma_srq_free(pool);
 	evrdma_srq_free(srq);
 	v_close(&v);
