@@ -144,6 +144,7 @@ base_new(struct event_base *eb, const struct evrdma_config *cfg, int shared)
 	LIST_INIT(&base->srqs);
 	LIST_INIT(&base->hooks);
 	base->reqs.next_gen = 1;
+	evrdma__rings_init(&base->rings);
 	if (evrdma__work_init(base) < 0) {
 		free(base);
 		return NULL;

@@ -208,8 +208,15 @@ rc_pool_recv_cb(struct evrdma_conn *c, const struct evrdma_wc *wc,
 		evrdma__ctl_arrival(rc, ref->idx, &m, w.byte_len);
 }
 
+static void
+rc_ring_pass(void *owner)
+{
+	rc_pass(owner);
+}
+
 static const struct evrdma__rings_ops rc_rings_ops = {
 	.complete = rc_ring_complete,
+	.pass = rc_ring_pass,
 };
 
 /* The QP is in the error state: our sends' flushes are to come, and one

@@ -441,8 +441,9 @@ evrdma__rc_untag(struct ch_rdma *rc)
 {
 	struct evrdma_base *base = rc_base(rc);
 
-	if (rc->tag && base)
-		evrdma__rings_del(base, rc->tag);
+	/* (a pass that was due at the poll's end comes next iteration) */
+	if (rc->tag && base && evrdma__rings_del(base, rc->tag))
+		evrdma__work_queue(base, &rc->pump_work);
 	rc->tag = 0;
 }
 
@@ -474,12 +475,19 @@ rc_clear(struct ch_rdma *rc, unsigned bits)
 	rc->st &= ~bits;
 }
 
-/* rc_pass() at the end of this poll pass, or at the next iteration. */
+/* rc_pass() at the end of this poll (inside one, with the rings
+ * registered: in completion order, rings.c), or at the next iteration. */
 static inline void
 rc_schedule(struct ch_rdma *rc)
 {
-	if (rc_base(rc))
-		evrdma__work_queue(rc_base(rc), &rc->pump_work);
+	struct evrdma_base *base = rc_base(rc);
+
+	if (!base)
+		return;
+	if (base->work.in_poll && rc->tag)
+		evrdma__rings_ready(&base->rings, rc->tag);
+	else
+		evrdma__work_queue(base, &rc->pump_work);
 }
 
 static inline size_t

@@ -531,9 +531,13 @@ dev_poll(struct evrdma_dev *dev)
 		if (cq)
 			poll_later(dev);
 	}
-	/* what this pass's completions made due, before the loop sleeps */
-	if (!--base->work.in_poll && !base->freeing)
+	/* what this pass's completions made due, before the loop sleeps:
+	 * the rings' owners' passes in the order their completions came,
+	 * then the other work */
+	if (!--base->work.in_poll && !base->freeing) {
+		evrdma__rings_run(&base->rings);
 		evrdma__work_run(base);
+	}
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {
 		/* traffic: look for the next completion before sleeping;

@@ -231,24 +231,60 @@ struct evrdma__rings_ops {
 	 * user callback. */
 	void (*complete)(void *owner, const struct ibv_wc *wc, unsigned kind,
 	    unsigned idx);
+	/* The owner's pass, due since a completion of this poll
+	 * (evrdma__rings_ready()): at the poll's end, user callbacks
+	 * allowed. */
+	void (*pass)(void *owner);
 };
+#define EVRDMA__RINGS_NONE	UINT32_MAX
 struct evrdma__rings_entry {
 	void *owner;			/* NULL: free */
 	const struct evrdma__rings_ops *ops;
 	uint32_t gen;
+	uint32_t ready_next;		/* on the ready list: the next entry */
+	uint8_t ready;			/* its pass is due at the poll's end */
 };
 struct evrdma__rings {
 	struct evrdma__rings_entry *e;
 	uint32_t n, *free, nfree, next_gen;
+	/* owners whose pass is due at the end of this poll, in the order
+	 * their completions came (a list through the entries) */
+	uint32_t ready_head, ready_tail;
 };
 /* Register @p owner: its tag (the bits of its wr_ids above the kind and
  * index), or 0 with errno ENOMEM. */
 uint64_t evrdma__rings_add(struct evrdma_base *base,
     const struct evrdma__rings_ops *ops, void *owner);
 /* Forget the owner of @p tag: its completions still to be polled are
- * dropped from now on. */
-void evrdma__rings_del(struct evrdma_base *base, uint64_t tag);
+ * dropped from now on. @return 1 when its pass was due (it no longer is:
+ * the owner schedules it otherwise), else 0. */
+int evrdma__rings_del(struct evrdma_base *base, uint64_t tag);
+void evrdma__rings_init(struct evrdma__rings *r);
 void evrdma__rings_fini(struct evrdma_base *base);
+/* The end of a poll: the passes made due in it, in the order they were
+ * (one each; those made due meanwhile, by a poll inside a pass, too). */
+void evrdma__rings_run(struct evrdma__rings *r);
+
+/* The owner of @p tag (a tag of evrdma__rings_add()) has its pass due:
+ * run at the end of the poll in progress (the caller is inside one), once
+ * however often it is asked, after those asked before it. */
+static inline void
+evrdma__rings_ready(struct evrdma__rings *r, uint64_t tag)
+{
+	uint32_t id = (uint32_t)(tag >> EVRDMA__WR_ID_SHIFT) &
+	    (EVRDMA__WR_ID_MAX - 1);
+	struct evrdma__rings_entry *e = &r->e[id];
+
+	if (e->ready)
+		return;
+	e->ready = 1;
+	e->ready_next = EVRDMA__RINGS_NONE;
+	if (r->ready_tail == EVRDMA__RINGS_NONE)
+		r->ready_head = id;
+	else
+		r->e[r->ready_tail].ready_next = id;
+	r->ready_tail = id;
+}
 
 static inline uint64_t
 evrdma__wr_ring(uint64_t tag, unsigned kind, unsigned idx)
