@@ -160,22 +160,24 @@ rc_pump_work(struct evrdma__work *w)
 	    offsetof(struct ch_rdma, pump_work)));
 }
 
-/* A completion of the channel's own work requests (rings.c): a send
- * (chan_tx.c counts it back), or a message in a receive buffer, which
+/* A completion of the channel's own send ring (rings.c): chan_tx.c
+ * counts it back. */
+static void
+rc_ring_sent(void *owner, const struct ibv_wc *wc, unsigned idx)
+{
+	evrdma__rc_send_done(owner, idx, wc);
+}
+
+/* ... or a message in one of its receive buffers, which
  * evrdma__ctl_arrival() dispatches once chan_rx.c checked it. */
 static void
-rc_ring_complete(void *owner, const struct ibv_wc *wc, unsigned kind,
-    unsigned idx)
+rc_ring_received(void *owner, const struct ibv_wc *wc, unsigned idx)
 {
 	struct ch_rdma *rc = owner;
 	struct evrdma_conn *conn = rc->conn;
 	struct evrdma__ch_imm m;
 	struct evrdma__rx_wc w;
 
-	if (kind == RC_WR_SEND) {
-		evrdma__rc_send_done(rc, idx, wc);
-		return;
-	}
 	switch (evrdma__rx_done(rc, idx, wc, &m, &w)) {
 	case 0:
 		evrdma__ctl_arrival(rc, idx, &m, w.byte_len);
@@ -215,7 +217,10 @@ rc_ring_pass(void *owner)
 }
 
 static const struct evrdma__rings_ops rc_rings_ops = {
-	.complete = rc_ring_complete,
+	.complete = {
+		[RC_WR_RECV] = rc_ring_received,
+		[RC_WR_SEND] = rc_ring_sent,
+	},
 	.pass = rc_ring_pass,
 };
 

@@ -310,7 +310,7 @@ struct ch_rdma {
 	int passive;
 	struct evrdma__work pump_work;
 	/* the rings' tag (rings.c): their completions come to
-	 * rc_ring_complete() */
+	 * rc_ring_received() and rc_ring_sent() */
 	uint64_t tag;
 	/* a warm set taken for the QP, until rc_setup() adopts its rings
 	 * (chan_warm.h) */

@@ -224,12 +224,15 @@ evrdma__req_lookup(struct evrdma__reqtab *tab, uint64_t wr_id)
 #define EVRDMA__WR_GEN_MASK	0xffffffu
 #define EVRDMA__WR_ID_MAX	(1u << 20)
 
+#define EVRDMA__WR_KINDS	8
 struct evrdma__rings_ops {
-	/* A completion of one of @p owner's work requests: @p kind and
-	 * @p idx as the owner tagged it. With an error status only status
-	 * and wr_id are valid (ibv_poll_cq(3)). Runs inside the poll: no
-	 * user callback. */
-	void (*complete)(void *owner, const struct ibv_wc *wc, unsigned kind,
+	/* A completion of one of @p owner's work requests, to the handler
+	 * of the kind the owner tagged it with (each kind's its own: a
+	 * send's completion does not pay for a receive's), @p idx as
+	 * tagged. With an error status only status and wr_id are valid
+	 * (ibv_poll_cq(3)). Runs inside the poll: no user callback. A kind
+	 * the owner never tags with may be NULL. */
+	void (*complete[EVRDMA__WR_KINDS])(void *owner, const struct ibv_wc *wc,
 	    unsigned idx);
 	/* The owner's pass, due since a completion of this poll
 	 * (evrdma__rings_ready()): at the poll's end, user callbacks
@@ -307,8 +310,8 @@ evrdma__rings_complete(struct evrdma__rings *r, const struct ibv_wc *wc)
 		return;
 	e = &r->e[id];
 	if (e->owner && e->gen == gen)
-		e->ops->complete(e->owner, wc,
-		    (unsigned)(wc->wr_id >> EVRDMA__WR_KIND_SHIFT) & 7,
+		e->ops->complete[(wc->wr_id >> EVRDMA__WR_KIND_SHIFT) &
+		    (EVRDMA__WR_KINDS - 1)](e->owner, wc,
 		    (unsigned)wc->wr_id & 0xffff);
 }
 

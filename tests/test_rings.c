@@ -27,9 +27,9 @@ static int order[16], norder;
 static int ready_in_pass[NOWN], del_in_pass[NOWN];
 
 static void
-o_complete(void *owner, const struct ibv_wc *wc, unsigned kind, unsigned idx)
+o_complete(void *owner, const struct ibv_wc *wc, unsigned idx)
 {
-	(void)owner, (void)wc, (void)kind, (void)idx;
+	(void)owner, (void)wc, (void)idx;
 }
 
 static int owners[NOWN];
@@ -49,7 +49,7 @@ o_pass_rec(void *owner)
 }
 
 static const struct evrdma__rings_ops ops = {
-	.complete = o_complete,
+	.complete = { o_complete },
 	.pass = o_pass_rec,
 };
 
