@@ -477,12 +477,9 @@ rc_clear(struct ch_rdma *rc, unsigned bits)
 
 /*
  * rc_pass() at the end of this poll (inside one, with the rings
- * registered: in completion order, rings.c), or at the next iteration. A
- * pass queued before the poll began stays where it is, due at the same
- * moment: taken ahead, it left the work queue's timer armed for nothing,
- * and the timer, run in the same iteration, ran the next pass at once,
- * before the loop polled again: a sender's write callback then found its
- * send slots still taken, and 64 KiB writes went at 0.6x (bench/ab-bw).
+ * registered: in completion order, rings.c), or at the next iteration.
+ * (One queued before the poll runs from the ready list too: rc_pass()
+ * takes it off the work queue.)
  */
 static inline void
 rc_schedule(struct ch_rdma *rc)
@@ -491,7 +488,7 @@ rc_schedule(struct ch_rdma *rc)
 
 	if (!base)
 		return;
-	if (base->work.in_poll && rc->tag && !rc->pump_work.queued)
+	if (base->work.in_poll && rc->tag)
 		evrdma__rings_ready(&base->rings, rc->tag);
 	else
 		evrdma__work_queue(base, &rc->pump_work);

@@ -7,15 +7,6 @@
 
 #include "evrdma-internal.h"
 
-static void
-work_timer_cb(void *arg)
-{
-	struct evrdma_base *base = arg;
-
-	base->work.armed = 0;
-	evrdma__work_run(base);
-}
-
 /* The timer runs work queued outside a poll pass at the next iteration. */
 static void
 work_arm(struct evrdma_base *base)
@@ -26,6 +17,78 @@ work_arm(struct evrdma_base *base)
 		evrdma__log(EVRDMA_LOG_ERROR, "cannot schedule work");
 	else
 		base->work.armed = 1;
+}
+
+/* What is due runs now: the timer has nothing to do. */
+static void
+work_disarm(struct evrdma__workq *q)
+{
+	/* (the flag spares an event_del() of a timer that is not armed:
+	 * three calls deep into libevent on every message's path; calls
+	 * are what costs most under emulation, see bench/README.md) */
+	if (q->armed) {
+		evrdma__ev_stop(q->ev);
+		q->armed = 0;
+	}
+}
+
+/* Run the running list, in order (an item may cancel those after it). */
+static void
+work_run_running(struct evrdma__workq *q)
+{
+	struct evrdma__work *w;
+
+	while ((w = TAILQ_FIRST(&q->running))) {
+		TAILQ_REMOVE(&q->running, w, link);
+		w->queued = 0;
+		w->fn(w);
+	}
+}
+
+/* Stop the timer, then take what is due onto the running list. */
+static void
+work_take_due(struct evrdma__workq *q)
+{
+	struct evrdma__work *w;
+
+	work_disarm(q);
+	TAILQ_CONCAT(&q->running, &q->due, link);
+	TAILQ_FOREACH(w, &q->running, link)
+		w->queued = WORK_RUNNING;
+}
+
+/*
+ * The timer: run what was queued outside a poll, in queue order (first
+ * due, first served: that is what keeps many channels fair). Work queued
+ * by the items themselves waits for the next poll's end or iteration, so
+ * this always ends.
+ */
+static void
+work_timer_cb(void *arg)
+{
+	struct evrdma_base *base = arg;
+	struct evrdma__workq *q = &base->work;
+	struct evrdma__work *w;
+
+	q->armed = 0;
+	/* (a poll's end may have run it all: a stale timer finds nothing) */
+	if (TAILQ_EMPTY(&q->due))
+		return;
+	w = TAILQ_FIRST(&q->due);
+	if (!TAILQ_NEXT(w, link)) {
+		/* One item, the common case (one channel's pass): taken off
+		 * the queue without the running list, which only lets an
+		 * item cancel the items after it. (22 instructions less per
+		 * 64 B round trip, callgrind.) */
+		TAILQ_INIT(&q->due);
+		w->queued = 0;
+		w->fn(w);
+	} else {
+		work_take_due(q);
+		work_run_running(q);
+	}
+	if (!TAILQ_EMPTY(&q->due))
+		work_arm(base);
 }
 
 int
@@ -57,47 +120,28 @@ evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w)
 }
 
 /*
- * Run what is queued now, in queue order (first due, first served: that
- * is what keeps many channels fair). Work queued by the items themselves
- * waits for the next pass or iteration, so this always ends.
+ * The end of a poll (the outermost): the passes its completions made due
+ * (the rings' ready list, in completion order), then the work that was
+ * due when it ended. What either queues waits for the next iteration, as
+ * at the timer: run here, a pass that queued itself again (its write
+ * callback wrote) ran a second time at once, before the loop polled for
+ * the completions that free its send slots (64 KiB writes at 0.66x,
+ * bench/README.md, "stop 56").
  */
 void
-evrdma__work_run(struct evrdma_base *base)
+evrdma__work_poll_end(struct evrdma_base *base)
 {
 	struct evrdma__workq *q = &base->work;
-	struct evrdma__work *w;
 
-	/* (called after every poll, also each busy-poll round: the common
-	 * case, nothing due, costs nothing; a stale timer finds nothing) */
-	if (TAILQ_EMPTY(&q->due))
+	/* (the common case: nothing else due) */
+	if (TAILQ_EMPTY(&q->due)) {
+		evrdma__rings_run(&base->rings);
 		return;
-	/* (the flag spares an event_del() of a timer that is not armed:
-	 * three calls deep into libevent on every message's path; calls
-	 * are what costs most under emulation, see bench/README.md) */
-	if (q->armed) {
-		evrdma__ev_stop(q->ev);
-		q->armed = 0;
 	}
-	w = TAILQ_FIRST(&q->due);
-	if (!TAILQ_NEXT(w, link)) {
-		/* One item, the common case (one channel's pass per poll):
-		 * taken off the queue without the running list, which only
-		 * lets an item cancel the items after it. What it queues
-		 * (itself too) waits, as below. (22 instructions less per
-		 * 64 B round trip, callgrind.) */
-		TAILQ_INIT(&q->due);
-		w->queued = 0;
-		w->fn(w);
-	} else {
-		TAILQ_CONCAT(&q->running, &q->due, link);
-		TAILQ_FOREACH(w, &q->running, link)
-			w->queued = WORK_RUNNING;
-		while ((w = TAILQ_FIRST(&q->running))) {
-			TAILQ_REMOVE(&q->running, w, link);
-			w->queued = 0;
-			w->fn(w);
-		}
-	}
+	work_take_due(q);
+	evrdma__rings_run(&base->rings);
+	work_run_running(q);
 	if (!TAILQ_EMPTY(&q->due))
 		work_arm(base);
 }
+
