@@ -74,6 +74,27 @@ teardown(void)
 	evrdma__rings_fini(&base);
 }
 
+/* The passes ran in the order @p want, @p n of them, and no others. */
+static void
+check_order(const int *want, int n)
+{
+	int i;
+
+	ck_assert_int_eq(norder, n);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(order[i], want[i]);
+}
+
+/* Owners 0 to @p n - 1 ask for their pass, in that order. */
+static void
+ready_first(int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		evrdma__rings_ready(&base.rings, tag[i]);
+}
+
 START_TEST(passes_in_the_order_asked_once_each)
 {
 	evrdma__rings_ready(&base.rings, tag[2]);
@@ -82,17 +103,13 @@ START_TEST(passes_in_the_order_asked_once_each)
 	evrdma__rings_ready(&base.rings, tag[3]);
 	evrdma__rings_ready(&base.rings, tag[0]);
 	evrdma__rings_run(&base.rings);
-	ck_assert_int_eq(norder, 3);
-	ck_assert_int_eq(order[0], 2);
-	ck_assert_int_eq(order[1], 0);
-	ck_assert_int_eq(order[2], 3);
+	check_order((const int[]){ 2, 0, 3 }, 3);
 	/* the list is empty, and may fill again */
 	evrdma__rings_run(&base.rings);
 	ck_assert_int_eq(norder, 3);
 	evrdma__rings_ready(&base.rings, tag[3]);
 	evrdma__rings_run(&base.rings);
-	ck_assert_int_eq(norder, 4);
-	ck_assert_int_eq(order[3], 3);
+	check_order((const int[]){ 2, 0, 3, 3 }, 4);
 }
 END_TEST
 
@@ -101,8 +118,7 @@ START_TEST(an_owner_gone_is_skipped_and_told)
 {
 	int gone = _i, i, k = 0;
 
-	for (i = 0; i < NOWN; i++)
-		evrdma__rings_ready(&base.rings, tag[i]);
+	ready_first(NOWN);
 	ck_assert_int_eq(evrdma__rings_del(&base, tag[gone]), 1);
 	/* (gone already: nothing due) */
 	ck_assert_int_eq(evrdma__rings_del(&base, tag[gone]), 0);
@@ -126,15 +142,9 @@ START_TEST(a_pass_makes_others_due)
 {
 	ready_in_pass[0] = 1;	/* due already */
 	ready_in_pass[1] = 3;	/* not due */
-	evrdma__rings_ready(&base.rings, tag[0]);
-	evrdma__rings_ready(&base.rings, tag[1]);
-	evrdma__rings_ready(&base.rings, tag[2]);
+	ready_first(3);
 	evrdma__rings_run(&base.rings);
-	ck_assert_int_eq(norder, 4);
-	ck_assert_int_eq(order[0], 0);
-	ck_assert_int_eq(order[1], 1);
-	ck_assert_int_eq(order[2], 2);
-	ck_assert_int_eq(order[3], 3);
+	check_order((const int[]){ 0, 1, 2, 3 }, 4);
 }
 END_TEST
 
@@ -142,13 +152,9 @@ END_TEST
 START_TEST(a_pass_ends_one_due_later)
 {
 	del_in_pass[0] = 2;
-	evrdma__rings_ready(&base.rings, tag[0]);
-	evrdma__rings_ready(&base.rings, tag[1]);
-	evrdma__rings_ready(&base.rings, tag[2]);
+	ready_first(3);
 	evrdma__rings_run(&base.rings);
-	ck_assert_int_eq(norder, 2);
-	ck_assert_int_eq(order[0], 0);
-	ck_assert_int_eq(order[1], 1);
+	check_order((const int[]){ 0, 1 }, 2);
 }
 END_TEST
 
