@@ -533,9 +533,14 @@ dev_poll(struct evrdma_dev *dev)
 	}
 	/* what this pass's completions made due, before the loop sleeps:
 	 * the rings' owners' passes in the order their completions came,
-	 * then the other work */
-	if (!--base->work.in_poll && !base->freeing)
-		evrdma__work_poll_end(base);
+	 * then the other work due by then (not what they queue: work.c) */
+	if (!--base->work.in_poll && !base->freeing) {
+		int taken = evrdma__work_take(base);
+
+		evrdma__rings_run(&base->rings);
+		if (taken)
+			evrdma__work_run_taken(base);
+	}
 	found = base->cfg.poll_budget - budget;
 	if (base->cfg.busy_poll_us && !dev->dead) {
 		/* traffic: look for the next completion before sleeping;

@@ -177,9 +177,11 @@ int evrdma__work_init(struct evrdma_base *base);
 void evrdma__work_fini(struct evrdma_base *base);
 /* Queue @p w (no-op if queued). */
 void evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w);
-/* The end of the outermost poll: the rings' passes that its completions
- * made due, then the work due when it ended (what they queue waits). */
-void evrdma__work_poll_end(struct evrdma_base *base);
+/* The end of the outermost poll, around the rings' passes: take the work
+ * due now aside (1 if any), then run what was taken (what the passes and
+ * that work queue waits for the next iteration). */
+int evrdma__work_take(struct evrdma_base *base);
+void evrdma__work_run_taken(struct evrdma_base *base);
 /* Take @p w off the queue it is on (inline: once per message). */
 #define evrdma__work_cancel(base, w) do {				\
 	struct evrdma__work *w_ = (w);					\

@@ -120,26 +120,29 @@ evrdma__work_queue(struct evrdma_base *base, struct evrdma__work *w)
 }
 
 /*
- * The end of a poll (the outermost): the passes its completions made due
- * (the rings' ready list, in completion order), then the work that was
- * due when it ended. What either queues waits for the next iteration, as
- * at the timer: run here, a pass that queued itself again (its write
- * callback wrote) ran a second time at once, before the loop polled for
- * the completions that free its send slots (64 KiB writes at 0.66x,
- * bench/README.md, "stop 56").
+ * The end of a poll (the outermost), in two halves around the rings'
+ * passes (dev_poll()): the work due when the poll ended is taken aside
+ * first, and only that runs after the passes. What either queues waits
+ * for the next iteration, as at the timer: run at once, a pass that
+ * queued itself again (its write callback wrote) ran a second time
+ * before the loop polled for the completions that free its send slots
+ * (64 KiB writes at 0.66x, bench/README.md, "stop 56"). 1 when work was
+ * taken.
  */
+int
+evrdma__work_take(struct evrdma_base *base)
+{
+	if (TAILQ_EMPTY(&base->work.due))
+		return 0;
+	work_take_due(&base->work);
+	return 1;
+}
+
 void
-evrdma__work_poll_end(struct evrdma_base *base)
+evrdma__work_run_taken(struct evrdma_base *base)
 {
 	struct evrdma__workq *q = &base->work;
 
-	/* (the common case: nothing else due) */
-	if (TAILQ_EMPTY(&q->due)) {
-		evrdma__rings_run(&base->rings);
-		return;
-	}
-	work_take_due(q);
-	evrdma__rings_run(&base->rings);
 	work_run_running(q);
 	if (!TAILQ_EMPTY(&q->due))
 		work_arm(base);
